@@ -1,0 +1,1 @@
+"""PySpark streaming connectors: thin adapters that hand off to mm2py's core."""

@@ -1,0 +1,151 @@
+"""Frozen, typed configuration objects: what the rest of mm2py reads.
+
+They are built once, at the edge, by ``mm2py.config.load`` from an MM2 properties (or YAML)
+file; nothing downstream parses strings again. Client settings stay in Kafka's own
+(Java client) spelling; ``mm2py.kafka.clientconf`` translates them per client library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class FrozenMap(Mapping[str, Any]):
+    """A read-only, hashable, picklable mapping (Spark pickles configs to executors)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, values: Mapping[str, Any] | None = None):
+        self._data = dict(values or {})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._data.items())))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self._data) == dict(other)
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({self._data!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenMap, (self._data,))
+
+
+def frozen_map(values: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+    return FrozenMap(values)
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """One Kafka cluster named in ``clusters``.
+
+    ``client`` holds every ``{alias}.<client-setting>`` (security.protocol, sasl.*, ssl.*, ...)
+    that applies to all clients; ``consumer``/``producer``/``admin`` are ``client`` overlaid with
+    the ``{alias}.consumer.*``/``producer.*``/``admin.*`` scoped keys.
+    """
+
+    alias: str
+    bootstrap_servers: str
+    client: Mapping[str, str] = field(default_factory=frozen_map)
+    consumer: Mapping[str, str] = field(default_factory=frozen_map)
+    producer: Mapping[str, str] = field(default_factory=frozen_map)
+    admin: Mapping[str, str] = field(default_factory=frozen_map)
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    """One replication flow ``source->target`` with every setting resolved.
+
+    Precedence (as MM2's MirrorMakerConfig): ``{src}->{tgt}.key`` beats ``{alias}.key``
+    (of the source cluster for connector keys) beats the top-level ``key`` beats the default.
+    """
+
+    source: ClusterConfig
+    target: ClusterConfig
+    enabled: bool = False
+    topics: tuple[str, ...] = (".*",)
+    topics_exclude: tuple[str, ...] = (r".*[\-\.]internal", r".*\.replica", "__.*")
+    groups: tuple[str, ...] = (".*",)
+    groups_exclude: tuple[str, ...] = ("console-consumer-.*", "connect-.*", "__.*")
+    replication_policy_class: str = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+    replication_policy_separator: str = "."
+    internal_topic_separator_enabled: bool = True
+    replication_factor: int = 2
+    heartbeats_topic_replication_factor: int = 3
+    checkpoints_topic_replication_factor: int = 3
+    offset_syncs_topic_replication_factor: int = 3
+    offset_syncs_topic_location: str = "source"  # "source" | "target"
+    refresh_topics_enabled: bool = True
+    refresh_topics_interval_seconds: float = 600.0
+    refresh_groups_enabled: bool = True
+    refresh_groups_interval_seconds: float = 600.0
+    sync_topic_configs_enabled: bool = True
+    sync_topic_configs_interval_seconds: float = 600.0
+    config_properties_exclude: tuple[str, ...] = (
+        r"follower\.replication\.throttled\.replicas",
+        r"leader\.replication\.throttled\.replicas",
+        r"message\.timestamp\.difference\.max\.ms",
+        r"message\.timestamp\.type",
+        r"unclean\.leader\.election\.enable",
+        r"min\.insync\.replicas",
+    )
+    use_defaults_from: str = "target"  # "source" | "target"
+    sync_topic_acls_enabled: bool = True
+    sync_topic_acls_interval_seconds: float = 600.0
+    emit_heartbeats_enabled: bool = True
+    emit_heartbeats_interval_seconds: float = 1.0
+    emit_checkpoints_enabled: bool = True
+    emit_checkpoints_interval_seconds: float = 60.0
+    sync_group_offsets_enabled: bool = False
+    sync_group_offsets_interval_seconds: float = 60.0
+    emit_offset_syncs_enabled: bool = True
+    offset_lag_max: int = 100
+    heartbeats_replication_enabled: bool = True
+    admin_timeout_ms: int = 60000
+    consumer_poll_timeout_ms: int = 1000
+    tasks_max: int | None = None  # None: Spark's default parallelism
+    exactly_once_support: str = "requested"  # "requested" | "required" | "disabled"
+    auto_offset_reset: str = "earliest"  # from {source}.consumer.auto.offset.reset
+    # mm2py additions (not in MM2)
+    partition_mismatch: str = "error"  # "error" | "hash"
+    sync_topic_deletes_enabled: bool = False
+    max_batch_bytes: int = 64 * 1024 * 1024  # admission control: bytes per micro-batch
+    trigger_interval_ms: int = 500  # minimum time between micro-batches
+    # every resolved key (including unknown ones), for plugins and diagnostics
+    raw: Mapping[str, str] = field(default_factory=frozen_map)
+
+    @property
+    def name(self) -> str:
+        return f"{self.source.alias}->{self.target.alias}"
+
+
+@dataclass(frozen=True)
+class MirrorMakerConfig:
+    """A whole MM2 file: its clusters, every flow that runs (enabled or heartbeat-only), Spark."""
+
+    clusters: Mapping[str, ClusterConfig]
+    flows: tuple[FlowConfig, ...]
+    spark: Mapping[str, str] = field(default_factory=frozen_map)  # spark.* keys, e.g. spark.master
+    metrics_port: int | None = None
+    source_path: str | None = None
+
+    @property
+    def enabled_flows(self) -> tuple[FlowConfig, ...]:
+        return tuple(f for f in self.flows if f.enabled)
+
+    def flows_into(self, targets: tuple[str, ...] | None) -> tuple[FlowConfig, ...]:
+        """Enabled flows, limited to those whose target is listed (``--clusters``)."""
+        if not targets:
+            return self.enabled_flows
+        return tuple(f for f in self.enabled_flows if f.target.alias in targets)

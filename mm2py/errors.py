@@ -1,0 +1,108 @@
+"""The one exception tree of mm2py.
+
+Errors raised by client libraries (kafka-python, confluent-kafka) are translated at the
+boundary into these, keeping the cluster, topic, partition, offset and the original cause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class Mm2pyError(Exception):
+    """Base class of every error mm2py raises on purpose."""
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One thing wrong with a configuration file: the key at fault, its line, and why."""
+
+    key: str | None
+    message: str
+    line: int | None = None
+    source: str | None = None
+
+    def __str__(self) -> str:
+        where = []
+        if self.source:
+            where.append(self.source + (f":{self.line}" if self.line else ""))
+        elif self.line:
+            where.append(f"line {self.line}")
+        if self.key:
+            where.append(f"key '{self.key}'")
+        prefix = ", ".join(where)
+        return f"{prefix}: {self.message}" if prefix else self.message
+
+
+class ConfigError(Mm2pyError):
+    """A configuration that cannot run. Lists every problem at once."""
+
+    def __init__(self, problems: list[ConfigProblem] | ConfigProblem | str):
+        if isinstance(problems, str):
+            problems = [ConfigProblem(None, problems)]
+        elif isinstance(problems, ConfigProblem):
+            problems = [problems]
+        self.problems: list[ConfigProblem] = list(problems)
+        count = len(self.problems)
+        head = f"invalid configuration ({count} problem{'s' if count != 1 else ''}):"
+        super().__init__("\n  ".join([head, *map(str, self.problems)]))
+
+
+class KafkaError(Mm2pyError):
+    """A failure talking to a Kafka cluster, with where it happened and why."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        cluster: str | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+        cause: BaseException | None = None,
+        retriable: bool = False,
+    ):
+        self.cluster = cluster
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.cause = cause
+        self.retriable = retriable
+        parts = []
+        if cluster is not None:
+            parts.append(f"cluster={cluster}")
+        if topic is not None:
+            parts.append(f"topic={topic}")
+        if partition is not None:
+            parts.append(f"partition={partition}")
+        if offset is not None:
+            parts.append(f"offset={offset}")
+        where = f" [{' '.join(parts)}]" if parts else ""
+        why = f": {cause}" if cause is not None and str(cause) not in message else ""
+        super().__init__(f"{message}{where}{why}")
+        if cause is not None:
+            self.__cause__ = cause
+
+
+class ClusterUnreachableError(KafkaError):
+    """No broker of a cluster answered within the admin timeout."""
+
+
+class AuthenticationError(KafkaError):
+    """The cluster refused our credentials."""
+
+
+class AuthorizationError(KafkaError):
+    """The cluster refused an operation for lack of an ACL; the message names it."""
+
+
+class RecordTooLargeError(KafkaError):
+    """A source batch exceeds what the target topic accepts (max.message.bytes)."""
+
+
+class DataLossError(KafkaError):
+    """Source records vanished (retention, truncation) before they were mirrored."""
+
+
+class DevClusterError(Mm2pyError):
+    """A local development cluster could not be started, found or stopped."""

@@ -1,0 +1,129 @@
+"""Cluster administration behind one small interface (confluent-kafka's AdminClient).
+
+The rest of mm2py never touches a client library's admin API directly: errors are turned
+into ``mm2py.errors`` types here, naming the cluster and topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import KafkaError as CKafkaError
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic, OffsetSpec
+
+from mm2py.config.model import ClusterConfig
+from mm2py.errors import (
+    AuthenticationError,
+    AuthorizationError,
+    ClusterUnreachableError,
+    KafkaError,
+)
+from mm2py.kafka.clientconf import rdkafka_config
+
+TP = tuple[str, int]
+
+
+def translate(exc: BaseException, *, cluster: str, action: str, topic: str | None = None) -> KafkaError:
+    """confluent-kafka's error -> ours, keeping what failed and where."""
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    code = err.code() if isinstance(err, CKafkaError) else None
+    text = err.str() if isinstance(err, CKafkaError) else str(exc)
+    message = f"{action} failed: {text}"
+    if code in (CKafkaError.TOPIC_AUTHORIZATION_FAILED, CKafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                CKafkaError.GROUP_AUTHORIZATION_FAILED):
+        return AuthorizationError(message, cluster=cluster, topic=topic, cause=exc)
+    if code in (CKafkaError._AUTHENTICATION, CKafkaError.SASL_AUTHENTICATION_FAILED):
+        return AuthenticationError(message, cluster=cluster, topic=topic, cause=exc)
+    if code in (CKafkaError._TRANSPORT, CKafkaError._ALL_BROKERS_DOWN, CKafkaError._TIMED_OUT):
+        return ClusterUnreachableError(message, cluster=cluster, topic=topic, cause=exc, retriable=True)
+    retriable = bool(isinstance(err, CKafkaError) and err.retriable())
+    return KafkaError(message, cluster=cluster, topic=topic, cause=exc, retriable=retriable)
+
+
+class Admin:
+    """Admin operations on one cluster. Cheap to build; build it where it is used."""
+
+    def __init__(self, cluster: ClusterConfig, *, timeout_ms: int = 60000):
+        self.alias = cluster.alias
+        self.bootstrap = cluster.bootstrap_servers
+        self.timeout = timeout_ms / 1000
+        conf = rdkafka_config(cluster.bootstrap_servers, cluster.admin, cluster.alias)
+        conf.setdefault("client.id", f"mm2py-admin-{cluster.alias}")
+        self._conf = conf
+        self._client = AdminClient(conf)
+
+    @property
+    def client_config(self) -> dict[str, str]:
+        return dict(self._conf)
+
+    def _result(self, future: object, action: str, topic: str | None = None) -> object:
+        try:
+            return future.result(timeout=self.timeout)  # type: ignore[attr-defined]
+        except KafkaException as e:
+            raise translate(e, cluster=self.alias, action=action, topic=topic) from e
+        except TimeoutError as e:
+            raise ClusterUnreachableError(
+                f"{action}: no answer from {self.bootstrap} within {self.timeout:.0f} s",
+                cluster=self.alias, topic=topic, cause=e, retriable=True,
+            ) from e
+
+    def topics(self) -> dict[str, int]:
+        """Every topic's partition count."""
+        try:
+            md = self._client.list_topics(timeout=self.timeout)
+        except KafkaException as e:
+            raise translate(e, cluster=self.alias, action=f"listing topics at {self.bootstrap}") from e
+        out = {}
+        for name, topic in md.topics.items():
+            if topic.error is not None:
+                continue
+            out[name] = len(topic.partitions)
+        return out
+
+    def broker_count(self) -> int:
+        try:
+            return len(self._client.list_topics(timeout=self.timeout).brokers)
+        except KafkaException as e:
+            raise translate(e, cluster=self.alias, action="describing the cluster") from e
+
+    def create_topic(
+        self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str] | None = None
+    ) -> bool:
+        """Create a topic; False when it already existed."""
+        new = NewTopic(name, partitions, replication_factor, config=dict(config or {}))
+        future = self._client.create_topics([new], operation_timeout=self.timeout)[name]
+        try:
+            future.result(timeout=self.timeout)
+            return True
+        except KafkaException as e:
+            if e.args and isinstance(e.args[0], CKafkaError) and e.args[0].code() == CKafkaError.TOPIC_ALREADY_EXISTS:
+                return False
+            raise translate(e, cluster=self.alias, action="creating topic", topic=name) from e
+
+    def create_partitions(self, name: str, total: int) -> None:
+        future = self._client.create_partitions([NewPartitions(name, total)])[name]
+        self._result(future, f"growing to {total} partitions", topic=name)
+
+    def delete_topic(self, name: str) -> None:
+        future = self._client.delete_topics([name], operation_timeout=self.timeout)[name]
+        self._result(future, "deleting topic", topic=name)
+
+    def list_offsets(self, tps: Iterable[TP], spec: str = "latest") -> dict[TP, int]:
+        """Offsets per partition: ``latest`` is the last stable offset (read_committed)."""
+        specs = {"latest": OffsetSpec.latest, "earliest": OffsetSpec.earliest}
+        request = {TopicPartition(t, p): specs[spec]() for t, p in tps}
+        if not request:
+            return {}
+        futures = self._client.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED,
+                                            request_timeout=self.timeout)
+        out = {}
+        for tp, future in futures.items():
+            info = self._result(future, f"listing {spec} offsets", topic=tp.topic)
+            out[(tp.topic, tp.partition)] = info.offset  # type: ignore[attr-defined]
+        return out
+
+    def group_offsets(self, group: str) -> dict[TP, int]:
+        future = self._client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
+        result = self._result(future, f"reading offsets of group {group}")
+        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}  # type: ignore[attr-defined]

@@ -1,0 +1,265 @@
+"""Raw Kafka protocol access for the data path: Fetch and Produce of whole record batches.
+
+Built on kafka-python's protocol classes and network client, which carry the ``records``
+field as opaque bytes both ways. Request versions are pinned to the last ones that name
+topics rather than topic ids (Fetch v12, Produce v12), which every Kafka from 2.7 on speaks.
+Instances are made inside Spark tasks (never pickled) and closed when the task ends.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import kafka.errors as kerr
+from kafka.future import Future
+from kafka.net.compat import KafkaNetClient
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+
+from mm2py.config.model import ClusterConfig
+from mm2py.errors import (
+    AuthenticationError,
+    AuthorizationError,
+    ClusterUnreachableError,
+    KafkaError,
+    RecordTooLargeError,
+)
+from mm2py.kafka.clientconf import kafka_python_config
+
+TopicPartition = tuple[str, int]
+
+FETCH = FetchRequest[12]
+PRODUCE = ProduceRequest[12]
+METADATA = MetadataRequest[12]
+READ_COMMITTED = 1
+# kafka-python refuses sends past this per connection; we stay one below it.
+MAX_IN_FLIGHT = 16
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted: tuple[tuple[int, int], ...]  # (producer_id, first_offset) of aborted txns
+    records: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ProducedPartition:
+    error_code: int
+    base_offset: int
+    error_message: str | None
+
+
+def error_for(code: int) -> type[Exception]:
+    return kerr.for_code(code)
+
+
+def to_kafka_error(
+    code: int,
+    *,
+    cluster: str,
+    topic: str | None = None,
+    partition: int | None = None,
+    offset: int | None = None,
+    detail: str | None = None,
+) -> KafkaError:
+    """Map a broker error code to our exception tree, keeping where it happened."""
+    exc = error_for(code)
+    text = f"{exc.__name__}" + (f": {detail}" if detail else "")
+    where = {"cluster": cluster, "topic": topic, "partition": partition, "offset": offset}
+    if issubclass(exc, kerr.AuthorizationError):
+        return AuthorizationError(f"not authorized ({text})", **where)
+    if exc in (kerr.MessageSizeTooLargeError, kerr.RecordBatchTooLargeError):
+        return RecordTooLargeError(f"batch larger than the target allows ({text})", **where)
+    return KafkaError(text, retriable=getattr(exc, "retriable", False), **where)
+
+
+class RawClient:
+    """One cluster's brokers, spoken to with raw protocol requests.
+
+    Invariants:
+    - at most ``MAX_IN_FLIGHT - 1`` requests are outstanding per broker connection;
+    - every error leaving this class is a ``mm2py.errors.KafkaError`` naming the cluster.
+    """
+
+    def __init__(
+        self, cluster: ClusterConfig, *, client_id: str, timeout_ms: int = 60000, receive_max_bytes: int = 256 << 20
+    ):
+        self.alias = cluster.alias
+        self.timeout_ms = timeout_ms
+        conf = kafka_python_config(cluster.bootstrap_servers, cluster.client, cluster.alias)
+        conf.setdefault("client_id", client_id)
+        conf["max_in_flight_requests_per_connection"] = MAX_IN_FLIGHT
+        conf["receive_message_max_bytes"] = receive_max_bytes
+        conf.setdefault("request_timeout_ms", min(timeout_ms, 30000))
+        try:
+            self._net = KafkaNetClient(**conf)
+            self._net.check_version(timeout_ms=timeout_ms)
+        except kerr.SaslAuthenticationFailedError as e:
+            raise AuthenticationError("authentication failed", cluster=self.alias, cause=e) from e
+        except kerr.KafkaError as e:
+            raise ClusterUnreachableError(
+                f"no broker answered at {cluster.bootstrap_servers} within {timeout_ms} ms",
+                cluster=self.alias,
+                cause=e,
+            ) from e
+        except OSError as e:
+            raise AuthenticationError("authentication failed", cluster=self.alias, cause=e) from e
+        self._in_flight: dict[int, list[Future]] = {}
+
+    def close(self) -> None:
+        self._net.close()
+
+    # -- request plumbing -------------------------------------------------------------
+
+    def _send(self, node: int, request: object) -> Future:
+        pending = self._in_flight.setdefault(node, [])
+        pending[:] = [f for f in pending if not f.is_done]
+        while len(pending) >= MAX_IN_FLIGHT - 1:
+            self._net.poll(timeout_ms=self.timeout_ms, future=pending[0])
+            pending[:] = [f for f in pending if not f.is_done]
+        try:
+            self._net.await_ready(node, timeout_ms=self.timeout_ms)
+        except kerr.KafkaError as e:
+            raise KafkaError(f"broker {node} not reachable", cluster=self.alias, cause=e, retriable=True) from e
+        future = self._net.send(node, request)
+        pending.append(future)
+        return future
+
+    def wait(self, future: Future) -> object:
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        while not future.is_done:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise KafkaError("request timed out", cluster=self.alias, retriable=True)
+            self._net.poll(timeout_ms=left * 1000, future=future)
+        if future.failed():
+            exc = future.exception
+            if isinstance(exc, kerr.SaslAuthenticationFailedError):
+                raise AuthenticationError("authentication failed", cluster=self.alias, cause=exc)
+            raise KafkaError("request failed", cluster=self.alias, cause=exc, retriable=True)
+        return future.value
+
+    def any_node(self) -> int:
+        node = self._net.least_loaded_node(bootstrap_fallback=True)
+        if node is None:
+            raise ClusterUnreachableError("no broker known", cluster=self.alias)
+        return node
+
+    # -- metadata ---------------------------------------------------------------------
+
+    def leaders(self, topics: Iterable[str]) -> dict[TopicPartition, int]:
+        """Current leader broker of every partition of ``topics``."""
+        names = sorted(set(topics))
+        request = METADATA(
+            topics=[METADATA.MetadataRequestTopic(name=t) for t in names],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        response = self.wait(self._send(self.any_node(), request))
+        leaders: dict[TopicPartition, int] = {}
+        for topic in response.topics:
+            if topic.error_code:
+                raise to_kafka_error(topic.error_code, cluster=self.alias, topic=topic.name)
+            for part in topic.partitions:
+                leaders[(topic.name, part.partition_index)] = part.leader_id
+        return leaders
+
+    # -- fetch ------------------------------------------------------------------------
+
+    def fetch(
+        self,
+        node: int,
+        positions: Mapping[TopicPartition, int],
+        *,
+        partition_max_bytes: int,
+        max_bytes: int,
+        max_wait_ms: int = 500,
+    ) -> Future:
+        by_topic: dict[str, list[object]] = {}
+        for (topic, partition), offset in positions.items():
+            by_topic.setdefault(topic, []).append(
+                FETCH.FetchTopic.FetchPartition(
+                    partition=partition,
+                    current_leader_epoch=-1,
+                    fetch_offset=offset,
+                    last_fetched_epoch=-1,
+                    log_start_offset=-1,
+                    partition_max_bytes=partition_max_bytes,
+                )
+            )
+        request = FETCH(
+            replica_id=-1,
+            max_wait_ms=max_wait_ms,
+            min_bytes=1,
+            max_bytes=max_bytes,
+            isolation_level=READ_COMMITTED,
+            session_id=0,
+            session_epoch=-1,
+            topics=[FETCH.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        return self._send(node, request)
+
+    @staticmethod
+    def fetched(response: object) -> dict[TopicPartition, FetchedPartition]:
+        out: dict[TopicPartition, FetchedPartition] = {}
+        for topic in response.responses:
+            for p in topic.partitions:
+                aborted = tuple((a.producer_id, a.first_offset) for a in (p.aborted_transactions or ()))
+                out[(topic.topic, p.partition_index)] = FetchedPartition(
+                    p.error_code,
+                    p.high_watermark,
+                    p.last_stable_offset,
+                    p.log_start_offset,
+                    aborted,
+                    p.records or b"",
+                )
+        return out
+
+    # -- produce ----------------------------------------------------------------------
+
+    def produce(self, node: int, batches: Mapping[TopicPartition, bytes], *, timeout_ms: int) -> Future:
+        """Send one batch per partition in one ProduceRequest (acks=all)."""
+        by_topic: dict[str, list[object]] = {}
+        for (topic, partition), records in batches.items():
+            by_topic.setdefault(topic, []).append(
+                PRODUCE.TopicProduceData.PartitionProduceData(index=partition, records=records)
+            )
+        request = PRODUCE(
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=timeout_ms,
+            topic_data=[PRODUCE.TopicProduceData(name=t, partition_data=ps) for t, ps in by_topic.items()],
+        )
+        return self._send(node, request)
+
+    @staticmethod
+    def produced(response: object) -> dict[TopicPartition, ProducedPartition]:
+        out: dict[TopicPartition, ProducedPartition] = {}
+        for topic in response.responses:
+            for p in topic.partition_responses:
+                out[(topic.name, p.index)] = ProducedPartition(p.error_code, p.base_offset, p.error_message)
+        return out
+
+    def init_producer_id(self) -> tuple[int, int]:
+        """A fresh idempotent producer id and epoch from the cluster."""
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        while True:
+            request = InitProducerIdRequest[4](
+                transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1
+            )
+            response = self.wait(self._send(self.any_node(), request))
+            if response.error_code == 0:
+                return response.producer_id, response.producer_epoch
+            exc = error_for(response.error_code)
+            if not getattr(exc, "retriable", False) or time.monotonic() > deadline:
+                raise to_kafka_error(response.error_code, cluster=self.alias, detail="InitProducerId")
+            time.sleep(0.1)

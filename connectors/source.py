@@ -1,0 +1,106 @@
+"""The source-data connector as a PySpark streaming data source.
+
+Each Spark task copies a group of partition ranges from the source cluster to the target
+inside ``read()`` (raw batches, no records cross into the JVM) and yields one small row per
+range describing what it did. The sink (``mm2py.engine.flow_sink``) turns those rows into
+positions on the target and offset syncs.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import pickle
+from collections.abc import Iterator
+from dataclasses import astuple
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from mm2py.config.model import FlowConfig
+from mm2py.source.copier import CopySettings, copy_ranges
+from mm2py.source.ranges import PartitionRange, assign
+
+RESULT_SCHEMA = (
+    "topic string, partition int, start long, end long, next_offset long, records long, bytes long, "
+    "batches long, rebuilt long, dropped long, syncs array<array<long>>, max_timestamp long"
+)
+
+
+def encode_flow(flow: FlowConfig) -> str:
+    """Data source options are strings: the frozen flow travels pickled."""
+    return base64.b64encode(pickle.dumps(flow)).decode("ascii")
+
+
+def decode_flow(text: str) -> FlowConfig:
+    return pickle.loads(base64.b64decode(text))
+
+
+class RangeGroup(InputPartition):
+    """The ranges one Spark task copies."""
+
+    def __init__(self, ranges: list[PartitionRange]):
+        self.ranges = ranges
+
+
+class MirrorSourceDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "mm2py-mirror-source"
+
+    def schema(self) -> str:
+        return RESULT_SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return MirrorSourceStreamReader(decode_flow(self.options["flow"]), int(self.options.get("tasks", "2")))
+
+
+class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, flow: FlowConfig, tasks: int):
+        self.flow = flow
+        self.tasks = flow.tasks_max or tasks
+        self.settings = CopySettings(request_timeout_ms=flow.admin_timeout_ms)
+        self._planner = None  # driver side only; built on first use, never pickled
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_planner"] = None
+        return state
+
+    @property
+    def planner(self):  # noqa: ANN201 - imported lazily to keep executors light
+        if self._planner is None:
+            from mm2py.source.planner import SourcePlanner
+
+            self._planner = SourcePlanner(self.flow)
+        return self._planner
+
+    def initialOffset(self) -> dict:
+        return self.planner.initial_offsets()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxBytes(self.flow.max_batch_bytes)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        max_bytes = None if isinstance(limit, ReadAllAvailable) else getattr(limit, "max_bytes", None)
+        return self.planner.latest_offsets(start, max_bytes)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.planner.prepare_available_now()
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return [RangeGroup(group) for group in assign(self.planner.ranges(start, end), self.tasks)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
+        assert isinstance(partition, RangeGroup)
+        client_id = f"mm2py-{self.flow.name}-{os.getpid()}"
+        for result in copy_ranges(self.flow.source, self.flow.target, partition.ranges, self.settings, client_id):
+            row = astuple(result)
+            yield row[:10] + ([list(s) for s in result.syncs], result.max_timestamp)
+
+    def commit(self, end: dict) -> None:
+        pass  # positions are recorded by the sink, from what tasks actually copied
+
+    def stop(self) -> None:
+        pass

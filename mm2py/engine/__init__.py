@@ -1,0 +1,1 @@
+"""Running flows on Spark: the session, one streaming query per connector, shutdown."""

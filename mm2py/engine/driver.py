@@ -1,0 +1,154 @@
+"""Runs every flow of an MM2 config as Spark streaming queries in one Spark application."""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import structlog
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from connectors.source import MirrorSourceDataSource, encode_flow
+from mm2py.config.model import FlowConfig, MirrorMakerConfig
+from mm2py.engine.sink import FlowSink
+from mm2py.errors import Mm2pyError
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_MASTER = "local[*]"
+SPARK_DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.python.worker.reuse": "true",
+    "spark.sql.streaming.stopTimeout": "60s",
+    # a task failure (a broker hiccup) is retried: copies are at-least-once, positions
+    # move only after the whole micro-batch succeeded
+    "spark.task.maxFailures": "4",
+}
+
+
+def local_master_with_retries(master: str) -> str:
+    """``local[N]`` never retries failed tasks; ``local[N,F]`` does."""
+    if master.startswith("local[") and "," not in master:
+        return master[:-1] + ",4]"
+    if master == "local":
+        return "local[1,4]"
+    return master
+
+
+def build_session(master: str, conf: Mapping[str, str], app_name: str = "mm2py") -> SparkSession:
+    builder = SparkSession.builder.appName(app_name).master(local_master_with_retries(master))
+    settings = dict(SPARK_DEFAULTS)
+    settings.update({k: v for k, v in conf.items() if k != "spark.master"})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(MirrorSourceDataSource)
+    return spark
+
+
+@dataclass
+class RunningFlow:
+    flow: FlowConfig
+    sink: FlowSink
+    query: StreamingQuery
+
+
+@dataclass
+class Engine:
+    """The flows of one process and their queries."""
+
+    config: MirrorMakerConfig
+    spark: SparkSession
+    checkpoint_root: str
+    flows: list[RunningFlow] = field(default_factory=list)
+
+    def start(self, flows: tuple[FlowConfig, ...], *, until_caught_up: bool = False) -> None:
+        parallelism = self.spark.sparkContext.defaultParallelism
+        for flow in flows:
+            sink = FlowSink(flow)
+            df = (
+                self.spark.readStream.format(MirrorSourceDataSource.name())
+                .option("flow", encode_flow(flow))
+                .option("tasks", str(parallelism))
+                .load()
+            )
+            writer = (
+                df.writeStream.queryName(f"source {flow.name}")
+                .foreachBatch(sink)
+                .option("checkpointLocation", os.path.join(self.checkpoint_root, flow.name.replace(">", ""), "source"))
+            )
+            if until_caught_up:
+                writer = writer.trigger(availableNow=True)
+            else:
+                writer = writer.trigger(processingTime=f"{flow.trigger_interval_ms} milliseconds")
+            query = writer.start()
+            self.flows.append(RunningFlow(flow, sink, query))
+            log.info("flow started", flow=flow.name, source=flow.source.bootstrap_servers,
+                     target=flow.target.bootstrap_servers)
+
+    def wait(self, stop: threading.Event) -> None:
+        """Block until ``stop`` is set or a query ends; raise the first query failure."""
+        while not stop.is_set():
+            for running in self.flows:
+                if not running.query.isActive:
+                    exc = running.query.exception()
+                    if exc is not None:
+                        raise Mm2pyError(f"flow {running.flow.name} failed: {exc.desc}") from None
+            if all(not r.query.isActive for r in self.flows):
+                return
+            stop.wait(0.5)
+
+    def stop(self) -> None:
+        for running in self.flows:
+            try:
+                running.query.stop()
+            except Exception as e:  # noqa: BLE001 - keep stopping the others
+                log.warning("stopping a query failed", flow=running.flow.name, error=str(e))
+            running.sink.close()
+        log.info("flows stopped", flows=[r.flow.name for r in self.flows])
+
+
+def run(
+    config: MirrorMakerConfig,
+    *,
+    targets: tuple[str, ...] | None = None,
+    master: str | None = None,
+    checkpoint_dir: str | None = None,
+    until_caught_up: bool = False,
+) -> int:
+    """Run the enabled flows (into ``targets`` when given) until SIGINT/SIGTERM."""
+    flows = config.flows_into(targets)
+    if not flows:
+        raise Mm2pyError(
+            "no enabled flow" + (f" into {', '.join(targets)}" if targets else "")
+            + ": set e.g. 'A->B.enabled = true'"
+        )
+    master = master or config.spark.get("spark.master") or DEFAULT_MASTER
+    spark = build_session(master, config.spark)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("shutting down", signal=signal.Signals(signum).name)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    # Without a configured directory each run plans from the positions on the target, so a
+    # lost or stale checkpoint can never disagree with what was really copied.
+    root = checkpoint_dir or config.spark.get("spark.checkpoint.dir") or tempfile.mkdtemp(prefix="mm2py-ckpt-")
+    engine = Engine(config, spark, root)
+    try:
+        engine.start(flows, until_caught_up=until_caught_up)
+        engine.wait(stop)
+        return 0
+    finally:
+        engine.stop()
+        spark.stop()
+        for s, handler in previous.items():
+            signal.signal(s, handler)

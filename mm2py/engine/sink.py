@@ -1,0 +1,74 @@
+"""The source connector's sink: records positions and reports what each micro-batch did."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import structlog
+from pyspark.sql import DataFrame
+
+from mm2py.config.model import FlowConfig
+from mm2py.positions import PositionStore
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class FlowTotals:
+    """Running totals of one flow, for logs and status."""
+
+    batches: int = 0
+    records: int = 0
+    bytes: int = 0
+    positions: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+class FlowSink:
+    """``foreachBatch`` callback of a flow's source query; runs in the driver process.
+
+    Positions move only here, after Spark finished every task of the micro-batch, and only
+    to where the tasks report they actually copied (``next_offset``), never to planned ends.
+    """
+
+    def __init__(self, flow: FlowConfig):
+        self.flow = flow
+        self.store = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms)
+        self.totals = FlowTotals()
+        self._started = time.monotonic()
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        t0 = time.monotonic()
+        rows = df.collect()
+        if not rows:
+            return
+        positions = {}
+        records = size = rebuilt = dropped = 0
+        for row in rows:
+            if row.next_offset > row.start:
+                positions[(row.topic, row.partition)] = row.next_offset - 1
+            records += row.records
+            size += row.bytes
+            rebuilt += row.rebuilt
+            dropped += row.dropped
+        self.store.save(positions)
+        self.totals.batches += 1
+        self.totals.records += records
+        self.totals.bytes += size
+        self.totals.positions.update(positions)
+        elapsed = time.monotonic() - t0
+        log.info(
+            "micro-batch mirrored",
+            flow=self.flow.name,
+            batch=batch_id,
+            partitions=len(rows),
+            records=records,
+            bytes=size,
+            rebuilt_batches=rebuilt,
+            dropped_records=dropped,
+            seconds=round(elapsed, 3),
+            mb_per_s=round(size / elapsed / 1e6, 1) if elapsed > 0 else None,
+        )
+
+    def close(self) -> None:
+        self.store.close()

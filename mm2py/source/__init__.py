@@ -1,0 +1,1 @@
+"""The source-data connector's core: planning ranges on the driver, copying them in tasks."""

@@ -1,0 +1,278 @@
+"""Copies a group of partition ranges from the source cluster to the target: one Spark task.
+
+Fetches raw batches (read_committed), re-stamps them with this task's own idempotent
+producer state, and produces them to the same partition number of the remote topic, one
+batch per partition per request with several requests in flight per broker. Produce
+responses give each batch's target base offset, from which the exact offset syncs follow.
+
+Invariants:
+- batches of one partition reach the target in source order (one in flight per request,
+  requests to a broker are answered in order, and the producer id's sequences enforce it);
+- a range ends only after every batch it owns (base offset in ``[start, end)``) is acked;
+- any error fails the task; Spark's retry re-copies the ranges (at-least-once), and the
+  positions on the target move only after the whole micro-batch succeeded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from kafka.future import Future
+
+from mm2py.config.model import ClusterConfig
+from mm2py.errors import DataLossError, KafkaError
+from mm2py.kafka import batches as rb
+from mm2py.kafka.wire import FetchedPartition, RawClient, TopicPartition, error_for, to_kafka_error
+from mm2py.source.aborted import AbortedFilter
+from mm2py.source.ranges import PartitionRange, RangeResult
+
+OFFSET_OUT_OF_RANGE = 1
+RETRIABLE_FETCH = {3, 5, 6, 74, 75}  # unknown topic, leader n/a, not leader, fenced/unknown epoch
+
+
+@dataclass(frozen=True)
+class CopySettings:
+    """Tuning of one copy task; picklable, sent with the task."""
+
+    partition_max_bytes: int = 8 << 20
+    fetch_max_bytes: int = 64 << 20
+    fetch_max_wait_ms: int = 200
+    produce_timeout_ms: int = 30000
+    request_timeout_ms: int = 60000
+    verify_crc: bool = False
+
+
+@dataclass
+class _Partition:
+    range: PartitionRange
+    target: TopicPartition
+    next_fetch: int
+    done: bool = False
+    sequence: int = 0
+    records: int = 0
+    bytes: int = 0
+    batches: int = 0
+    rebuilt: int = 0
+    dropped: int = 0
+    max_timestamp: int = -1
+    # linear run tracking: the next (upstream, downstream) pair that continues the run
+    run_next: tuple[int, int] | None = None
+    syncs: list[tuple[int, int]] = field(default_factory=list)
+    # upstream offsets of each in-flight batch, in send order: [(record upstream offsets)]
+    in_flight: deque[list[int] | tuple[int, int]] = field(default_factory=deque)
+    queue: deque[tuple[bytes, list[int] | tuple[int, int]]] = field(default_factory=deque)
+
+    def result(self) -> RangeResult:
+        r = self.range
+        return RangeResult(
+            r.topic, r.partition, r.start, r.end, self.next_fetch, self.records, self.bytes,
+            self.batches, self.rebuilt, self.dropped, tuple(self.syncs), self.max_timestamp,
+        )
+
+    def acked(self, downstream_base: int) -> None:
+        """Record the mapping of the oldest in-flight batch from its produce response."""
+        upstream = self.in_flight.popleft()
+        if isinstance(upstream, tuple):  # (base, count) of a batch passed unchanged
+            base, count = upstream
+            if self.run_next != (base, downstream_base):
+                self.syncs.append((base, downstream_base))
+            self.run_next = (base + count, downstream_base + count)
+            return
+        for i, up in enumerate(upstream):  # rebuilt: offsets may have gaps
+            down = downstream_base + i
+            if self.run_next != (up, down):
+                self.syncs.append((up, down))
+            self.run_next = (up + 1, down + 1)
+
+
+def copy_ranges(
+    source: ClusterConfig,
+    target: ClusterConfig,
+    ranges: list[PartitionRange],
+    settings: CopySettings,
+    client_id: str,
+) -> list[RangeResult]:
+    """Mirror every range in ``ranges``; return what was done per range."""
+    src = RawClient(source, client_id=client_id, timeout_ms=settings.request_timeout_ms)
+    dst = RawClient(target, client_id=client_id, timeout_ms=settings.request_timeout_ms)
+    try:
+        return _Copier(src, dst, ranges, settings).run()
+    finally:
+        src.close()
+        dst.close()
+
+
+class _Copier:
+    def __init__(self, src: RawClient, dst: RawClient, ranges: list[PartitionRange], settings: CopySettings):
+        self.src, self.dst, self.settings = src, dst, settings
+        self.parts = {
+            (r.topic, r.partition): _Partition(r, (r.target_topic, r.partition), r.start) for r in ranges
+        }
+        self.producer_id, self.epoch = dst.init_producer_id()
+        self.src_leaders = src.leaders({r.topic for r in ranges})
+        self.dst_leaders = dst.leaders({r.target_topic for r in ranges})
+        self.produce_futures: deque[tuple[Future, int, dict[TopicPartition, _Partition]]] = deque()
+
+    def run(self) -> list[RangeResult]:
+        fetches: dict[int, Future] = {}
+        while True:
+            for node, tps in self._fetch_plan().items():
+                if node not in fetches:
+                    positions = {tp: self.parts[tp].next_fetch for tp in tps}
+                    fetches[node] = self.src.fetch(
+                        node, positions,
+                        partition_max_bytes=self.settings.partition_max_bytes,
+                        max_bytes=self.settings.fetch_max_bytes,
+                        max_wait_ms=self.settings.fetch_max_wait_ms,
+                    )
+            if not fetches:
+                if all(p.done for p in self.parts.values()):
+                    break
+                # every open partition has a full queue: drain before fetching more
+                self._send_produce()
+                self._reap_produce(block=True)
+                continue
+            node, future = next(iter(fetches.items()))
+            del fetches[node]
+            response = self.src.wait(future)
+            for tp, data in RawClient.fetched(response).items():
+                self._handle_fetched(tp, data)
+            self._send_produce()
+            self._reap_produce(block=False)
+        self._send_produce()
+        self._reap_produce(block=True)
+        return [p.result() for p in self.parts.values()]
+
+    def _fetch_plan(self) -> dict[int, list[TopicPartition]]:
+        plan: dict[int, list[TopicPartition]] = {}
+        for tp, part in self.parts.items():
+            # bound memory: do not fetch a partition whose queue is still long
+            if not part.done and len(part.queue) < 32:
+                plan.setdefault(self.src_leaders[tp], []).append(tp)
+        return plan
+
+    def _handle_fetched(self, tp: TopicPartition, data: FetchedPartition) -> None:
+        part = self.parts[tp]
+        r = part.range
+        if data.error_code == OFFSET_OUT_OF_RANGE:
+            raise DataLossError(
+                f"source offsets from {part.next_fetch} are gone (log starts at {data.log_start_offset}); "
+                f"records [{part.next_fetch}, {data.log_start_offset}) were deleted before they were mirrored",
+                cluster=self.src.alias, topic=r.topic, partition=r.partition, offset=part.next_fetch,
+            )
+        if data.error_code in RETRIABLE_FETCH:
+            time.sleep(0.2)
+            self.src_leaders = self.src.leaders({p.range.topic for p in self.parts.values()})
+            return
+        if data.error_code:
+            raise to_kafka_error(
+                data.error_code, cluster=self.src.alias, topic=r.topic, partition=r.partition,
+                offset=part.next_fetch,
+            )
+        buf = data.records
+        aborted = AbortedFilter(data.aborted)
+        progressed = False
+        for view in rb.split_batches(buf):
+            if view.next_offset <= part.next_fetch:
+                continue  # the fetch starts at the batch holding fetch_offset
+            if view.base_offset >= r.end:
+                part.done = True
+                break
+            progressed = True
+            if self.settings.verify_crc:
+                rb.verify_crc(buf, view)
+            trim_before = r.start if (r.exact and view.base_offset < r.start) else None
+            if view.base_offset < r.start and trim_before is None:
+                pass  # owned by the previous range, which mirrored it whole
+            elif view.is_control or aborted.is_aborted(view):
+                part.dropped += view.record_count
+            elif view.record_count > 0:
+                self._enqueue(part, buf, view, trim_before)
+            part.next_fetch = view.next_offset
+            if view.last_offset >= r.end - 1:
+                part.done = True
+                break
+        if not progressed and not part.done and buf and not any(True for _ in rb.split_batches(buf)):
+            raise KafkaError(
+                f"a batch at offset {part.next_fetch} is larger than the fetch size "
+                f"({self.settings.partition_max_bytes} bytes); raise max.partition.fetch.bytes",
+                cluster=self.src.alias, topic=r.topic, partition=r.partition, offset=part.next_fetch,
+            )
+        if not progressed and not part.done:
+            # nothing at or after next_fetch below the end: the range's tail is not readable
+            # (e.g. end beyond the last stable offset); finish where the log stands now
+            readable_end = data.last_stable_offset if data.last_stable_offset >= 0 else data.high_watermark
+            if part.next_fetch >= readable_end and not buf:
+                raise DataLossError(
+                    f"source log ends at {readable_end}, below offset {r.end} planned from it earlier: "
+                    "the partition was truncated (unclean leader election or deleted records)",
+                    cluster=self.src.alias, topic=r.topic, partition=r.partition, offset=part.next_fetch,
+                )
+
+    def _enqueue(self, part: _Partition, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
+        if view.passes_unchanged and trim_before is None:
+            payload = rb.patch_for_target(buf, view, self.producer_id, self.epoch, part.sequence)
+            part.queue.append((payload, (view.base_offset, view.record_count)))
+            part.sequence += view.record_count
+            part.records += view.record_count
+            part.bytes += view.size
+            return
+        records = rb.decode(buf, view)
+        if trim_before is not None:
+            records = [rec for rec in records if rec.offset >= trim_before]
+        payload = rb.rebuild(records, rb.codec_of(buf, view), self.producer_id, self.epoch, part.sequence)
+        if payload is None:
+            return
+        part.queue.append((payload, [rec.offset for rec in records]))
+        part.sequence += len(records)
+        part.records += len(records)
+        part.bytes += len(payload)
+        part.rebuilt += 1
+
+    def _send_produce(self) -> None:
+        """Send one request per target broker per round, each with one batch per partition."""
+        while True:
+            rounds: dict[int, dict[TopicPartition, _Partition]] = {}
+            payloads: dict[int, dict[TopicPartition, bytes]] = {}
+            for part in self.parts.values():
+                if part.queue and len(part.in_flight) < 5:
+                    node = self.dst_leaders[part.target]
+                    payload, upstream = part.queue.popleft()
+                    part.in_flight.append(upstream)
+                    part.batches += 1
+                    rounds.setdefault(node, {})[part.target] = part
+                    payloads.setdefault(node, {})[part.target] = payload
+            if not rounds:
+                return
+            for node, batch_map in payloads.items():
+                future = self.dst.produce(node, batch_map, timeout_ms=self.settings.produce_timeout_ms)
+                self.produce_futures.append((future, node, rounds[node]))
+            self._reap_produce(block=False)
+
+    def _reap_produce(self, *, block: bool) -> None:
+        while self.produce_futures:
+            future, _node, parts = self.produce_futures[0]
+            if not future.is_done and not block:
+                return
+            response = self.dst.wait(future)
+            self.produce_futures.popleft()
+            for tp, result in RawClient.produced(response).items():
+                part = parts[tp]
+                if result.error_code:
+                    exc = error_for(result.error_code)
+                    err = to_kafka_error(
+                        result.error_code, cluster=self.dst.alias, topic=tp[0], partition=tp[1],
+                        detail=result.error_message,
+                    )
+                    if getattr(exc, "retriable", False):
+                        err = KafkaError(str(err), cluster=self.dst.alias, topic=tp[0], partition=tp[1],
+                                         retriable=True)
+                    raise err
+                part.acked(result.base_offset)
+            if block:
+                for part in self.parts.values():
+                    if part.queue:
+                        self._send_produce()
+                        break

@@ -1,0 +1,203 @@
+"""Driver-side planning of the source connector: which partitions, from where, up to where.
+
+Spark offsets of the source connector are a plain JSON dict::
+
+    {"p": {"orders:0": 1200, ...},     # next source offset to plan, per partition
+     "exact": ["orders:0", ...],       # starts that are exact record positions (see ranges.py)
+     "new": {"refunds:0": 0}}          # start of partitions first seen in this batch
+
+Invariants:
+- a remote topic exists with at least the source's partition count before a range of it
+  is planned;
+- ends never pass the source's last stable offset, so only committed data is planned;
+- a partition's first start comes from the position recorded on the target (MM2 format),
+  else from ``auto.offset.reset`` (earliest by default, as MM2).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import structlog
+
+from mm2py.config.model import FlowConfig
+from mm2py.filters import TopicFilter
+from mm2py.kafka.admin import Admin
+from mm2py.policy import ReplicationPolicy, load_policy
+from mm2py.positions import PositionStore
+from mm2py.source.ranges import PartitionRange, split_key, tp_key
+
+log = structlog.get_logger(__name__)
+
+TP = tuple[str, int]
+# Until batches report real sizes, plan as if an offset carried this many bytes.
+ASSUMED_BYTES_PER_OFFSET = 512
+
+
+def flow_policy(flow: FlowConfig) -> ReplicationPolicy:
+    return load_policy(
+        flow.replication_policy_class,
+        separator=flow.replication_policy_separator,
+        internal_topic_separator_enabled=flow.internal_topic_separator_enabled,
+        source_cluster_alias=flow.source.alias,
+    )
+
+
+@dataclass(frozen=True)
+class Offsets:
+    """The parsed form of the source connector's Spark offset dict."""
+
+    positions: dict[str, int]
+    exact: frozenset[str]
+    new: dict[str, int]
+
+    @classmethod
+    def parse(cls, raw: dict) -> Offsets:
+        return cls(dict(raw.get("p", {})), frozenset(raw.get("exact", ())), dict(raw.get("new", {})))
+
+    def to_json(self) -> dict:
+        return {"p": self.positions, "exact": sorted(self.exact), "new": self.new}
+
+    def start_of(self, key: str) -> int | None:
+        return self.positions.get(key, self.new.get(key))
+
+
+class SourcePlanner:
+    """Plans micro-batches for one flow. Lives in Spark's source runner on the driver."""
+
+    def __init__(self, flow: FlowConfig):
+        self.flow = flow
+        self.policy = flow_policy(flow)
+        self.filter = TopicFilter(flow.topics, flow.topics_exclude)
+        self.src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
+        self.dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
+        self.store = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms)
+        self.store.ensure_topic(self.dst)
+        self.partitions: dict[str, int] = {}  # mirrored source topic -> partition count
+        self._refreshed_at = 0.0
+        self._stored: dict[TP, int] | None = None
+        self._available_now: dict[str, int] | None = None
+
+    # -- topics -----------------------------------------------------------------------
+
+    def remote_topic(self, topic: str) -> str:
+        return self.policy.format_remote_topic(self.flow.source.alias, topic)
+
+    def refresh_topics(self, *, force: bool = False) -> None:
+        """Find source topics to mirror and make their remote topics ready on the target."""
+        due = self.flow.refresh_topics_enabled and (
+            time.monotonic() - self._refreshed_at >= self.flow.refresh_topics_interval_seconds
+        )
+        if not (force or due or not self._refreshed_at):
+            return
+        source_topics = self.src.topics()
+        wanted = {
+            t: n
+            for t, n in source_topics.items()
+            if self.policy.should_replicate_topic(
+                t, self.flow.target.alias, self.filter, self.flow.heartbeats_replication_enabled
+            )
+        }
+        target_topics = self.dst.topics()
+        rf_cap = None
+        for topic, count in sorted(wanted.items()):
+            remote = self.remote_topic(topic)
+            have = target_topics.get(remote)
+            if have is None:
+                if rf_cap is None:
+                    rf_cap = self.dst.broker_count()
+                rf = self.flow.replication_factor
+                if rf > rf_cap:
+                    log.warning("replication.factor capped", flow=self.flow.name, topic=remote,
+                                configured=rf, brokers=rf_cap)
+                    rf = rf_cap
+                if self.dst.create_topic(remote, count, rf):
+                    log.info("created remote topic", flow=self.flow.name, topic=remote, partitions=count)
+            elif have < count:
+                self.dst.create_partitions(remote, count)
+                log.info("added partitions", flow=self.flow.name, topic=remote, before=have, after=count)
+        gone = set(self.partitions) - set(wanted)
+        for topic in sorted(gone):
+            log.warning("source topic no longer mirrored", flow=self.flow.name, topic=topic)
+        for topic in sorted(set(wanted) - set(self.partitions)):
+            log.info("mirroring topic", flow=self.flow.name, topic=topic, partitions=wanted[topic],
+                     remote=self.remote_topic(topic))
+        self.partitions = wanted
+        self._refreshed_at = time.monotonic()
+
+    def all_partitions(self) -> list[TP]:
+        return [(t, p) for t, n in sorted(self.partitions.items()) for p in range(n)]
+
+    # -- offsets ----------------------------------------------------------------------
+
+    def _initial_start(self, tps: list[TP]) -> tuple[dict[str, int], set[str]]:
+        """First start of partitions new to this run: recorded position, else the reset policy."""
+        if self._stored is None:
+            self._stored = self.store.load()
+        starts: dict[str, int] = {}
+        exact: set[str] = set()
+        missing = []
+        for tp in tps:
+            if tp in self._stored:
+                key = tp_key(*tp)
+                starts[key] = self._stored[tp] + 1
+                exact.add(key)
+            else:
+                missing.append(tp)
+        if missing:
+            spec = "latest" if self.flow.auto_offset_reset == "latest" else "earliest"
+            for tp, offset in self.src.list_offsets(missing, spec).items():
+                starts[tp_key(*tp)] = offset
+        return starts, exact
+
+    def initial_offsets(self) -> dict:
+        self.refresh_topics(force=True)
+        starts, exact = self._initial_start(self.all_partitions())
+        return Offsets(starts, frozenset(exact), {}).to_json()
+
+    def prepare_available_now(self) -> None:
+        self.refresh_topics(force=True)
+        ends = self.src.list_offsets(self.all_partitions(), "latest")
+        self._available_now = {tp_key(*tp): off for tp, off in ends.items()}
+
+    def latest_offsets(self, start_raw: dict, max_bytes: int | None) -> dict:
+        start = Offsets.parse(start_raw)
+        self.refresh_topics()
+        tps = self.all_partitions()
+        keys = {tp_key(*tp): tp for tp in tps}
+        known = {k: v for k, v in start.positions.items() if k in keys}
+        fresh = [tp for k, tp in keys.items() if start.start_of(k) is None]
+        # partitions first seen now: their start rides along in "new" for ranges() to find
+        new, new_exact = self._initial_start(fresh) if fresh else ({}, set())
+        exact = set(start.exact) | new_exact
+
+        latest = self.src.list_offsets(tps, "latest")
+        if self._available_now is not None:
+            latest = {tp: min(off, self._available_now.get(tp_key(*tp), 0)) for tp, off in latest.items()}
+        begin = {k: known.get(k, new.get(k, 0)) for k in keys}
+        lag = {k: max(0, latest[tp] - begin[k]) for k, tp in keys.items()}
+        ends = self._cap(begin, lag, max_bytes)
+        planned = {k for k in keys if ends[k] > begin[k]}
+        return Offsets(ends, frozenset(k for k in exact if k not in planned), new).to_json()
+
+    def _cap(self, begin: dict[str, int], lag: dict[str, int], max_bytes: int | None) -> dict[str, int]:
+        total = sum(lag.values())
+        budget = None if not max_bytes else max(1, max_bytes // ASSUMED_BYTES_PER_OFFSET)
+        if budget is None or total <= budget:
+            return {k: begin[k] + lag[k] for k in begin}
+        # share the budget in proportion to lag, so no partition starves
+        return {k: begin[k] + (max(1, lag[k] * budget // total) if lag[k] else 0) for k in begin}
+
+    def ranges(self, start_raw: dict, end_raw: dict) -> list[PartitionRange]:
+        start, end = Offsets.parse(start_raw), Offsets.parse(end_raw)
+        out = []
+        for key, stop in end.positions.items():
+            begin = start.start_of(key)
+            if begin is None:
+                begin = end.new.get(key, stop)
+            if stop > begin:
+                topic, partition = split_key(key)
+                out.append(PartitionRange(topic, partition, begin, stop, self.remote_topic(topic),
+                                          exact=key in start.exact))
+        return out

@@ -1,0 +1,77 @@
+"""Per-partition offset ranges: the unit of work of a micro-batch.
+
+A micro-batch is a set of ranges ``[start, end)`` of source partitions. A range owns every
+source batch whose *base offset* lies in it: the batch that straddles ``end`` is mirrored
+whole by this range, and skipped by the next one. Hence ranges planned from any offsets
+(admission control cuts mid-batch) never copy a batch twice nor miss one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRange:
+    topic: str
+    partition: int
+    start: int
+    end: int
+    target_topic: str
+    # True when ``start`` is an exact record position (first range after a restart from
+    # an MM2-written position): records before it inside the first batch are trimmed.
+    exact: bool = False
+
+    @property
+    def key(self) -> str:
+        return tp_key(self.topic, self.partition)
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class RangeResult:
+    """What a task did for one range; small, sent back to the driver."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    next_offset: int  # first source offset not yet mirrored (>= end when done)
+    records: int = 0
+    bytes: int = 0
+    batches: int = 0
+    rebuilt: int = 0
+    dropped: int = 0  # control records and aborted-transaction records left out
+    # (upstream offset, downstream offset) wherever the linear mapping starts or breaks
+    syncs: tuple[tuple[int, int], ...] = field(default_factory=tuple)
+    max_timestamp: int = -1
+
+
+def tp_key(topic: str, partition: int) -> str:
+    """The JSON-safe key of a topic-partition in Spark offsets: ``topic:partition``.
+
+    Topic names cannot contain ':' (Kafka allows only [a-zA-Z0-9._-]), so it splits back.
+    """
+    return f"{topic}:{partition}"
+
+
+def split_key(key: str) -> tuple[str, int]:
+    topic, _, partition = key.rpartition(":")
+    return topic, int(partition)
+
+
+def assign(ranges: list[PartitionRange], tasks: int) -> list[list[PartitionRange]]:
+    """Spread ranges over at most ``tasks`` groups, balancing offset counts (greedy LPT)."""
+    work = sorted((r for r in ranges if r.size > 0), key=lambda r: r.size, reverse=True)
+    if not work:
+        return []
+    groups: list[list[PartitionRange]] = [[] for _ in range(max(1, min(tasks, len(work))))]
+    loads = [0] * len(groups)
+    for r in work:
+        i = loads.index(min(loads))
+        groups[i].append(r)
+        loads[i] += r.size
+    return groups

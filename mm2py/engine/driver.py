@@ -93,6 +93,16 @@ class Engine:
             log.info("flow started", flow=flow.name, source=flow.source.bootstrap_servers,
                      target=flow.target.bootstrap_servers)
 
+    def await_caught_up(self, timeout: float) -> None:
+        """With ``until_caught_up``: wait until every query finished; raise on failure or timeout."""
+        for running in self.flows:
+            running.query.awaitTermination(timeout)
+            exc = running.query.exception()
+            if exc is not None:
+                raise Mm2pyError(f"flow {running.flow.name} failed: {exc.desc}") from None
+            if running.query.isActive:
+                raise Mm2pyError(f"flow {running.flow.name} still running after {timeout} s")
+
     def wait(self, stop: threading.Event) -> None:
         """Block until ``stop`` is set or a query ends; raise the first query failure."""
         while not stop.is_set():

@@ -1,0 +1,52 @@
+# mm2py: everything a fresh machine needs is installed by these targets.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+KAFKA_VERSION := 4.3.0
+KAFKA_LIBS := .cache/kafka-$(KAFKA_VERSION)/libs
+VENV_STAMP := $(VENV)/.installed
+JARS_STAMP := $(KAFKA_LIBS)/.fetched
+PYTEST_ARGS ?=
+
+.PHONY: all demo test unit integration bench lint jars venv clean clean-var
+
+all: test
+
+$(VENV_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV_STAMP)
+
+$(JARS_STAMP): build/kafka/pom.xml
+	mvn -q -B -f build/kafka/pom.xml package -Dkafka.version=$(KAFKA_VERSION)
+	touch $@
+
+jars: $(JARS_STAMP)
+
+demo: $(VENV_STAMP) $(JARS_STAMP)
+	$(PY) -m mm2py.demo
+
+test: $(VENV_STAMP) $(JARS_STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+
+unit: $(VENV_STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests/unit
+
+integration: $(VENV_STAMP) $(JARS_STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS) tests/integration
+
+bench: $(VENV_STAMP) $(JARS_STAMP)
+	$(PY) -m bench.run
+
+lint: $(VENV_STAMP)
+	$(VENV)/bin/ruff check mm2py connectors tests
+
+clean-var:
+	-$(PY) -m mm2py dev-cluster down --all 2>/dev/null
+	rm -rf var
+
+clean: clean-var
+	rm -rf $(VENV) .cache build/kafka/target

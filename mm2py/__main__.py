@@ -1,0 +1,5 @@
+import sys
+
+from mm2py.cli import main
+
+sys.exit(main())

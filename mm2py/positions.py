@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 import structlog
@@ -69,10 +70,12 @@ class PositionStore:
                 if high > low:
                     remaining[p] = high
             consumer.assign([TopicPartition(self.topic, p, 0) for p in remaining])
+            deadline = time.monotonic() + self.timeout
             while remaining:
-                msgs = consumer.consume(10000, timeout=self.timeout)
-                if not msgs:
-                    raise KafkaError(f"reading {self.topic} stalled", cluster=self.target.alias, topic=self.topic)
+                if time.monotonic() > deadline:
+                    raise KafkaError(f"reading {self.topic} did not reach its end within {self.timeout:.0f} s",
+                                     cluster=self.target.alias, topic=self.topic, retriable=True)
+                msgs = consumer.consume(10000, timeout=0.2)
                 for msg in msgs:
                     if msg.error():
                         raise KafkaError(str(msg.error()), cluster=self.target.alias, topic=self.topic)

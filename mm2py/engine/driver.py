@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -29,7 +30,10 @@ SPARK_DEFAULTS = {
     # a task failure (a broker hiccup) is retried: copies are at-least-once, positions
     # move only after the whole micro-batch succeeded
     "spark.task.maxFailures": "4",
+    "spark.ui.showConsoleProgress": "false",
 }
+# Local masters bind the driver to loopback: a replicator has no business listening elsewhere.
+LOCAL_NETWORK = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 
 
 def local_master_with_retries(master: str) -> str:
@@ -44,6 +48,12 @@ def local_master_with_retries(master: str) -> str:
 def build_session(master: str, conf: Mapping[str, str], app_name: str = "mm2py") -> SparkSession:
     builder = SparkSession.builder.appName(app_name).master(local_master_with_retries(master))
     settings = dict(SPARK_DEFAULTS)
+    if master.startswith("local") or master.startswith("spark://127.") or master.startswith("spark://localhost"):
+        settings.update(LOCAL_NETWORK)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers must run the interpreter mm2py is installed in, not whatever is on PATH
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    settings["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]
     settings.update({k: v for k, v in conf.items() if k != "spark.master"})
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -106,3 +106,7 @@ class DataLossError(KafkaError):
 
 class DevClusterError(Mm2pyError):
     """A local development cluster could not be started, found or stopped."""
+
+
+class FormatError(Mm2pyError):
+    """Bytes that do not decode as the MM2 record type they should be."""

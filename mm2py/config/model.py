@@ -139,6 +139,7 @@ class MirrorMakerConfig:
     spark: Mapping[str, str] = field(default_factory=frozen_map)  # spark.* keys, e.g. spark.master
     metrics_port: int | None = None
     source_path: str | None = None
+    unknown_keys: tuple[str, ...] = ()
 
     @property
     def enabled_flows(self) -> tuple[FlowConfig, ...]:

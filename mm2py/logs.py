@@ -7,7 +7,7 @@ import sys
 
 import structlog
 
-_QUIET = ("py4j", "kafka", "pyspark", "urllib3")
+_QUIET = ("py4j", "kafka", "pyspark", "urllib3", "rdkafka")
 
 
 def configure(level: str = "INFO", *, json: bool | None = None) -> None:
@@ -32,4 +32,4 @@ def configure(level: str = "INFO", *, json: bool | None = None) -> None:
     )
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr)
     for name in _QUIET:
-        logging.getLogger(name).setLevel(logging.ERROR)
+        logging.getLogger(name).setLevel(logging.DEBUG if numeric <= logging.DEBUG else logging.CRITICAL)

@@ -24,6 +24,7 @@ from mm2py.errors import FormatError, KafkaError
 from mm2py.formats import SourceOffset
 from mm2py.kafka.admin import Admin, translate
 from mm2py.kafka.clientconf import rdkafka_config
+from mm2py.kafka.retry import retrying
 
 log = structlog.get_logger(__name__)
 
@@ -55,6 +56,9 @@ class PositionStore:
 
     def load(self) -> dict[TP, int]:
         """The last mirrored source offset of every partition that has one."""
+        return retrying(self._load, self.timeout)
+
+    def _load(self) -> dict[TP, int]:
         conf = dict(self._conf)
         conf.update({"group.id": f"mm2py-positions-{self.source_alias}", "enable.auto.commit": False,
                      "enable.partition.eof": False, "isolation.level": "read_committed"})

@@ -6,6 +6,7 @@ into ``mm2py.errors`` types here, naming the cluster and topic.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
@@ -20,6 +21,7 @@ from mm2py.errors import (
     KafkaError,
 )
 from mm2py.kafka.clientconf import rdkafka_config
+from mm2py.kafka.retry import retrying
 
 TP = tuple[str, int]
 
@@ -95,15 +97,32 @@ class Admin:
         future = self._client.create_topics([new], operation_timeout=self.timeout)[name]
         try:
             future.result(timeout=self.timeout)
-            return True
         except KafkaException as e:
             if e.args and isinstance(e.args[0], CKafkaError) and e.args[0].code() == CKafkaError.TOPIC_ALREADY_EXISTS:
                 return False
             raise translate(e, cluster=self.alias, action="creating topic", topic=name) from e
+        self.wait_for_leaders(name, partitions)
+        return True
+
+    def wait_for_leaders(self, name: str, partitions: int) -> None:
+        """A created topic is usable once every partition has a leader; wait for that."""
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            try:
+                topic = self._client.list_topics(name, timeout=self.timeout).topics.get(name)
+            except KafkaException:
+                topic = None
+            if (topic is not None and topic.error is None and len(topic.partitions) >= partitions
+                    and all(p.leader >= 0 for p in topic.partitions.values())):
+                return
+            time.sleep(0.1)
+        raise KafkaError(f"partitions have no leader {self.timeout:.0f} s after creation", cluster=self.alias,
+                         topic=name, retriable=True)
 
     def create_partitions(self, name: str, total: int) -> None:
         future = self._client.create_partitions([NewPartitions(name, total)])[name]
         self._result(future, f"growing to {total} partitions", topic=name)
+        self.wait_for_leaders(name, total)
 
     def delete_topic(self, name: str) -> None:
         future = self._client.delete_topics([name], operation_timeout=self.timeout)[name]
@@ -111,6 +130,10 @@ class Admin:
 
     def list_offsets(self, tps: Iterable[TP], spec: str = "latest") -> dict[TP, int]:
         """Offsets per partition: ``latest`` is the last stable offset (read_committed)."""
+        tps = list(tps)
+        return retrying(lambda: self._list_offsets(tps, spec), self.timeout)
+
+    def _list_offsets(self, tps: list[TP], spec: str) -> dict[TP, int]:
         specs = {"latest": OffsetSpec.latest, "earliest": OffsetSpec.earliest}
         request = {TopicPartition(t, p): specs[spec]() for t, p in tps}
         if not request:

@@ -7,6 +7,7 @@ their own spelling; this module is the only place that knows both.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 
@@ -58,9 +59,17 @@ def _pem_location(props: Mapping[str, str], kind: str, alias: str) -> str | None
     return location
 
 
-def rdkafka_config(bootstrap: str, props: Mapping[str, str], alias: str) -> dict[str, str]:
+RDKAFKA_LOGGER = logging.getLogger("rdkafka")
+# Broker connection retries are noise; failures reach the operator as mm2py errors.
+# ``--log-level DEBUG`` lowers this (mm2py.logs).
+RDKAFKA_LOGGER.setLevel(logging.CRITICAL)
+
+
+def rdkafka_config(bootstrap: str, props: Mapping[str, str], alias: str) -> dict[str, object]:
     """Settings for confluent-kafka clients (admin, producer, consumer)."""
-    conf: dict[str, str] = {"bootstrap.servers": bootstrap}
+    # librdkafka logs through Python logging, so our log setup decides what is shown;
+    # connection failures surface as mm2py errors naming the cluster instead
+    conf: dict[str, object] = {"bootstrap.servers": bootstrap, "logger": RDKAFKA_LOGGER}
     for key, value in props.items():
         if key in _RDKAFKA_SAME:
             conf[key] = value

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import kafka.errors as kerr
 from kafka.future import Future
 from kafka.net.compat import KafkaNetClient
-from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
@@ -248,6 +248,22 @@ class RawClient:
             for p in topic.partition_responses:
                 out[(topic.name, p.index)] = ProducedPartition(p.error_code, p.base_offset, p.error_message)
         return out
+
+    def log_start_offset(self, node: int, tp: TopicPartition) -> int:
+        """The first offset a partition still holds (ListOffsets, earliest)."""
+        req = ListOffsetsRequest[7]
+        request = req(
+            replica_id=-1,
+            isolation_level=READ_COMMITTED,
+            topics=[req.ListOffsetsTopic(name=tp[0], partitions=[
+                req.ListOffsetsTopic.ListOffsetsPartition(partition_index=tp[1], current_leader_epoch=-1,
+                                                          timestamp=-2)])],
+        )
+        response = self.wait(self._send(node, request))
+        part = response.topics[0].partitions[0]
+        if part.error_code:
+            raise to_kafka_error(part.error_code, cluster=self.alias, topic=tp[0], partition=tp[1])
+        return part.offset
 
     def init_producer_id(self) -> tuple[int, int]:
         """A fresh idempotent producer id and epoch from the cluster."""

@@ -157,9 +157,12 @@ class _Copier:
         part = self.parts[tp]
         r = part.range
         if data.error_code == OFFSET_OUT_OF_RANGE:
+            start = self.src.log_start_offset(self.src_leaders[tp], tp)
+            if start <= part.next_fetch:
+                return  # the log moved under us (leader change): fetch again
             raise DataLossError(
-                f"source offsets from {part.next_fetch} are gone (log starts at {data.log_start_offset}); "
-                f"records [{part.next_fetch}, {data.log_start_offset}) were deleted before they were mirrored",
+                f"records [{part.next_fetch}, {start}) were deleted from the source (retention or "
+                f"delete-records) before they were mirrored; the log now starts at {start}",
                 cluster=self.src.alias, topic=r.topic, partition=r.partition, offset=part.next_fetch,
             )
         if data.error_code in RETRIABLE_FETCH:

@@ -1,0 +1,100 @@
+"""Shared helpers for tests that run mm2py flows on real clusters and real Spark."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mm2py.config import load_text
+from mm2py.config.model import MirrorMakerConfig
+from mm2py.engine.driver import Engine
+
+REPO = Path(__file__).resolve().parents[2]
+
+SINGLE_BROKER = """
+replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+"""
+
+
+def properties(clusters: dict[str, str], flows: dict[str, dict[str, str]], extra: str = "") -> str:
+    """An MM2 properties text: ``clusters`` alias -> bootstrap, ``flows`` "A->B" -> flow keys."""
+    lines = [f"clusters = {', '.join(clusters)}"]
+    lines += [f"{alias}.bootstrap.servers = {bootstrap}" for alias, bootstrap in clusters.items()]
+    for flow, keys in flows.items():
+        lines.append(f"{flow}.enabled = true")
+        lines += [f"{flow}.{k} = {v}" for k, v in keys.items()]
+    return "\n".join(lines) + "\n" + SINGLE_BROKER + extra
+
+
+def mirror_once(spark, text: str, tmp_path: Path, timeout: float = 240) -> Engine:  # noqa: ANN001
+    """Run every enabled flow in-process until it caught up with what the sources hold now."""
+    config: MirrorMakerConfig = load_text(text)
+    engine = Engine(config, spark, str(tmp_path / "ckpt"))
+    try:
+        engine.start(config.enabled_flows, until_caught_up=True)
+        engine.await_caught_up(timeout)
+    finally:
+        engine.stop()
+    return engine
+
+
+class Replicator:
+    """``connect-mirror-maker`` as a real child process, as an operator runs it."""
+
+    def __init__(self, config_path: Path, log_path: Path, *args: str):
+        self.config_path = config_path
+        self.log_path = log_path
+        self.args = args
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Replicator:
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
+        cmd = [sys.executable, "-c", "import sys; from mm2py.cli import connect_mirror_maker_main as m; "
+               "sys.exit(m())", str(self.config_path), *self.args]
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                                     start_new_session=True)
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the whole process tree (driver JVM and Python workers too)."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self, timeout: float = 90) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(30)
+                raise AssertionError(f"replicator ignored SIGTERM for {timeout} s; log: {self.tail()}") from None
+        return self.proc.returncode
+
+    def tail(self, n: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+
+
+def wait_for(predicate, timeout: float, message: str, replicator: Replicator | None = None) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if replicator is not None and not replicator.alive():
+            raise AssertionError(f"replicator exited while waiting for: {message}\n{replicator.tail()}")
+        time.sleep(1)
+    extra = f"\nreplicator log:\n{replicator.tail()}" if replicator else ""
+    raise AssertionError(f"timed out after {timeout} s waiting for: {message}{extra}")

@@ -27,17 +27,19 @@ def _admin(bootstrap: str) -> AdminClient:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
-    admin = _admin(bootstrap)
+    admin = _admin(bootstrap)  # must outlive the future: a collected client cancels its requests
     admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
     wait_until(lambda: name in list_topics(bootstrap), 30, f"topic {name} visible")
 
 
 def add_partitions(bootstrap: str, name: str, total: int) -> None:
-    _admin(bootstrap).create_partitions([NewPartitions(name, total)])[name].result(30)
+    admin = _admin(bootstrap)
+    admin.create_partitions([NewPartitions(name, total)])[name].result(30)
 
 
 def delete_topic(bootstrap: str, name: str) -> None:
-    _admin(bootstrap).delete_topics([name])[name].result(30)
+    admin = _admin(bootstrap)
+    admin.delete_topics([name])[name].result(30)
 
 
 def list_topics(bootstrap: str) -> set[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -130,7 +131,7 @@ class Engine:
             try:
                 running.query.stop()
             except Exception as e:  # noqa: BLE001 - keep stopping the others
-                log.warning("stopping a query failed", flow=running.flow.name, error=str(e))
+                log.warning("stopping a query failed", flow=running.flow.name, error=str(e).splitlines()[0])
             running.sink.close()
         log.info("flows stopped", flows=[r.flow.name for r in self.flows])
 
@@ -167,8 +168,17 @@ def run(
         engine.start(flows, until_caught_up=until_caught_up)
         engine.wait(stop)
         return 0
+    except Exception:
+        if not stop.is_set():
+            raise
+        # A signal sent to the whole process group (Ctrl-C, systemd) reaches Spark's JVM too and
+        # may end it before we stop the queries. Nothing is lost: positions move only after
+        # a micro-batch completed, so the next start resumes from them.
+        log.warning("Spark ended during shutdown; flows resume from their recorded positions")
+        return 0
     finally:
         engine.stop()
-        spark.stop()
+        with contextlib.suppress(Exception):
+            spark.stop()
         for s, handler in previous.items():
             signal.signal(s, handler)

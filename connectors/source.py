@@ -60,7 +60,7 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def __init__(self, flow: FlowConfig, tasks: int):
         self.flow = flow
         self.tasks = flow.tasks_max or tasks
-        self.settings = CopySettings(request_timeout_ms=flow.admin_timeout_ms)
+        self.settings = CopySettings(request_timeout_ms=flow.admin_timeout_ms, offset_lag_max=flow.offset_lag_max)
         self._planner = None  # driver side only; built on first use, never pickled
 
     def __getstate__(self) -> dict:

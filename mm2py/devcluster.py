@@ -2,26 +2,36 @@
 
 For the demo, the tests and the benchmark: real brokers from Apache Kafka's jars, fetched
 from Maven Central by ``build/kafka/pom.xml`` into ``.cache/`` (git-ignored). Each cluster
-lives in ``var/dev-clusters/NAME/`` (``MM2PY_VAR_DIR`` moves ``var/``) and runs detached, so
-it outlives the command that started it.
+lives in ``var/dev-clusters/NAME/`` (``MM2PY_VAR_DIR`` moves ``var/``): server.properties,
+data/, broker.log, broker.pid, port and client.properties (the Java client settings that
+reach it, as an MM2 file would spell them). The broker runs detached, in its own session,
+so it outlives the command that started it.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
-import json
+import fcntl
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mm2py.errors import DevClusterError
 
 KAFKA_VERSION = "4.3.0"
 REPO = Path(__file__).resolve().parent.parent
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
+# The broker's own SASL identity (inter-broker and broker->controller); also what clients get.
+ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-secret"
+_STORE_PASSWORD = "mm2py-dev"
 
 _LOG4J = """Configuration:
   Appenders:
@@ -43,109 +53,229 @@ _LOG4J = """Configuration:
         - ref: FILE
 """
 
+# Brokers started by this process, so that stopping one also reaps it (no zombies).
+_children: dict[int, subprocess.Popen[bytes]] = {}
+
 
 def var_dir() -> Path:
     return Path(os.environ.get("MM2PY_VAR_DIR", REPO / "var"))
+
+
+def default_workdir() -> Path:
+    return var_dir() / "dev-clusters"
 
 
 def libs_dir(version: str = KAFKA_VERSION) -> Path:
     return REPO / ".cache" / f"kafka-{version}" / "libs"
 
 
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock across processes (parallel test sessions, the demo's two threads)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def ensure_kafka_jars(version: str = KAFKA_VERSION) -> Path:
-    """Fetch Apache Kafka's jars with Maven unless they are cached already."""
+    """Fetch Apache Kafka's jars with Maven unless they are cached already; returns the libs folder."""
     libs = libs_dir(version)
-    stamp = libs / ".fetched"
+    stamp = libs / ".fetched"  # written only after a complete copy, so a broken download is retried
     if stamp.exists():
         return libs
-    pom = REPO / "build" / "kafka" / "pom.xml"
-    proc = subprocess.run(
-        ["mvn", "-q", "-B", "-f", str(pom), "package", f"-Dkafka.version={version}"],
-        capture_output=True, text=True,
-    )
-    if proc.returncode != 0 or not any(libs.glob("kafka_2.13-*.jar")):
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-20:])
-        raise DevClusterError(f"fetching Kafka {version} jars with Maven failed:\n{tail}")
-    stamp.touch()
+    with _locked(libs.parent / ".fetch.lock"):
+        if stamp.exists():
+            return libs
+        pom = REPO / "build" / "kafka" / "pom.xml"
+        cmd = ["mvn", "-q", "-B", "-f", str(pom), "package", f"-Dkafka.version={version}"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+        except FileNotFoundError as e:
+            raise DevClusterError("Maven (mvn) is not installed; it fetches Kafka's jars from Maven Central") from e
+        if proc.returncode != 0 or not any(libs.glob("kafka_2.13-*.jar")):
+            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-20:])
+            raise DevClusterError(
+                f"fetching Kafka {version} jars failed ({' '.join(cmd)}, exit {proc.returncode}):\n{tail}")
+        stamp.touch()
     return libs
 
 
 @dataclass(frozen=True)
-class Listener:
-    """How clients reach the broker: the protocol and, for SASL, the users it knows."""
-
-    protocol: str = "PLAINTEXT"  # PLAINTEXT | SASL_PLAINTEXT | SSL | SASL_SSL
-    users: dict[str, str] = field(default_factory=dict)  # SASL/PLAIN username -> password
-
-    def properties(self, port: int) -> dict[str, str]:
-        props = {
-            "listeners": f"{self.protocol}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{port + 1}",
-            "advertised.listeners": f"{self.protocol}://127.0.0.1:{port}",
-            "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{self.protocol}:{self.protocol}",
-            "inter.broker.listener.name": self.protocol,
-        }
-        if self.protocol.startswith("SASL"):
-            users = self.users or {"admin": "admin-secret"}
-            admin_user, admin_pass = next(iter(users.items()))
-            jaas = (f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{admin_user}" '
-                    f'password="{admin_pass}" '
-                    + " ".join(f'user_{u}="{p}"' for u, p in users.items()) + ";")
-            props.update({
-                "sasl.enabled.mechanisms": "PLAIN",
-                "sasl.mechanism.inter.broker.protocol": "PLAIN",
-                f"listener.name.{self.protocol.lower()}.plain.sasl.jaas.config": jaas,
-            })
-        return props
-
-
-@dataclass(frozen=True)
 class DevCluster:
+    """What is known about one dev cluster, read from its folder; ``running`` is checked live."""
+
     name: str
     port: int
-    pid: int
-    directory: str
+    controller_port: int
+    directory: Path
+    pid: int | None
     protocol: str = "PLAINTEXT"
+    # Java client settings (security.protocol, sasl.jaas.config, ssl.truststore.*), as in an MM2 file
+    client_properties: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def log(self) -> Path:
+        return self.directory / "broker.log"
+
+    @property
     def running(self) -> bool:
-        return _alive(self.pid)
+        return self.pid is not None and _is_our_broker(self.pid, self.directory)
+
+    @property
+    def state(self) -> str:
+        return "running" if self.running else "stopped"
+
+    def rdkafka_config(self) -> dict[str, object]:
+        """Settings for a confluent-kafka client of this cluster (bootstrap and security)."""
+        from mm2py.kafka.clientconf import rdkafka_config
+
+        return rdkafka_config(self.bootstrap, self.client_properties, self.name)
+
+    def ping(self, timeout: float = 5.0) -> bool:
+        """True when the broker answers a metadata request within ``timeout`` seconds."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({**self.rdkafka_config(), "socket.connection.setup.timeout.ms": 2000})
+        try:
+            return bool(admin.list_topics(timeout=timeout).brokers)
+        except Exception:  # noqa: BLE001 - any failure means "not answering"
+            return False
 
 
-def _alive(pid: int) -> bool:
+def _is_our_broker(pid: int, directory: Path) -> bool:
+    # The command line must name this cluster's server.properties: after a reboot the pid may
+    # belong to an unrelated process, and a zombie child of ours is no broker either.
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
         return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours is not running
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+    return state != "Z" and str(directory / "server.properties").encode() in cmdline
 
 
-def _state_file(directory: Path) -> Path:
-    return directory / "cluster.json"
+def _read_properties(path: Path) -> dict[str, str]:
+    """The ``key=value`` files this module writes itself (no escapes, no continuations)."""
+    if not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text().splitlines():
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            out[key] = value
+    return out
+
+
+def _write_properties(path: Path, props: Mapping[str, object]) -> None:
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
 
 def _read(name: str, workdir: Path) -> DevCluster | None:
-    path = _state_file(workdir / name)
-    if not path.exists():
+    directory = workdir / name
+    port_file = directory / "port"
+    if not port_file.exists():
         return None
-    return DevCluster(**json.loads(path.read_text()))
+    server = _read_properties(directory / "server.properties")
+    client = _read_properties(directory / "client.properties")
+    port = int(port_file.read_text().strip())
+    controller = server.get("controller.quorum.bootstrap.servers", f"127.0.0.1:{port + 1}")
+    pid_text = (directory / "broker.pid").read_text().strip() if (directory / "broker.pid").exists() else ""
+    return DevCluster(
+        name=name,
+        port=port,
+        controller_port=int(controller.rsplit(":", 1)[1]),
+        directory=directory,
+        pid=int(pid_text) if pid_text else None,
+        protocol=client.get("security.protocol", "PLAINTEXT"),
+        client_properties=client,
+    )
 
 
-def _server_properties(directory: Path, port: int, listener: Listener, extra: dict[str, str]) -> str:
-    props = {
+def _ssl_material(directory: Path) -> dict[str, str]:
+    """A self-signed certificate for 127.0.0.1: a PKCS12 keystore for the broker, its PEM for clients."""
+    keystore, pem = directory / "keystore.p12", directory / "ca.pem"
+    if not keystore.exists():
+        common = ["-storepass", _STORE_PASSWORD, "-keystore", str(keystore), "-storetype", "PKCS12", "-noprompt"]
+        steps = [
+            ["keytool", "-genkeypair", "-alias", "broker", "-keyalg", "RSA", "-keysize", "2048", "-validity", "3650",
+             "-dname", "CN=127.0.0.1", "-ext", "SAN=ip:127.0.0.1,dns:localhost", *common],
+            ["keytool", "-exportcert", "-rfc", "-alias", "broker", "-file", str(pem), *common],
+        ]
+        for cmd in steps:
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise DevClusterError(f"creating a TLS certificate with keytool failed:\n{proc.stdout}{proc.stderr}")
+    return {"keystore": str(keystore), "truststore": str(pem)}
+
+
+def listener_properties(
+    protocol: str, port: int, controller_port: int, directory: Path, sasl_users: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Broker and client settings for a client listener speaking ``protocol``.
+
+    The one place listeners are composed, so SASL and TLS are a parameter rather than a copy.
+    Returns (server properties, Java client properties).
+    """
+    protocol = protocol.upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise DevClusterError(f"unknown security protocol {protocol!r}; one of {', '.join(SECURITY_PROTOCOLS)}")
+    sasl, tls = protocol.startswith("SASL_"), protocol.endswith("SSL")
+    # With SASL the controller listener authenticates too, so the broker reaches its controller
+    # as User:admin (a super user) rather than as ANONYMOUS, which an authorizer would refuse.
+    controller_protocol = "SASL_PLAINTEXT" if sasl else "PLAINTEXT"
+    server = {
+        "listeners": f"{protocol}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"{protocol}://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": f"CONTROLLER:{controller_protocol},{protocol}:{protocol}",
+        "inter.broker.listener.name": protocol,
+    }
+    client = {"security.protocol": protocol}
+    if sasl:
+        users = {ADMIN_USER: ADMIN_PASSWORD, **(sasl_users or {})}
+        jaas = (f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{ADMIN_USER}" '
+                f'password="{users[ADMIN_USER]}" ' + " ".join(f'user_{u}="{p}"' for u, p in users.items()) + ";")
+        server.update({
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            f"listener.name.{protocol.lower()}.plain.sasl.jaas.config": jaas,
+            "listener.name.controller.plain.sasl.jaas.config": jaas,
+        })
+        client.update({
+            "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": (f'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                 f'username="{ADMIN_USER}" password="{users[ADMIN_USER]}";'),
+        })
+    if tls:
+        stores = _ssl_material(directory)
+        server.update({
+            "ssl.keystore.location": stores["keystore"],
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.password": _STORE_PASSWORD,
+            "ssl.key.password": _STORE_PASSWORD,
+            # the broker is a TLS client of itself (inter-broker listener)
+            "ssl.truststore.location": stores["truststore"],
+            "ssl.truststore.type": "PEM",
+        })
+        # PEM truststores work for Java clients (KIP-651) and for librdkafka / kafka-python alike
+        client.update({"ssl.truststore.location": stores["truststore"], "ssl.truststore.type": "PEM"})
+    return server, client
+
+
+def _server_properties(directory: Path, port: int, controller_port: int, listeners: dict[str, str],
+                       extra: Mapping[str, object]) -> dict[str, object]:
+    props: dict[str, object] = {
         "process.roles": "broker,controller",
         "node.id": "1",
-        "controller.quorum.bootstrap.servers": f"127.0.0.1:{port + 1}",
-        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
         "log.dirs": str(directory / "data"),
         "offsets.topic.replication.factor": "1",
         "offsets.topic.num.partitions": "10",
@@ -156,41 +286,65 @@ def _server_properties(directory: Path, port: int, listener: Listener, extra: di
         "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
         "num.partitions": "1",
+        # the default 128 MiB would take a quarter of the 512 MiB heap
         "log.cleaner.dedupe.buffer.size": str(16 << 20),
+        # MM2 creates its topics explicitly; a typo in a test should fail, not create a topic
         "auto.create.topics.enable": "false",
+        **listeners,
     }
-    props.update(listener.properties(port))
+    if "authorizer.class.name" in extra and "super.users" not in extra:
+        # the broker's own requests must pass the authorizer: it is User:admin under SASL, else ANONYMOUS
+        sasl = listeners["listener.security.protocol.map"].startswith("CONTROLLER:SASL")
+        props["super.users"] = f"User:{ADMIN_USER}" if sasl else "User:ANONYMOUS"
     props.update(extra)
-    return "".join(f"{k}={v}\n" for k, v in props.items())
+    return props
 
 
-def _wait_ready(cluster: DevCluster, client: dict[str, str], timeout: float, log: Path) -> None:
-    from confluent_kafka.admin import AdminClient
-
-    deadline = time.monotonic() + timeout
-    # refused connections are expected until the broker is up: keep librdkafka quiet
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "socket.connection.setup.timeout.ms": 2000,
-                         "log_level": 0, **client})
-    last = ""
-    while time.monotonic() < deadline:
-        if not cluster.running:
-            raise DevClusterError(f"broker {cluster.name} exited during start-up:\n{_tail(log)}")
-        try:
-            md = admin.list_topics(timeout=2)
-            if md.brokers:
-                return
-        except Exception as e:  # noqa: BLE001 - not up yet; report the last reason on timeout
-            last = str(e)
-        time.sleep(0.5)
-    raise DevClusterError(f"broker {cluster.name} did not accept requests within {timeout:.0f} s ({last}):\n"
-                          f"{_tail(log)}")
+def ports_in_use(ports: list[int]) -> list[int]:
+    """Which of ``ports`` on 127.0.0.1 something already listens on."""
+    busy = []
+    for port in ports:
+        with socket.socket() as s:
+            # TIME_WAIT leftovers of a stopped broker do not stop Kafka (it sets SO_REUSEADDR); same here
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                busy.append(port)
+    return busy
 
 
 def _tail(path: Path, lines: int = 25) -> str:
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        text = path.read_text(errors="replace").splitlines()
     except OSError:
-        return "(no log)"
+        return "(no output)"
+    return "\n".join(text[-lines:]) or "(empty)"
+
+
+def _failure_report(cluster: DevCluster) -> str:
+    return (f"--- {cluster.log} (tail) ---\n{_tail(cluster.log)}\n"
+            f"--- {cluster.directory / 'stdout.log'} (tail) ---\n{_tail(cluster.directory / 'stdout.log', 10)}")
+
+
+def _wait_ready(cluster: DevCluster, timeout: float) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({**cluster.rdkafka_config(), "socket.connection.setup.timeout.ms": 2000})
+    deadline = time.monotonic() + timeout
+    last = "no answer yet"
+    while True:
+        if not cluster.running:
+            raise DevClusterError(f"broker {cluster.name} exited during start-up\n{_failure_report(cluster)}")
+        try:
+            if admin.list_topics(timeout=2).brokers:
+                return
+        except Exception as e:  # noqa: BLE001 - refused until the broker is up; reported on timeout
+            last = str(e)
+        if time.monotonic() >= deadline:
+            raise DevClusterError(f"broker {cluster.name} did not accept requests at {cluster.bootstrap} within "
+                                  f"{timeout:.0f} s ({last})\n{_failure_report(cluster)}")
+        time.sleep(0.5)
 
 
 def start_cluster(
@@ -198,91 +352,153 @@ def start_cluster(
     port: int,
     *,
     workdir: Path | None = None,
-    listener: Listener | None = None,
-    extra_properties: dict[str, str] | None = None,
-    client_config: dict[str, str] | None = None,
+    extra_properties: Mapping[str, object] | None = None,
+    listeners_security: str = "PLAINTEXT",
+    sasl_users: Mapping[str, str] | None = None,
+    controller_port: int | None = None,
     heap: str = "512m",
     wait_timeout: float = 90,
 ) -> DevCluster:
-    """Start (or find running) cluster ``name``; returns once it accepts requests."""
-    workdir = workdir or var_dir() / "dev-clusters"
-    listener = listener or Listener()
-    existing = _read(name, workdir)
-    if existing and existing.running:
-        if existing.port != port:
-            raise DevClusterError(f"cluster {name} already runs on port {existing.port}, not {port}")
-        return existing
-    libs = ensure_kafka_jars()
-    directory = workdir / name
-    if directory.exists():
-        subprocess.run(["rm", "-rf", str(directory)], check=True)
-    directory.mkdir(parents=True)
-    (directory / "server.properties").write_text(
-        _server_properties(directory, port, listener, dict(extra_properties or {})))
-    log = directory / "broker.log"
-    (directory / "log4j2.yaml").write_text(_LOG4J.format(log=log))
-    classpath = f"{libs}/*"
-    cluster_id = uuid.uuid4().hex[:22]
-    fmt = subprocess.run(
-        ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id,
-         "-c", str(directory / "server.properties"), "--standalone"],
-        capture_output=True, text=True,
-    )
-    if fmt.returncode != 0:
-        raise DevClusterError(f"formatting {name}'s log directory failed:\n{fmt.stdout}{fmt.stderr}")
-    with open(directory / "stdout.log", "ab") as out:
-        proc = subprocess.Popen(
-            ["java", f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC",
-             f"-Dlog4j2.configurationFile={directory / 'log4j2.yaml'}",
-             "-cp", classpath, "kafka.Kafka", str(directory / "server.properties")],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        )
-    cluster = DevCluster(name, port, proc.pid, str(directory), listener.protocol)
-    _state_file(directory).write_text(json.dumps(asdict(cluster)))
-    try:
-        _wait_ready(cluster, client_config or {}, wait_timeout, log)
-    except DevClusterError:
-        stop_cluster(name, workdir=workdir, keep_data=True)
-        raise
-    return cluster
+    """Start cluster ``name`` on 127.0.0.1:``port``; returns once the broker accepts requests.
+
+    Idempotent: a cluster of that name already running on ``port`` is returned as it is. Data
+    left by ``stop_cluster(keep_data=True)`` or a crash is reused, so a restart recovers the logs.
+    """
+    workdir = Path(workdir) if workdir is not None else default_workdir()
+    controller_port = controller_port if controller_port is not None else port + 1
+    with _locked(workdir / f".{name}.lock"):
+        existing = _read(name, workdir)
+        if existing is not None and existing.running:
+            if existing.port != port:
+                raise DevClusterError(f"cluster {name} already runs on port {existing.port}, not {port}")
+            _wait_ready(existing, wait_timeout)  # it may still be starting in another process
+            return existing
+        directory = workdir / name
+        data = directory / "data"
+        formatted = (data / "meta.properties").exists()
+        if formatted and existing is not None and (existing.port, existing.controller_port) != (port, controller_port):
+            # the KRaft voter set stored in data/ names the old controller endpoint
+            raise DevClusterError(f"cluster {name} has data from ports {existing.port}/{existing.controller_port}; "
+                                  f"start it there, or `mm2py dev-cluster down {name}` to discard the data")
+        if busy := ports_in_use([port, controller_port]):
+            raise DevClusterError(f"cannot start cluster {name}: port {', '.join(map(str, busy))} on 127.0.0.1 "
+                                  "is already in use by another process")
+        libs = ensure_kafka_jars()
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "broker.pid").unlink(missing_ok=True)
+        listeners, client = listener_properties(listeners_security, port, controller_port, directory, sasl_users)
+        server_file = directory / "server.properties"
+        _write_properties(server_file, _server_properties(directory, port, controller_port, listeners,
+                                                          dict(extra_properties or {})))
+        _write_properties(directory / "client.properties", client)
+        (directory / "port").write_text(f"{port}\n")
+        (directory / "log4j2.yaml").write_text(_LOG4J.format(log=directory / "broker.log"))
+        classpath = f"{libs}/*"
+        if not formatted:
+            shutil.rmtree(data, ignore_errors=True)
+            fmt = subprocess.run(
+                ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", _cluster_id(),
+                 "-c", str(server_file), "--standalone"],
+                capture_output=True, text=True,
+            )
+            if fmt.returncode != 0:
+                raise DevClusterError(f"formatting {name}'s log directory failed:\n{fmt.stdout}{fmt.stderr}")
+        with open(directory / "stdout.log", "ab") as out:
+            proc = subprocess.Popen(
+                ["java", f"-Xmx{heap}", f"-Dlog4j2.configurationFile={directory / 'log4j2.yaml'}",
+                 "-cp", classpath, "kafka.Kafka", str(server_file)],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=directory,
+                start_new_session=True,  # its own session: ^C or the caller's exit leaves it running
+            )
+        _children[proc.pid] = proc
+        (directory / "broker.pid").write_text(f"{proc.pid}\n")
+        cluster = _read(name, workdir)
+        assert cluster is not None
+        try:
+            _wait_ready(cluster, wait_timeout)
+        except DevClusterError:
+            _terminate(cluster, timeout=10)
+            raise
+        return cluster
 
 
-def stop_cluster(name: str, *, workdir: Path | None = None, keep_data: bool = False, timeout: float = 30) -> bool:
-    """Stop cluster ``name`` (SIGTERM, then SIGKILL); False when it was not running."""
-    workdir = workdir or var_dir() / "dev-clusters"
-    cluster = _read(name, workdir)
-    if cluster is None:
-        return False
-    was_running = cluster.running
-    if was_running:
-        _signal_group(cluster.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while cluster.running and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if cluster.running:
-            _signal_group(cluster.pid, signal.SIGKILL)
-            time.sleep(0.5)
-    if not keep_data:
-        subprocess.run(["rm", "-rf", cluster.directory], check=False)
-    return was_running
+def _cluster_id() -> str:
+    # KRaft wants a base64 UUID: 22 characters
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def kill_cluster_hard(name: str, *, workdir: Path | None = None) -> None:
-    """SIGKILL a cluster's broker, as a crash would (fault tests)."""
-    cluster = _read(name, workdir or var_dir() / "dev-clusters")
-    if cluster is None:
-        raise DevClusterError(f"no cluster named {name}")
-    _signal_group(cluster.pid, signal.SIGKILL)
+def _terminate(cluster: DevCluster, timeout: float) -> None:
+    """SIGTERM the broker's process group; SIGKILL it if it is still there after ``timeout`` s."""
+    assert cluster.pid is not None
+    _signal_group(cluster.pid, signal.SIGTERM)
+    if not _wait_gone(cluster, timeout):
+        _signal_group(cluster.pid, signal.SIGKILL)
+        _wait_gone(cluster, 10)
+
+
+def _wait_gone(cluster: DevCluster, timeout: float) -> bool:
+    assert cluster.pid is not None
+    child = _children.get(cluster.pid)
+    if child is not None:
+        try:
+            child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        _children.pop(cluster.pid, None)
+        return True
+    deadline = time.monotonic() + timeout
+    while cluster.running:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
+    # the broker leads its own process group (start_new_session), so this reaches all it started
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, sig)
 
 
+def _require(name: str, workdir: Path | None) -> DevCluster:
+    cluster = _read(name, Path(workdir) if workdir is not None else default_workdir())
+    if cluster is None:
+        raise DevClusterError(f"no dev cluster named {name!r} in {workdir or default_workdir()}")
+    return cluster
+
+
+def stop_cluster(name: str, workdir: Path | None = None, *, keep_data: bool = False, timeout: float = 30) -> bool:
+    """Stop cluster ``name`` (SIGTERM, after ``timeout`` s SIGKILL) and delete its data unless ``keep_data``.
+
+    Returns whether it was running. Its folder (settings, broker.log) stays for ``list`` and post-mortems.
+    """
+    cluster = _require(name, workdir)
+    was_running = cluster.running
+    if was_running:
+        _terminate(cluster, timeout)
+    (cluster.directory / "broker.pid").unlink(missing_ok=True)
+    if not keep_data:
+        shutil.rmtree(cluster.directory / "data", ignore_errors=True)
+    return was_running
+
+
+def kill_cluster_hard(name: str, workdir: Path | None = None) -> None:
+    """SIGKILL the broker's process tree, as a crash would (fault tests); its data stays for a restart."""
+    cluster = _require(name, workdir)
+    if cluster.running:
+        assert cluster.pid is not None
+        _signal_group(cluster.pid, signal.SIGKILL)
+        _wait_gone(cluster, 10)
+
+
+def cluster_status(name: str, workdir: Path | None = None) -> DevCluster | None:
+    """The cluster named ``name`` (check ``.running`` / ``.state``), or None when there is none."""
+    return _read(name, Path(workdir) if workdir is not None else default_workdir())
+
+
 def list_clusters(workdir: Path | None = None) -> list[DevCluster]:
-    workdir = workdir or var_dir() / "dev-clusters"
-    if not workdir.exists():
+    workdir = Path(workdir) if workdir is not None else default_workdir()
+    if not workdir.is_dir():
         return []
     found = (_read(d.name, workdir) for d in sorted(workdir.iterdir()) if d.is_dir())
     return [c for c in found if c is not None]

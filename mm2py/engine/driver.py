@@ -8,13 +8,15 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from connectors.checkpoint import CheckpointDataSource
+from connectors.heartbeat import HeartbeatDataSource
 from connectors.source import MirrorSourceDataSource, encode_flow
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.engine.sink import FlowSink
@@ -60,8 +62,19 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "mm2py")
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(MirrorSourceDataSource)
+    for source in (MirrorSourceDataSource, CheckpointDataSource, HeartbeatDataSource):
+        spark.dataSource.register(source)
     return spark
+
+
+def _log_rows(flow: FlowConfig, what: str | None) -> Callable:
+    """A ``foreachBatch`` sink for periodic connectors: the work is done in the task; log it."""
+    def sink(df: DataFrame, batch_id: int) -> None:
+        rows = df.collect()
+        if what and rows:
+            log.info(f"{what} emitted", flow=flow.name, count=len(rows),
+                     groups=sorted({r[0] for r in rows}), synced=sorted({r[0] for r in rows if r[-1]}))
+    return sink
 
 
 @dataclass
@@ -79,30 +92,44 @@ class Engine:
     spark: SparkSession
     checkpoint_root: str
     flows: list[RunningFlow] = field(default_factory=list)
+    periodic: list[StreamingQuery] = field(default_factory=list)
 
-    def start(self, flows: tuple[FlowConfig, ...], *, until_caught_up: bool = False) -> None:
-        parallelism = self.spark.sparkContext.defaultParallelism
+    def _query(self, flow: FlowConfig, source: type, kind: str, sink: Callable, trigger: dict) -> StreamingQuery:
+        df = (
+            self.spark.readStream.format(source.name())
+            .option("flow", encode_flow(flow))
+            .option("tasks", str(self.spark.sparkContext.defaultParallelism))
+            .load()
+        )
+        checkpoint = os.path.join(self.checkpoint_root, flow.name.replace(">", ""), kind)
+        return (df.writeStream.queryName(f"{kind} {flow.name}").foreachBatch(sink)
+                .option("checkpointLocation", checkpoint).trigger(**trigger).start())
+
+    def start(self, flows: tuple[FlowConfig, ...], *, until_caught_up: bool = False,
+              heartbeat_flows: tuple[FlowConfig, ...] = ()) -> None:
+        """Start the source and checkpoint connectors of ``flows`` and heartbeats of ``heartbeat_flows``."""
+        def every(seconds: float) -> dict:
+            if until_caught_up:
+                return {"availableNow": True}
+            return {"processingTime": f"{int(seconds * 1000)} milliseconds"}
+
         for flow in flows:
             sink = FlowSink(flow)
-            df = (
-                self.spark.readStream.format(MirrorSourceDataSource.name())
-                .option("flow", encode_flow(flow))
-                .option("tasks", str(parallelism))
-                .load()
-            )
-            writer = (
-                df.writeStream.queryName(f"source {flow.name}")
-                .foreachBatch(sink)
-                .option("checkpointLocation", os.path.join(self.checkpoint_root, flow.name.replace(">", ""), "source"))
-            )
-            if until_caught_up:
-                writer = writer.trigger(availableNow=True)
-            else:
-                writer = writer.trigger(processingTime=f"{flow.trigger_interval_ms} milliseconds")
-            query = writer.start()
+            query = self._query(flow, MirrorSourceDataSource, "source", sink,
+                                every(flow.trigger_interval_ms / 1000))
             self.flows.append(RunningFlow(flow, sink, query))
+            if flow.emit_checkpoints_enabled and flow.emit_offset_syncs_enabled and not until_caught_up:
+                self.periodic.append(self._query(flow, CheckpointDataSource, "checkpoint",
+                                                 _log_rows(flow, "checkpoints"),
+                                                 every(flow.emit_checkpoints_interval_seconds)))
             log.info("flow started", flow=flow.name, source=flow.source.bootstrap_servers,
                      target=flow.target.bootstrap_servers)
+        if not until_caught_up:
+            for flow in heartbeat_flows:
+                if flow.emit_heartbeats_enabled:
+                    self.periodic.append(self._query(flow, HeartbeatDataSource, "heartbeat",
+                                                     _log_rows(flow, None),
+                                                     every(flow.emit_heartbeats_interval_seconds)))
 
     def await_caught_up(self, timeout: float) -> None:
         """With ``until_caught_up``: wait until every query finished; raise on failure or timeout."""
@@ -117,16 +144,19 @@ class Engine:
     def wait(self, stop: threading.Event) -> None:
         """Block until ``stop`` is set or a query ends; raise the first query failure."""
         while not stop.is_set():
-            for running in self.flows:
-                if not running.query.isActive:
-                    exc = running.query.exception()
+            for query in [r.query for r in self.flows] + self.periodic:
+                if not query.isActive:
+                    exc = query.exception()
                     if exc is not None:
-                        raise Mm2pyError(f"flow {running.flow.name} failed: {exc.desc}") from None
+                        raise Mm2pyError(f"{query.name} failed: {exc.desc}") from None
             if all(not r.query.isActive for r in self.flows):
                 return
             stop.wait(0.5)
 
     def stop(self) -> None:
+        for query in self.periodic:
+            with contextlib.suppress(Exception):
+                query.stop()
         for running in self.flows:
             try:
                 running.query.stop()
@@ -165,7 +195,9 @@ def run(
     root = checkpoint_dir or config.spark.get("spark.checkpoint.dir") or tempfile.mkdtemp(prefix="mm2py-ckpt-")
     engine = Engine(config, spark, root)
     try:
-        engine.start(flows, until_caught_up=until_caught_up)
+        targets_set = {f.target.alias for f in flows}
+        heartbeat_flows = tuple(f for f in config.flows if f.target.alias in targets_set)
+        engine.start(flows, until_caught_up=until_caught_up, heartbeat_flows=heartbeat_flows)
         engine.wait(stop)
         return 0
     except Exception:

@@ -9,7 +9,10 @@ import structlog
 from pyspark.sql import DataFrame
 
 from mm2py.config.model import FlowConfig
+from mm2py.formats import OffsetSync
+from mm2py.offset_sync import OffsetSyncWriter
 from mm2py.positions import PositionStore
+from mm2py.source.planner import flow_policy
 
 log = structlog.get_logger(__name__)
 
@@ -34,6 +37,7 @@ class FlowSink:
     def __init__(self, flow: FlowConfig):
         self.flow = flow
         self.store = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms)
+        self.syncs = OffsetSyncWriter(flow, flow_policy(flow)) if flow.emit_offset_syncs_enabled else None
         self.totals = FlowTotals()
         self._started = time.monotonic()
 
@@ -43,14 +47,19 @@ class FlowSink:
         if not rows:
             return
         positions = {}
+        syncs: list[OffsetSync] = []
         records = size = rebuilt = dropped = 0
         for row in rows:
+            syncs.extend(OffsetSync(row.topic, row.partition, up, down) for up, down in row.syncs)
             if row.next_offset > row.start:
                 positions[(row.topic, row.partition)] = row.next_offset - 1
             records += row.records
             size += row.bytes
             rebuilt += row.rebuilt
             dropped += row.dropped
+        # syncs first: data that counts as mirrored always has its syncs
+        if self.syncs is not None and syncs:
+            self.syncs.write(syncs)
         self.store.save(positions)
         self.totals.batches += 1
         self.totals.records += records
@@ -65,6 +74,7 @@ class FlowSink:
             records=records,
             bytes=size,
             rebuilt_batches=rebuilt,
+            offset_syncs=len(syncs),
             dropped_records=dropped,
             seconds=round(elapsed, 3),
             mb_per_s=round(size / elapsed / 1e6, 1) if elapsed > 0 else None,
@@ -72,3 +82,5 @@ class FlowSink:
 
     def close(self) -> None:
         self.store.close()
+        if self.syncs is not None:
+            self.syncs.close()

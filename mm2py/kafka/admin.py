@@ -146,6 +146,32 @@ class Admin:
             out[(tp.topic, tp.partition)] = info.offset  # type: ignore[attr-defined]
         return out
 
+    def groups(self) -> dict[str, str]:
+        """Every consumer group and its state (``EMPTY``, ``STABLE``, ...)."""
+        result = self._result(self._client.list_consumer_groups(request_timeout=self.timeout), "listing groups")
+        return {g.group_id: g.state.name for g in result.valid}  # type: ignore[attr-defined]
+
+    def group_state(self, group: str) -> tuple[str, int]:
+        """A group's state and its number of active members (``DEAD``, 0 when absent)."""
+        future = self._client.describe_consumer_groups([group], request_timeout=self.timeout)[group]
+        desc = self._result(future, f"describing group {group}")
+        return desc.state.name, len(desc.members)  # type: ignore[attr-defined]
+
+    def alter_group_offsets(self, group: str, offsets: Mapping[TP, int]) -> None:
+        if not offsets:
+            return
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])
+        future = self._client.alter_consumer_group_offsets([request], request_timeout=self.timeout)[group]
+        self._result(future, f"committing offsets of group {group}")
+
+    def offsets_for_time(self, tps: Iterable[TP], timestamp_ms: int) -> dict[TP, int]:
+        request = {TopicPartition(t, p): OffsetSpec.for_timestamp(timestamp_ms) for t, p in tps}
+        if not request:
+            return {}
+        futures = self._client.list_offsets(request, request_timeout=self.timeout)
+        return {(tp.topic, tp.partition): self._result(f, "finding offsets by time", topic=tp.topic).offset  # type: ignore[attr-defined]
+                for tp, f in futures.items()}
+
     def group_offsets(self, group: str) -> dict[TP, int]:
         future = self._client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
         result = self._result(future, f"reading offsets of group {group}")

@@ -42,6 +42,7 @@ class CopySettings:
     produce_timeout_ms: int = 30000
     request_timeout_ms: int = 60000
     verify_crc: bool = False
+    offset_lag_max: int = 100
 
 
 @dataclass
@@ -65,26 +66,35 @@ class _Partition:
     queue: deque[tuple[bytes, list[int] | tuple[int, int]]] = field(default_factory=deque)
 
     def result(self) -> RangeResult:
+        # close with where the next record will land: the index then knows the run's end
+        if self.run_next is not None and self.syncs[-1] != self.run_next:
+            self.syncs.append(self.run_next)
         r = self.range
         return RangeResult(
             r.topic, r.partition, r.start, r.end, self.next_fetch, self.records, self.bytes,
             self.batches, self.rebuilt, self.dropped, tuple(self.syncs), self.max_timestamp,
         )
 
-    def acked(self, downstream_base: int) -> None:
-        """Record the mapping of the oldest in-flight batch from its produce response."""
+    def acked(self, downstream_base: int, lag_max: int) -> None:
+        """Record the mapping of the oldest in-flight batch from its produce response.
+
+        A sync is due wherever the linear run breaks (exactness needs no more), and at a
+        batch start once ``offset.lag.max`` offsets passed since the last one, so tools that
+        translate MM2's way ("last sync + 1") stay close too.
+        """
         upstream = self.in_flight.popleft()
         if isinstance(upstream, tuple):  # (base, count) of a batch passed unchanged
             base, count = upstream
-            if self.run_next != (base, downstream_base):
-                self.syncs.append((base, downstream_base))
+            self._sync_if_due(base, downstream_base, lag_max)
             self.run_next = (base + count, downstream_base + count)
             return
         for i, up in enumerate(upstream):  # rebuilt: offsets may have gaps
-            down = downstream_base + i
-            if self.run_next != (up, down):
-                self.syncs.append((up, down))
-            self.run_next = (up + 1, down + 1)
+            self._sync_if_due(up, downstream_base + i, lag_max)
+            self.run_next = (up + 1, downstream_base + i + 1)
+
+    def _sync_if_due(self, up: int, down: int, lag_max: int) -> None:
+        if self.run_next != (up, down) or up - self.syncs[-1][0] >= max(lag_max, 1):
+            self.syncs.append((up, down))
 
 
 def copy_ranges(
@@ -273,7 +283,7 @@ class _Copier:
                         err = KafkaError(str(err), cluster=self.dst.alias, topic=tp[0], partition=tp[1],
                                          retriable=True)
                     raise err
-                part.acked(result.base_offset)
+                part.acked(result.base_offset, self.settings.offset_lag_max)
             if block:
                 for part in self.parts.values():
                     if part.queue:

@@ -1,0 +1,124 @@
+"""The checkpoint connector's core: translate source group offsets, write MM2 Checkpoints.
+
+Every ``emit.checkpoints.interval.seconds``: for each source group passing the group filter,
+its committed offsets on mirrored topics are translated with the flow's offset syncs
+(``mm2py.offsets``, exact) and written as MM2 Checkpoint records to
+``{source}.checkpoints.internal`` on the target. With ``sync.group.offsets.enabled``, the
+translated offsets are also committed to the group on the target when it has no active
+member there, and only forward.
+
+Invariants:
+- no checkpoint for a partition before one of its records was mirrored (or the group is at 0);
+- checkpoints of a group never go backwards unless the group rewound on the source;
+- a restarted task continues from the checkpoints already in the topic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+
+from mm2py.config.model import FlowConfig
+from mm2py.errors import FormatError
+from mm2py.filters import GroupFilter, TopicFilter
+from mm2py.formats import Checkpoint, OffsetSync
+from mm2py.kafka.admin import Admin
+from mm2py.kafka.internal_topics import RecordWriter, ensure_compacted_topic, read_all
+from mm2py.offset_sync import offset_syncs_location
+from mm2py.offsets import SyncIndex
+from mm2py.source.planner import flow_policy
+
+log = structlog.get_logger(__name__)
+
+Key = tuple[str, str, int]  # group, downstream topic, partition
+
+
+def load_syncs(flow: FlowConfig) -> SyncIndex:
+    cluster, topic = offset_syncs_location(flow, flow_policy(flow))
+    index = SyncIndex()
+    for _offset, key, value in read_all(cluster, topic, flow.admin_timeout_ms / 1000):
+        if key is None or value is None:
+            continue
+        try:
+            index.add(OffsetSync.from_record(key, value))
+        except FormatError as e:
+            log.warning("skipping a malformed offset sync", topic=topic, error=str(e))
+    return index
+
+
+def load_checkpoints(flow: FlowConfig) -> dict[Key, Checkpoint]:
+    topic = flow_policy(flow).checkpoints_topic(flow.source.alias)
+    out: dict[Key, Checkpoint] = {}
+    for _offset, key, value in read_all(flow.target, topic, flow.admin_timeout_ms / 1000):
+        if key is None or value is None:
+            continue
+        cp = Checkpoint.from_record(key, value)
+        out[(cp.consumer_group_id, cp.topic, cp.partition)] = cp
+    return out
+
+
+@dataclass(frozen=True)
+class CheckpointReport:
+    groups: int
+    emitted: tuple[Checkpoint, ...]
+    synced_groups: tuple[str, ...]
+
+
+def run_checkpoints(flow: FlowConfig) -> CheckpointReport:
+    policy = flow_policy(flow)
+    src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
+    dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
+    topic = policy.checkpoints_topic(flow.source.alias)
+    ensure_compacted_topic(dst, topic, flow.checkpoints_topic_replication_factor)
+    group_filter = GroupFilter(flow.groups, flow.groups_exclude)
+    topic_filter = TopicFilter(flow.topics, flow.topics_exclude)
+    groups = sorted(g for g in src.groups() if group_filter.matches(g))
+    index = load_syncs(flow)
+    previous = load_checkpoints(flow)
+    emitted: list[Checkpoint] = []
+    for group in groups:
+        for (upstream_topic, partition), upstream in sorted(src.group_offsets(group).items()):
+            if not policy.should_replicate_topic(upstream_topic, flow.target.alias, topic_filter,
+                                                 flow.heartbeats_replication_enabled):
+                continue
+            downstream = index.translate(upstream_topic, partition, upstream)
+            if downstream is None:
+                if upstream != 0:
+                    continue  # nothing of this partition mirrored yet
+                downstream = 0  # a group at the very start resumes at the very start
+            remote = policy.format_remote_topic(flow.source.alias, upstream_topic)
+            prev = previous.get((group, remote, partition))
+            if prev is not None:
+                if (prev.upstream_offset, prev.downstream_offset) == (upstream, downstream):
+                    continue
+                if downstream < prev.downstream_offset and upstream >= prev.upstream_offset:
+                    continue  # translation may lag the store; never move a checkpoint back
+            emitted.append(Checkpoint(group, remote, partition, upstream, downstream, ""))
+    if emitted:
+        writer = RecordWriter(flow.target, flow.admin_timeout_ms / 1000)
+        writer.write(topic, ((cp.key_bytes(), cp.value_bytes()) for cp in emitted))
+    synced: list[str] = []
+    if flow.sync_group_offsets_enabled:
+        latest = {**previous, **{(c.consumer_group_id, c.topic, c.partition): c for c in emitted}}
+        synced = sync_group_offsets(dst, latest)
+    return CheckpointReport(len(groups), tuple(emitted), tuple(synced))
+
+
+def sync_group_offsets(dst: Admin, checkpoints: dict[Key, Checkpoint]) -> list[str]:
+    """Commit checkpoints to target groups that have no active member, only moving forward."""
+    by_group: dict[str, dict[tuple[str, int], int]] = {}
+    for (group, topic, partition), cp in checkpoints.items():
+        by_group.setdefault(group, {})[(topic, partition)] = cp.downstream_offset
+    synced = []
+    for group, wanted in sorted(by_group.items()):
+        state, members = dst.group_state(group)
+        if members > 0:
+            log.info("group active on the target; not syncing its offsets", group=group, state=state)
+            continue
+        current = dst.group_offsets(group) if state != "DEAD" else {}
+        forward = {tp: off for tp, off in wanted.items() if current.get(tp, -1) < off}
+        if forward:
+            dst.alter_group_offsets(group, forward)
+            synced.append(group)
+    return synced

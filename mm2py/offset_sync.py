@@ -1,0 +1,41 @@
+"""The offset-sync connector: where each mirrored source offset landed on the target.
+
+Syncs come from the source connector's own produce acknowledgements and are written in the
+same commit step, before positions move: a sync is therefore never missing for data that
+counts as mirrored, which is what makes translation exact. MM2 writes them from its source
+task for the same reason. Records are MM2's OffsetSync format in
+``mm2-offset-syncs.{target}.internal`` on the source (``offset-syncs.topic.location=source``)
+or ``mm2-offset-syncs.{source}.internal`` on the target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from mm2py.config.model import ClusterConfig, FlowConfig
+from mm2py.formats import OffsetSync
+from mm2py.kafka.admin import Admin
+from mm2py.kafka.internal_topics import RecordWriter, ensure_compacted_topic
+from mm2py.policy import ReplicationPolicy
+
+
+def offset_syncs_location(flow: FlowConfig, policy: ReplicationPolicy) -> tuple[ClusterConfig, str]:
+    """The cluster holding a flow's offset syncs, and the topic's name there."""
+    if flow.offset_syncs_topic_location == "target":
+        return flow.target, policy.offset_syncs_topic(flow.source.alias)
+    return flow.source, policy.offset_syncs_topic(flow.target.alias)
+
+
+class OffsetSyncWriter:
+    def __init__(self, flow: FlowConfig, policy: ReplicationPolicy):
+        self.flow = flow
+        self.cluster, self.topic = offset_syncs_location(flow, policy)
+        ensure_compacted_topic(Admin(self.cluster, timeout_ms=flow.admin_timeout_ms), self.topic,
+                               flow.offset_syncs_topic_replication_factor)
+        self._writer = RecordWriter(self.cluster, flow.admin_timeout_ms / 1000)
+
+    def write(self, syncs: Iterable[OffsetSync]) -> int:
+        return self._writer.write(self.topic, ((s.key_bytes(), s.value_bytes()) for s in syncs))
+
+    def close(self) -> None:
+        self._writer.close()

@@ -1,0 +1,71 @@
+"""Exact offset translation from a complete list of offset syncs.
+
+mm2py's source connector writes a sync at the start of every linear run, every
+``offset.lag.max`` offsets within one, and at the end of what each task copied (the next
+upstream offset and where it will land). Between two consecutive syncs ``s1 = (u1, d1)`` and
+``s2 = (u2, d2)`` of a partition the target holds exactly the records of run s1, in order, at
+``[d1, d2)``. Hence, for an upstream offset ``u1 <= U < u2``::
+
+    translate(U) = min(d1 + (U - u1), d2)
+
+the downstream offset of the first mirrored record at or after ``U``: exact, not MM2's
+"last sync + 1". At or past the last sync (the end of what is mirrored), ``U`` translates to
+that sync's downstream offset: a consumer resumes exactly where mirrored data ends.
+
+Invariants of ``SyncIndex``:
+- syncs of a partition are kept sorted by upstream offset, all of them (MM2 keeps 64);
+- a later sync for the same upstream offset replaces the earlier (a re-copy after a restart);
+- translation never returns an offset beyond the downstream end of the last sync.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from mm2py.formats import OffsetSync
+
+TP = tuple[str, int]
+
+
+@dataclass
+class _PartitionSyncs:
+    upstream: list[int] = field(default_factory=list)
+    downstream: list[int] = field(default_factory=list)
+
+    def add(self, up: int, down: int) -> None:
+        i = bisect.bisect_left(self.upstream, up)
+        if i < len(self.upstream) and self.upstream[i] == up:
+            self.downstream[i] = down
+        else:
+            self.upstream.insert(i, up)
+            self.downstream.insert(i, down)
+
+
+class SyncIndex:
+    def __init__(self) -> None:
+        self._parts: dict[TP, _PartitionSyncs] = {}
+
+    def add(self, sync: OffsetSync) -> None:
+        self._parts.setdefault((sync.topic, sync.partition), _PartitionSyncs()).add(
+            sync.upstream_offset, sync.downstream_offset)
+
+    def has(self, topic: str, partition: int) -> bool:
+        return (topic, partition) in self._parts
+
+    def count(self, topic: str, partition: int) -> int:
+        part = self._parts.get((topic, partition))
+        return len(part.upstream) if part else 0
+
+    def translate(self, topic: str, partition: int, upstream: int) -> int | None:
+        """Downstream offset a consumer committed at ``upstream`` resumes from; None if unknown."""
+        part = self._parts.get((topic, partition))
+        if part is None:
+            return None
+        i = bisect.bisect_right(part.upstream, upstream) - 1
+        if i < 0:
+            return None  # older than every sync: that data was not mirrored by this flow
+        d1 = part.downstream[i]
+        if i + 1 == len(part.upstream):
+            return d1
+        return min(d1 + (upstream - part.upstream[i]), part.downstream[i + 1])

@@ -1,0 +1,74 @@
+"""Exact translation from complete syncs, against MM2's OffsetSyncStoreTest scenarios."""
+
+from __future__ import annotations
+
+import random
+
+from mm2py.formats import OffsetSync
+from mm2py.offsets import SyncIndex
+
+
+def index(*pairs: tuple[int, int]) -> SyncIndex:
+    idx = SyncIndex()
+    for up, down in pairs:
+        idx.add(OffsetSync("t", 0, up, down))
+    return idx
+
+
+def test_linear_run_translates_exactly():
+    idx = index((0, 0), (1000, 1000))  # one run of 1000 records, end sync at 1000
+    assert [idx.translate("t", 0, u) for u in (0, 1, 500, 999, 1000, 5000)] == [0, 1, 500, 999, 1000, 1000]
+
+
+def test_gaps_translate_to_next_mirrored_record():
+    # upstream 0..9 mirrored to 100..109; 10 was a transaction marker; 11..20 to 110..119
+    idx = index((0, 100), (11, 110), (21, 120))
+    assert idx.translate("t", 0, 10) == 110, "a committed offset at a marker resumes at the next record"
+    assert idx.translate("t", 0, 9) == 109 and idx.translate("t", 0, 11) == 110
+    assert idx.translate("t", 0, 21) == 120 and idx.translate("t", 0, 25) == 120
+
+
+def test_compacted_records_each_synced():
+    idx = index((5, 0), (7, 1), (9, 2), (10, 3))  # surviving offsets 5, 7, 9
+    assert [idx.translate("t", 0, u) for u in (5, 6, 7, 8, 9, 10)] == [0, 1, 1, 2, 2, 3]
+
+
+def test_before_first_sync_unknown_and_unknown_partition():
+    idx = index((100, 0), (200, 100))
+    assert idx.translate("t", 0, 99) is None
+    assert idx.translate("t", 1, 150) is None
+
+
+def test_past_offset_translation_keeps_every_sync():
+    """MM2 testPastOffsetTranslation: far-behind groups still translate (MM2 keeps only 64 syncs)."""
+    idx = SyncIndex()
+    down = 0
+    for up in range(0, 100_000, 10):  # 10,000 runs, each broken by a one-offset gap
+        idx.add(OffsetSync("t", 0, up, down))
+        down += 9
+    assert idx.count("t", 0) == 10_000
+    assert idx.translate("t", 0, 15) == 14
+    assert idx.translate("t", 0, 19) == 18, "offset 19 was a gap: resume at the next run"
+    assert idx.translate("t", 0, 50_003) == 5000 * 9 + 3
+
+
+def test_randomly_spaced_syncs_agree_with_a_record_level_model():
+    """MM2 testRandomlySpacedSyncs, checked against the true mapping of every offset."""
+    rng = random.Random(7)
+    mapping: dict[int, int] = {}
+    idx = SyncIndex()
+    up = down = 0
+    last = None
+    for _ in range(300):
+        up += rng.choice([0, 0, 1, 3])  # gaps of missing upstream offsets
+        n = rng.randint(1, 50)
+        idx.add(OffsetSync("t", 0, up, down))
+        for i in range(n):
+            mapping[up + i] = down + i
+        up, down = up + n, down + n
+        last = (up, down)
+    idx.add(OffsetSync("t", 0, *last))
+    mirrored = sorted(mapping)
+    for u in range(mirrored[0], up + 5):
+        nxt = next((mapping[m] for m in mirrored if m >= u), down)
+        assert idx.translate("t", 0, u) == nxt, u

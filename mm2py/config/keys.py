@@ -1,58 +1,83 @@
-"""Every flow-level configuration key, declared once: name, type, default, doc.
+"""Every configuration key mm2py understands, declared once: name, type, default, doc, scope.
 
 Defaults are MirrorMaker 2's (``MirrorSourceConfig``, ``MirrorCheckpointConfig``,
-``MirrorHeartbeatConfig``, ``MirrorConnectorConfig``) unless marked as an mm2py extension.
+``MirrorHeartbeatConfig``, ``MirrorConnectorConfig``) unless the key is marked as an mm2py
+extension; flow defaults are read from ``FlowConfig`` so there is one source of truth.
+Values are parsed as Kafka's ``ConfigDef`` parses them: trimmed first, lists split at commas.
 """
 
 from __future__ import annotations
 
+import enum
 import re
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 
 from mm2py.config.model import FlowConfig
 
-_FLOW_DEFAULTS = {f.name: f.default for f in fields(FlowConfig) if f.name not in ("source", "target", "raw")}
+_FLOW_DEFAULTS = {f.name: f.default for f in fields(FlowConfig) if f.default is not MISSING}
+_INT = re.compile(r"[+-]?\d+")
+# Java's Long/Double syntax, not Python's: no "1_000", "nan" or "inf"
+_FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_CLASS_NAME = re.compile(r"[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*")
+_LIST_SPLIT = re.compile(r"\s*,\s*")
+
+
+class Scope(enum.Enum):
+    FLOW = "flow"  # top level, or ``{src}->{tgt}.key`` for one flow
+    CLUSTER = "cluster"  # ``{alias}.key``
+    GLOBAL = "global"  # top level only
+
+
+class Kind(enum.Enum):
+    BOOL = "bool"
+    INT = "int"
+    FLOAT = "float"
+    STR = "str"
+    CLASS = "class"  # a Java or Python class name
+    LIST = "list"
+    REGEX_LIST = "regex_list"
+    ENUM = "enum"
 
 
 class InvalidValue(ValueError):
     """A value that does not parse as its key's type; the message says what was expected."""
 
 
+def split_list(text: str) -> tuple[str, ...]:
+    """A ConfigDef LIST: comma-separated, white space around items dropped, empty items too."""
+    return tuple(item for item in _LIST_SPLIT.split(text.strip()) if item)
+
+
 @dataclass(frozen=True)
 class Key:
     name: str
-    field: str
-    kind: str  # bool | int | float | str | regex_list | enum
+    kind: Kind
+    default: object
     doc: str
+    scope: Scope = Scope.FLOW
+    field: str | None = None  # the FlowConfig field it fills
     choices: tuple[str, ...] = ()
     minimum: float | None = None
-    extension: bool = False  # an mm2py key MM2 does not have
-
-    @property
-    def default(self) -> object:
-        return _FLOW_DEFAULTS[self.field]
+    maximum: float | None = None
+    extension: bool = False  # an mm2py key MirrorMaker 2 does not have
+    deprecated_names: tuple[str, ...] = ()  # MM2's older spellings, still read
 
     def parse(self, text: str) -> object:
         value = text.strip()
-        if self.kind == "bool":
+        if self.kind is Kind.BOOL:
             if value.lower() not in ("true", "false"):
                 raise InvalidValue(f"expected true or false, got {text!r}")
             return value.lower() == "true"
-        if self.kind in ("int", "float"):
-            try:
-                number: float = int(value) if self.kind == "int" else float(value)
-            except ValueError:
-                expected = "an integer" if self.kind == "int" else "a number"
-                raise InvalidValue(f"expected {expected}, got {text!r}") from None
-            if self.minimum is not None and number < self.minimum:
-                raise InvalidValue(f"must be at least {self.minimum:g}, got {text!r}")
-            return number
-        if self.kind == "enum":
+        if self.kind in (Kind.INT, Kind.FLOAT):
+            return self._number(value, text)
+        if self.kind is Kind.ENUM:
             if value.lower() not in self.choices:
                 raise InvalidValue(f"expected one of {', '.join(self.choices)}, got {text!r}")
             return value.lower()
-        if self.kind == "regex_list":
-            items = tuple(p.strip() for p in value.split(",") if p.strip())
+        if self.kind is Kind.LIST:
+            return split_list(value)
+        if self.kind is Kind.REGEX_LIST:
+            items = split_list(value)
             for pattern in items:
                 try:
                     re.compile(pattern)
@@ -61,77 +86,139 @@ class Key:
             return items
         if not value:
             raise InvalidValue("must not be empty")
+        if self.kind is Kind.CLASS and not _CLASS_NAME.fullmatch(value):
+            raise InvalidValue(f"expected a class name (Java or Python dotted path), got {text!r}")
         return value
 
+    def _number(self, value: str, text: str) -> float:
+        if self.kind is Kind.INT:
+            if not _INT.fullmatch(value):
+                raise InvalidValue(f"expected an integer, got {text!r}")
+            number: float = int(value)
+        else:
+            if not _FLOAT.fullmatch(value):
+                raise InvalidValue(f"expected a number, got {text!r}")
+            number = float(value)
+        if self.minimum is not None and number < self.minimum:
+            raise InvalidValue(f"must be at least {self.minimum:g}, got {text!r}")
+        if self.maximum is not None and number > self.maximum:
+            raise InvalidValue(f"must be at most {self.maximum:g}, got {text!r}")
+        return number
 
-def _k(name: str, kind: str, doc: str, **extra: object) -> Key:
-    return Key(name, name.replace(".", "_").replace("-", "_"), kind, doc, **extra)  # type: ignore[arg-type]
 
+def _flow(name: str, kind: Kind, doc: str, *, field: str | None = None, **extra: object) -> Key:
+    """A flow key; its FlowConfig field is the name with '.' and '-' as '_' unless given."""
+    field = field or name.replace(".", "_").replace("-", "_")
+    return Key(name, kind, _FLOW_DEFAULTS[field], doc, Scope.FLOW, field, **extra)  # type: ignore[arg-type]
+
+
+_RF = "Replication factor of the {} (MM2 default 3; 1 for a single-broker cluster)."
 
 FLOW_KEYS: tuple[Key, ...] = (
-    _k("topics", "regex_list", "Topics to mirror: comma-separated regexes matching whole names."),
-    _k("topics.exclude", "regex_list", "Topics never mirrored; wins over topics."),
-    _k("groups", "regex_list", "Consumer groups to checkpoint."),
-    _k("groups.exclude", "regex_list", "Consumer groups never checkpointed; wins over groups."),
-    _k("replication.policy.class", "str", "Remote topic naming: MM2 Java class name or a Python path."),
-    _k("replication.policy.separator", "str", "Separator between cluster alias and topic in remote names."),
-    Key("replication.policy.internal.topic.separator.enabled", "internal_topic_separator_enabled", "bool",
-        "Use the separator in internal topic names too (KIP-949)."),
-    _k("replication.factor", "int", "Replication factor of created remote topics.", minimum=1),
-    _k("heartbeats.topic.replication.factor", "int", "Replication factor of the heartbeats topic.", minimum=1),
-    _k("checkpoints.topic.replication.factor", "int", "Replication factor of the checkpoints topic.", minimum=1),
-    _k("offset-syncs.topic.replication.factor", "int", "Replication factor of the offset-syncs topic.",
-       minimum=1),
-    _k("offset-syncs.topic.location", "enum", "Cluster holding the offset-syncs topic.",
-       choices=("source", "target")),
-    _k("refresh.topics.enabled", "bool", "Look for new topics and partitions periodically."),
-    _k("refresh.topics.interval.seconds", "float", "How often to look for new topics.", minimum=0),
-    _k("refresh.groups.enabled", "bool", "Look for new consumer groups periodically."),
-    _k("refresh.groups.interval.seconds", "float", "How often to look for new groups.", minimum=0),
-    _k("sync.topic.configs.enabled", "bool", "Copy topic configs to remote topics."),
-    _k("sync.topic.configs.interval.seconds", "float", "How often to copy topic configs.", minimum=0),
-    _k("config.properties.exclude", "regex_list", "Topic configs never copied."),
-    _k("use.defaults.from", "enum", "Where unset topic configs take defaults from.", choices=("source", "target")),
-    _k("sync.topic.acls.enabled", "bool", "Copy topic ACLs to remote topics."),
-    _k("sync.topic.acls.interval.seconds", "float", "How often to copy ACLs.", minimum=0),
-    _k("emit.heartbeats.enabled", "bool", "Write heartbeats to the target."),
-    _k("emit.heartbeats.interval.seconds", "float", "Heartbeat period.", minimum=0),
-    _k("emit.checkpoints.enabled", "bool", "Write consumer group checkpoints to the target."),
-    _k("emit.checkpoints.interval.seconds", "float", "Checkpoint period.", minimum=0),
-    _k("sync.group.offsets.enabled", "bool", "Commit translated offsets to idle groups on the target."),
-    _k("sync.group.offsets.interval.seconds", "float", "Group offset sync period.", minimum=0),
-    Key("emit.offset-syncs.enabled", "emit_offset_syncs_enabled", "bool", "Write offset syncs (KIP-1031)."),
-    _k("offset.lag.max", "int", "MM2's sync spacing; mm2py syncs exactly and keeps it for compatibility.",
-       minimum=0),
-    _k("heartbeats.replication.enabled", "bool", "Mirror heartbeats topics even if topics does not match."),
-    _k("admin.timeout.ms", "int", "Timeout of admin operations; also bounds how long an unreachable "
-       "cluster is waited for.", minimum=1),
-    _k("consumer.poll.timeout.ms", "int", "Longest wait of one source fetch.", minimum=1),
-    _k("tasks.max", "int", "Spark tasks per micro-batch of a flow (default: Spark's parallelism).", minimum=1),
-    _k("exactly.once.support", "enum", "Exactly-once delivery on the target.",
-       choices=("requested", "required", "disabled")),
-    _k("partition.mismatch", "enum", "Target with fewer partitions: error, or hash keys like a Java producer.",
-       choices=("error", "hash"), extension=True),
-    _k("sync.topic.deletes.enabled", "bool", "Delete a remote topic when its source topic is deleted.",
-       extension=True),
-    _k("max.batch.bytes", "int", "Admission control: bytes per micro-batch of a flow.", minimum=1,
-       extension=True),
-    _k("trigger.interval.ms", "int", "Least time between micro-batches of a flow.", minimum=0, extension=True),
+    _flow("enabled", Kind.BOOL, "Run this flow; only meaningful as '{src}->{tgt}.enabled'."),
+    _flow("topics", Kind.REGEX_LIST, "Topics to mirror: comma-separated regexes matching whole names."),
+    _flow("topics.exclude", Kind.REGEX_LIST, "Topics never mirrored; wins over topics.",
+          deprecated_names=("topics.blacklist",)),
+    _flow("groups", Kind.REGEX_LIST, "Consumer groups to checkpoint."),
+    _flow("groups.exclude", Kind.REGEX_LIST, "Consumer groups never checkpointed; wins over groups.",
+          deprecated_names=("groups.blacklist",)),
+    _flow("replication.policy.class", Kind.CLASS, "Remote topic naming: MM2's Java class name or a Python path."),
+    _flow("replication.policy.separator", Kind.STR, "Separator between cluster alias and topic in remote names."),
+    _flow("replication.policy.internal.topic.separator.enabled", Kind.BOOL,
+          "Use the separator in internal topic names too (KIP-949).", field="internal_topic_separator_enabled"),
+    _flow("replication.factor", Kind.INT, "Replication factor of created remote topics.", minimum=1),
+    _flow("heartbeats.topic.replication.factor", Kind.INT, _RF.format("heartbeats topic"), minimum=1),
+    _flow("checkpoints.topic.replication.factor", Kind.INT, _RF.format("checkpoints topic"), minimum=1),
+    _flow("offset-syncs.topic.replication.factor", Kind.INT, _RF.format("offset-syncs topic"), minimum=1),
+    _flow("offset-syncs.topic.location", Kind.ENUM, "Cluster holding the offset-syncs topic.",
+          choices=("source", "target")),
+    _flow("refresh.topics.enabled", Kind.BOOL, "Look for new topics and partitions periodically."),
+    _flow("refresh.topics.interval.seconds", Kind.FLOAT, "How often to look for new topics.", minimum=0),
+    _flow("refresh.groups.enabled", Kind.BOOL, "Look for new consumer groups periodically."),
+    _flow("refresh.groups.interval.seconds", Kind.FLOAT, "How often to look for new groups.", minimum=0),
+    _flow("sync.topic.configs.enabled", Kind.BOOL, "Copy topic configs to remote topics."),
+    _flow("sync.topic.configs.interval.seconds", Kind.FLOAT, "How often to copy topic configs.", minimum=0),
+    _flow("config.properties.exclude", Kind.REGEX_LIST, "Topic configs never copied.",
+          deprecated_names=("config.properties.blacklist",)),
+    _flow("use.defaults.from", Kind.ENUM, "Where unset topic configs take defaults from.",
+          choices=("source", "target")),
+    _flow("sync.topic.acls.enabled", Kind.BOOL, "Copy topic ACLs to remote topics."),
+    _flow("sync.topic.acls.interval.seconds", Kind.FLOAT, "How often to copy ACLs.", minimum=0),
+    _flow("emit.heartbeats.enabled", Kind.BOOL, "Write heartbeats to the target."),
+    _flow("emit.heartbeats.interval.seconds", Kind.FLOAT, "Heartbeat period.", minimum=0),
+    _flow("emit.checkpoints.enabled", Kind.BOOL, "Write consumer group checkpoints to the target."),
+    _flow("emit.checkpoints.interval.seconds", Kind.FLOAT, "Checkpoint period.", minimum=0),
+    _flow("sync.group.offsets.enabled", Kind.BOOL, "Commit translated offsets to idle groups on the target."),
+    _flow("sync.group.offsets.interval.seconds", Kind.FLOAT, "Group offset sync period.", minimum=0),
+    _flow("emit.offset-syncs.enabled", Kind.BOOL, "Write offset syncs (KIP-1031)."),
+    _flow("offset.lag.max", Kind.INT, "MM2's sync spacing; mm2py syncs exactly and keeps it for compatibility.",
+          minimum=0),
+    _flow("heartbeats.replication.enabled", Kind.BOOL, "Mirror heartbeats topics even if topics does not match."),
+    _flow("admin.timeout.ms", Kind.INT,
+          "Timeout of admin operations; also bounds how long an unreachable cluster is waited for.", minimum=1),
+    _flow("consumer.poll.timeout.ms", Kind.INT, "Longest wait of one source fetch.", minimum=1),
+    _flow("tasks.max", Kind.INT, "Spark tasks per micro-batch of a flow (default: Spark's parallelism).",
+          minimum=1),
+    _flow("exactly.once.support", Kind.ENUM, "Exactly-once delivery on the target.",
+          choices=("requested", "required", "disabled")),
+    _flow("partition.mismatch", Kind.ENUM, "Target with fewer partitions: error, or hash keys like a Java producer.",
+          choices=("error", "hash"), extension=True),
+    _flow("sync.topic.deletes.enabled", Kind.BOOL, "Delete a remote topic when its source topic is deleted.",
+          extension=True),
+    _flow("max.batch.bytes", Kind.INT, "Admission control: bytes per micro-batch of a flow.", minimum=1,
+          extension=True),
+    _flow("trigger.interval.ms", Kind.INT, "Least time between micro-batches of a flow.", minimum=0,
+          extension=True),
 )
-FLOW_KEYS_BY_NAME = {k.name: k for k in FLOW_KEYS}
-AUTO_OFFSET_RESET = Key("consumer.auto.offset.reset", "auto_offset_reset", "enum",
-                        "Where a partition without a recorded position starts.", choices=("earliest", "latest"))
 
-# Keys MM2 files carry that mean nothing extra to mm2py, accepted without a warning.
-ACCEPTED_TOP_LEVEL = re.compile(
-    r"clusters|metrics\.port|spark\..+|offset\.flush\.interval\.ms|offset\.flush\.timeout\.ms"
-    r"|dedicated\.mode\.enable\.internal\.rest|(key|value|header)\.converter(\..+)?"
-    r"|(config|offset|status)\.storage\.(replication\.factor|topic|partitions)"
+# The source consumer's reset policy, read from the consumer settings (MM2 forces 'earliest'
+# unless overridden); declared here for its type, default and doc.
+AUTO_OFFSET_RESET = Key("auto.offset.reset", Kind.ENUM, _FLOW_DEFAULTS["auto_offset_reset"],
+                        "Where a partition without a recorded position starts "
+                        "('{source}.consumer.auto.offset.reset' or 'consumer.auto.offset.reset').",
+                        Scope.CLUSTER, "auto_offset_reset", choices=("earliest", "latest"))
+
+CLUSTERS = Key("clusters", Kind.LIST, (), "Cluster aliases (required), e.g. 'A, B'.", Scope.GLOBAL)
+METRICS_PORT = Key("metrics.port", Kind.INT, None, "Port of the Prometheus metrics endpoint (default: none).",
+                   Scope.GLOBAL, minimum=1, maximum=65535, extension=True)
+BOOTSTRAP_SERVERS = Key("bootstrap.servers", Kind.LIST, None,
+                        "Brokers of a cluster ('{alias}.bootstrap.servers', required for clusters in use).",
+                        Scope.CLUSTER)
+
+FLOW_KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in FLOW_KEYS}
+# old spelling -> the key it stands for
+DEPRECATED_NAMES: dict[str, Key] = {old: k for k in FLOW_KEYS for old in k.deprecated_names}
+ALL_KEYS: tuple[Key, ...] = (*FLOW_KEYS, AUTO_OFFSET_RESET, CLUSTERS, METRICS_PORT, BOOTSTRAP_SERVERS)
+
+CLIENT_TYPES = ("consumer", "producer", "admin")
+
+# MM2's MirrorClientConfig.CLIENT_CONFIG_DEF: top-level settings that reach every cluster's
+# clients (beneath that cluster's own). Top-level bootstrap.servers is a fallback there too.
+TOP_LEVEL_CLIENT = re.compile(r"bootstrap\.servers|security\.protocol|(ssl|sasl)\..+")
+
+# Connect worker settings: accepted without a warning but no client of ours takes them.
+_WORKER = (
+    r"offset\.flush\.(interval|timeout)\.ms|dedicated\.mode\.enable\.internal\.rest"
+    r"|(key|value|header)\.converter(\..+)?|(config|offset|status)\.storage\..+"
+    r"|exactly\.once\.source\.support|group\.id|listeners|rest\..+|task\..+|worker\..+"
     r"|(topic|group|config\.property)\.filter\.class|forwarding\.admin\.class"
-    r"|source\.cluster\.alias|target\.cluster\.alias|name|connector\.class|enabled"
-    r"|(producer|consumer|admin)\..+|(security|sasl|ssl)\..+|client\.id|request\.timeout\.ms"
-    r"|replication\.policy\..+|emit\.heartbeats\..+|checkpoints?\..+|offset-syncs\..+"
-    r"|sync\.group\.offsets\..+|listeners|rest\..+|exactly\.once\.source\.support"
 )
-# Client settings given at top level apply to every cluster's clients (MM2's clusterProps).
-TOP_LEVEL_CLIENT = re.compile(r"(security|sasl|ssl)\..+|client\.id|request\.timeout\.ms")
+WORKER_KEY = re.compile(_WORKER)
+
+# Keys MM2 files carry at top level (or per flow) that mean nothing extra to mm2py:
+# accepted without a warning. Anything else unknown is listed in one warning.
+ACCEPTED = re.compile(
+    _WORKER
+    + r"|spark\..+|(producer|consumer|admin)\..+|bootstrap\.servers|security\.protocol|(ssl|sasl)\..+"
+    r"|client\.id|request\.timeout\.ms|name|connector\.class|source\.cluster\.alias|target\.cluster\.alias"
+    r"|replication\.policy\..+|emit\.heartbeats\..+|emit\.checkpoints\..+|checkpoints\.topic\..+"
+    r"|heartbeats\.topic\..+|offset-syncs\.topic\..+|sync\.group\.offsets\..+"
+)
+
+# Filter classes mm2py does not load: anything but MM2's defaults would be silently ignored.
+DEFAULT_CLASSES = {
+    "topic.filter.class": "org.apache.kafka.connect.mirror.DefaultTopicFilter",
+    "group.filter.class": "org.apache.kafka.connect.mirror.DefaultGroupFilter",
+    "config.property.filter.class": "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",
+    "forwarding.admin.class": "org.apache.kafka.clients.admin.ForwardingAdmin",
+}

@@ -67,8 +67,9 @@ class ClusterConfig:
 class FlowConfig:
     """One replication flow ``source->target`` with every setting resolved.
 
-    Precedence (as MM2's MirrorMakerConfig): ``{src}->{tgt}.key`` beats ``{alias}.key``
-    (of the source cluster for connector keys) beats the top-level ``key`` beats the default.
+    Precedence (as MM2's MirrorMakerConfig): ``{src}->{tgt}.key`` beats the top-level ``key``
+    beats the default. ``{alias}.key`` is a client setting of that cluster, never a flow setting;
+    only ``auto_offset_reset`` comes from the source cluster's consumer settings.
     """
 
     source: ClusterConfig

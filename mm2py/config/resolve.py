@@ -1,27 +1,41 @@
 """From parsed key/value entries to a validated ``MirrorMakerConfig``, as MM2 resolves them.
 
-Resolution (MM2's MirrorMakerConfig): ``clusters`` lists aliases; ``{alias}.bootstrap.servers``
-and any other ``{alias}.<client setting>`` configure that cluster's clients, with
-``{alias}.consumer.|producer.|admin.`` scoping one client type; a flow setting is
-``{src}->{tgt}.key``, else the top-level ``key``, else the default. Every problem is
-collected and raised together, each naming its key and line.
+A key is one of (MM2's ``MirrorMakerConfig``):
+
+- ``{src}->{tgt}.key``: a setting of one flow;
+- ``{alias}.key``: a client setting of one cluster (``bootstrap.servers``, ``security.protocol``,
+  ...), with ``{alias}.consumer.|producer.|admin.`` scoping one client type;
+- anything else: top level, the fallback of every flow (and, for client settings, of every
+  cluster).
+
+A flow setting is ``{src}->{tgt}.key``, else the top-level ``key``, else the default. A
+cluster's consumer settings are, weakest first: top-level client settings, top-level
+``consumer.*``, ``{alias}.*``, ``{alias}.consumer.*``. Every problem is collected and raised
+together, each naming its key and line.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 import structlog
 
 from mm2py.config.keys import (
-    ACCEPTED_TOP_LEVEL,
+    ACCEPTED,
     AUTO_OFFSET_RESET,
+    CLIENT_TYPES,
+    DEFAULT_CLASSES,
+    DEPRECATED_NAMES,
     FLOW_KEYS,
     FLOW_KEYS_BY_NAME,
+    METRICS_PORT,
     TOP_LEVEL_CLIENT,
+    WORKER_KEY,
     InvalidValue,
     Key,
+    split_list,
 )
 from mm2py.config.model import ClusterConfig, FlowConfig, MirrorMakerConfig, frozen_map
 from mm2py.config.properties import Entry
@@ -29,8 +43,62 @@ from mm2py.errors import ConfigError, ConfigProblem
 
 log = structlog.get_logger(__name__)
 
-_FLOW_PREFIX = re.compile(r"^([^.>\s]+?)->([^.>\s]+?)\.(.+)$")
-_CLIENT_TYPES = ("consumer", "producer", "admin")
+# Aliases end up in topic names (A.heartbeats, mm2-offset-syncs.A.internal): Kafka's legal chars.
+_ALIAS = re.compile(r"[A-Za-z0-9._-]+")
+# An undeclared flow prefix; declared aliases (which may hold dots) are matched exactly first.
+_FLOW_KEY = re.compile(r"([^.\s]+)->([^.\s]+)\.(.+)")
+_RESET_KEY = "consumer.auto.offset.reset"
+
+
+def parse_flow_key(key: str, aliases: Iterable[str] = ()) -> tuple[str, str, str] | None:
+    """``"A->B.topics"`` -> ``("A", "B", "topics")``; None if the key is not flow-scoped.
+
+    Declared aliases are tried first, longest match winning, so aliases holding dots work.
+    """
+    if "->" not in key:
+        return None
+    aliases = tuple(aliases)
+    declared = [(src, tgt) for src in aliases for tgt in aliases if key.startswith(f"{src}->{tgt}.")]
+    declared = [(src, tgt) for src, tgt in declared if len(key) > len(src) + len(tgt) + 3]
+    if declared:
+        src, tgt = max(declared, key=lambda pair: len(pair[0]) + len(pair[1]))
+        return src, tgt, key[len(src) + len(tgt) + 3 :]
+    m = _FLOW_KEY.fullmatch(key)
+    return (m.group(1), m.group(2), m.group(3)) if m else None
+
+
+def parse_cluster_key(key: str, aliases: Iterable[str]) -> tuple[str, str] | None:
+    """``"A.consumer.fetch.max.bytes"`` -> ``("A", "consumer.fetch.max.bytes")`` for a declared A."""
+    matches = [a for a in aliases if key.startswith(f"{a}.") and len(key) > len(a) + 1]
+    if not matches:
+        return None
+    alias = max(matches, key=len)
+    return alias, key[len(alias) + 1 :]
+
+
+@dataclass
+class _Layers:
+    """Client settings of one scope: generic, and per client type."""
+
+    client: dict[str, str] = field(default_factory=dict)
+    typed: dict[str, dict[str, str]] = field(default_factory=lambda: {t: {} for t in CLIENT_TYPES})
+
+    def put(self, name: str, value: str) -> None:
+        head, _, tail = name.partition(".")
+        if head in CLIENT_TYPES and tail:
+            self.typed[head][tail] = value
+        else:
+            self.client[name] = value
+
+
+@dataclass
+class _Settings:
+    """Parsed flow settings of one scope (top level or one flow) and their raw text."""
+
+    values: dict[str, object] = field(default_factory=dict)
+    raw: dict[str, str] = field(default_factory=dict)
+    # the name each value was read under: a canonical name beats MM2's deprecated one
+    names: dict[str, str] = field(default_factory=dict)
 
 
 class _Resolver:
@@ -38,171 +106,206 @@ class _Resolver:
         self.entries = entries
         self.source = source
         self.problems: list[ConfigProblem] = []
-        self.used: set[str] = set()
+        self.unknown: list[str] = []
+        self.misplaced: list[str] = []  # flow settings under a cluster alias: MM2 ignores them
+        self.custom_classes: dict[str, str] = {}  # filter/admin classes we accept but cannot load
+        self.top = _Settings()
+        self.flows: dict[tuple[str, str], _Settings] = {}
+        self.top_clients = _Layers()
+        self.cluster_clients: dict[str, _Layers] = {}
+        self.bootstrap: dict[str, str] = {}
+        self.spark: dict[str, str] = {}
+        self.metrics_port: int | None = None
 
-    def problem(self, key: str | None, message: str) -> None:
-        line = self.entries[key].line if key in self.entries else None
+    def problem(self, key: str | None, message: str, line: int | None = None) -> None:
+        if line is None and key in self.entries:
+            line = self.entries[key].line
         self.problems.append(ConfigProblem(key, message, line, self.source))
 
-    def value(self, key: str) -> str | None:
-        entry = self.entries.get(key)
-        if entry is None:
+    def parse(self, key: Key, name: str, text: str) -> object | None:
+        try:
+            return key.parse(text)
+        except InvalidValue as e:
+            self.problem(name, str(e))
             return None
-        self.used.add(key)
-        return entry.value
 
-    # -- clusters ---------------------------------------------------------------------
+    # -- pass 1: every key, classified and validated once -------------------------------
 
     def aliases(self) -> list[str]:
-        raw = self.value("clusters")
-        if raw is None:
-            self.problem(None, "missing required key 'clusters' (e.g. 'clusters = A, B')")
+        entry = self.entries.get("clusters")
+        if entry is None:
+            self.problem("clusters", "missing required key (e.g. 'clusters = A, B')")
             return []
-        aliases = [a.strip() for a in raw.split(",") if a.strip()]
+        aliases: list[str] = []
+        for alias in split_list(entry.value):
+            if not _ALIAS.fullmatch(alias):
+                self.problem("clusters", f"alias {alias!r} may only hold letters, digits, '.', '_' and '-'")
+            elif alias not in aliases:  # MM2 keeps a set: a repeated alias is harmless
+                aliases.append(alias)
         if not aliases:
             self.problem("clusters", "lists no cluster alias")
-        for alias in aliases:
-            if not re.fullmatch(r"[A-Za-z0-9_\-]+", alias):
-                self.problem("clusters", f"alias {alias!r} may only hold letters, digits, '_' and '-'")
-        if len(set(aliases)) != len(aliases):
-            self.problem("clusters", "lists an alias twice")
         return aliases
 
+    def classify(self, aliases: list[str]) -> None:
+        for name, entry in self.entries.items():
+            if name == "clusters":
+                self.top.raw[name] = entry.value
+                continue
+            if (flow := parse_flow_key(name, aliases)) is not None:
+                self.flow_key(name, entry, *flow, aliases)
+            elif (scoped := parse_cluster_key(name, aliases)) is not None:
+                self.cluster_key(name, entry, *scoped)
+            else:
+                self.top_level_key(name, entry)
+
+    def flow_key(self, name: str, entry: Entry, src: str, tgt: str, setting: str, aliases: list[str]) -> None:
+        for alias in dict.fromkeys((src, tgt)):
+            if alias not in aliases:
+                self.problem(name, f"names cluster {alias!r}, which 'clusters' does not declare")
+        if src == tgt:
+            self.problem(name, f"a flow from {src} to itself is not possible")
+        settings = self.flows.setdefault((src, tgt), _Settings())
+        settings.raw[setting] = entry.value
+        if self.setting(settings, name, setting, entry.value):
+            return
+        self.check_class(name, setting, entry)
+        if not ACCEPTED.fullmatch(setting):
+            self.unknown.append(name)
+
+    def cluster_key(self, name: str, entry: Entry, alias: str, setting: str) -> None:
+        if setting == "bootstrap.servers":
+            self.bootstrap[alias] = ",".join(split_list(entry.value))
+            return
+        if setting in FLOW_KEYS_BY_NAME or setting in DEPRECATED_NAMES:
+            self.misplaced.append(name)
+            self.unknown.append(name)
+            return
+        if WORKER_KEY.fullmatch(setting):
+            return
+        if setting in ("auto.offset.reset", _RESET_KEY):
+            self.parse(AUTO_OFFSET_RESET, name, entry.value)
+        self.cluster_clients.setdefault(alias, _Layers()).put(setting, entry.value.strip())
+
+    def top_level_key(self, name: str, entry: Entry) -> None:
+        self.top.raw[name] = entry.value
+        if self.setting(self.top, name, name, entry.value):
+            return
+        if name == "metrics.port":
+            port = self.parse(METRICS_PORT, name, entry.value)
+            self.metrics_port = int(port) if port is not None else None
+        elif name.startswith("spark."):
+            self.spark[name] = entry.value.strip()
+        elif TOP_LEVEL_CLIENT.fullmatch(name) or name.partition(".")[0] in CLIENT_TYPES:
+            if name == _RESET_KEY:
+                self.parse(AUTO_OFFSET_RESET, name, entry.value)
+            self.top_clients.put(name, entry.value.strip())
+        elif not ACCEPTED.fullmatch(name):
+            self.unknown.append(name)
+        else:
+            self.check_class(name, name, entry)
+
+    def check_class(self, name: str, setting: str, entry: Entry) -> None:
+        # accepted so that MM2 files load, but a custom class would be ignored: say so
+        default = DEFAULT_CLASSES.get(setting)
+        if default is not None and entry.value.strip() not in ("", default):
+            self.custom_classes[name] = entry.value.strip()
+
+    def setting(self, settings: _Settings, name: str, setting: str, text: str) -> bool:
+        """Record a flow setting of one scope; False if ``setting`` is no flow setting."""
+        if setting == _RESET_KEY and settings is not self.top:
+            value = self.parse(AUTO_OFFSET_RESET, name, text)
+            if value is not None:
+                settings.values["auto_offset_reset"] = value
+            return True
+        key = FLOW_KEYS_BY_NAME.get(setting)
+        deprecated = key is None
+        key = key or DEPRECATED_NAMES.get(setting)
+        if key is None or key.field is None:
+            return False
+        value = self.parse(key, name, text)
+        earlier = settings.names.get(key.field)
+        if value is not None and not (deprecated and earlier in FLOW_KEYS_BY_NAME):
+            settings.values[key.field] = value
+            settings.names[key.field] = setting
+        return True
+
+    # -- pass 2: clusters and flows ----------------------------------------------------------
+
     def cluster(self, alias: str) -> ClusterConfig:
-        prefix = f"{alias}."
-        client: dict[str, str] = {}
-        scoped: dict[str, dict[str, str]] = {t: {} for t in _CLIENT_TYPES}
-        for key in self.entries:
-            if TOP_LEVEL_CLIENT.fullmatch(key):
-                client.setdefault(key, self.entries[key].value)
-            for t in _CLIENT_TYPES:
-                if key.startswith(f"{t}.") and key not in FLOW_KEYS_BY_NAME:
-                    scoped[t].setdefault(key[len(t) + 1 :], self.entries[key].value)
-        for key, entry in self.entries.items():
-            if not key.startswith(prefix):
-                continue
-            self.used.add(key)
-            rest = key[len(prefix) :]
-            head, _, tail = rest.partition(".")
-            if head in _CLIENT_TYPES and tail:
-                scoped[head][tail] = entry.value
-            elif rest != "bootstrap.servers":
-                client[rest] = entry.value
-        bootstrap = self.value(f"{alias}.bootstrap.servers") or ""
-        return ClusterConfig(
-            alias=alias,
-            bootstrap_servers=bootstrap.strip(),
-            client=frozen_map(client),
-            consumer=frozen_map({**client, **scoped["consumer"]}),
-            producer=frozen_map({**client, **scoped["producer"]}),
-            admin=frozen_map({**client, **scoped["admin"]}),
-        )
+        top, own = self.top_clients, self.cluster_clients.get(alias, _Layers())
+        top_client = {k: v for k, v in top.client.items() if k != "bootstrap.servers"}
+        client = {**top_client, **own.client}
+        typed = {t: frozen_map({**top_client, **top.typed[t], **own.client, **own.typed[t]}) for t in CLIENT_TYPES}
+        bootstrap = self.bootstrap.get(alias) or ",".join(split_list(top.client.get("bootstrap.servers", "")))
+        return ClusterConfig(alias=alias, bootstrap_servers=bootstrap, client=frozen_map(client), **typed)
 
-    # -- flows ------------------------------------------------------------------------
-
-    def flow_keys_check(self, aliases: list[str]) -> None:
-        for key in self.entries:
-            m = _FLOW_PREFIX.match(key)
-            if not m:
-                continue
-            self.used.add(key)
-            src, tgt, _ = m.groups()
-            for alias in (src, tgt):
-                if alias not in aliases:
-                    self.problem(key, f"flow names cluster {alias!r}, which 'clusters' does not declare")
-            if src == tgt:
-                self.problem(key, f"a flow from {src} to itself is not possible")
-
-    def setting(self, key: Key, src: str, tgt: str, errors: set[str]) -> object:
-        for name in (f"{src}->{tgt}.{key.name}", key.name):
-            text = self.value(name)
-            if text is None:
-                continue
-            try:
-                return key.parse(text)
-            except InvalidValue as e:
-                if name not in errors:
-                    errors.add(name)
-                    self.problem(name, str(e))
-                return key.default
-        return key.default
-
-    def flow(self, src: ClusterConfig, tgt: ClusterConfig, errors: set[str]) -> FlowConfig:
-        a, b = src.alias, tgt.alias
-        enabled_key = Key("enabled", "enabled", "bool", "")
-        enabled_text = self.value(f"{a}->{b}.enabled")
-        enabled = False
-        if enabled_text is not None:
-            try:
-                enabled = bool(enabled_key.parse(enabled_text))
-            except InvalidValue as e:
-                self.problem(f"{a}->{b}.enabled", str(e))
-        values = {k.field: self.setting(k, a, b, errors) for k in FLOW_KEYS}
+    def flow(self, src: ClusterConfig, tgt: ClusterConfig) -> FlowConfig:
+        scoped = self.flows.get((src.alias, tgt.alias), _Settings())
+        values = {k.field: k.default for k in (*FLOW_KEYS, AUTO_OFFSET_RESET) if k.field}
         reset = src.consumer.get("auto.offset.reset")
-        flow_reset = self.value(f"{a}->{b}.consumer.auto.offset.reset")
-        for name, text in ((f"{a}->{b}.consumer.auto.offset.reset", flow_reset),
-                           (f"{a}.consumer.auto.offset.reset", reset)):
-            if text is not None:
-                try:
-                    values["auto_offset_reset"] = AUTO_OFFSET_RESET.parse(text)
-                except InvalidValue as e:
-                    if name not in errors:
-                        errors.add(name)
-                        self.problem(name if name in self.entries else "consumer.auto.offset.reset", str(e))
-                break
-        raw = {k: e.value for k, e in self.entries.items() if not _FLOW_PREFIX.match(k)}
-        raw.update({m.group(3): e.value for k, e in self.entries.items()
-                    if (m := _FLOW_PREFIX.match(k)) and m.group(1) == a and m.group(2) == b})
-        return FlowConfig(source=src, target=tgt, enabled=enabled, raw=frozen_map(raw), **values)
+        if reset is not None and reset.strip().lower() in AUTO_OFFSET_RESET.choices:
+            values["auto_offset_reset"] = reset.strip().lower()
+        values.update(self.top.values)
+        values.update(scoped.values)
+        raw = {**self.top.raw, **scoped.raw}
+        return FlowConfig(source=src, target=tgt, raw=frozen_map(raw), **values)  # type: ignore[arg-type]
 
-    def unknown_keys(self, aliases: list[str]) -> tuple[str, ...]:
-        unknown = []
-        for key in self.entries:
-            if key in self.used or key in FLOW_KEYS_BY_NAME or ACCEPTED_TOP_LEVEL.fullmatch(key):
-                continue
-            if any(key.startswith(f"{a}.") for a in aliases):
-                continue
-            unknown.append(key)
-        return tuple(unknown)
+    def enabled_line(self, flow: FlowConfig) -> int | None:
+        for name in (f"{flow.name}.enabled", "enabled"):
+            if name in self.entries:
+                return self.entries[name].line
+        return None
+
+    def check_bootstrap(self, flows: Iterable[FlowConfig]) -> None:
+        reported: set[str] = set()
+        for flow in flows:
+            for cluster in (flow.source, flow.target):
+                if cluster.bootstrap_servers or cluster.alias in reported:
+                    continue
+                reported.add(cluster.alias)
+                key = f"{cluster.alias}.bootstrap.servers"
+                self.problem(key, f"missing: flow {flow.name} (enabled at this line) needs the brokers of "
+                                  f"{cluster.alias}, e.g. '{key} = host:9092'", self.enabled_line(flow))
+
+    def warn(self) -> None:
+        if self.custom_classes:
+            log.warning("custom filter and admin classes are not supported; MM2's defaults apply",
+                        classes=self.custom_classes, source=self.source)
+        if not self.unknown:
+            return
+        hint = None
+        if self.misplaced:
+            hint = ("flow settings under a cluster alias have no effect in MM2; "
+                    "scope them to a flow ('{src}->{tgt}.<key>') or the top level")
+        log.warning("unknown configuration keys (ignored)", keys=self.unknown, source=self.source, hint=hint)
 
 
 def resolve(entries: Mapping[str, Entry], source: str | None = None) -> MirrorMakerConfig:
+    """Resolve and validate parsed entries; raise one ConfigError listing every problem."""
     r = _Resolver(entries, source)
     aliases = r.aliases()
-    r.flow_keys_check(aliases)
+    r.classify(aliases)
     clusters = {alias: r.cluster(alias) for alias in aliases}
-    errors: set[str] = set()
-    flows = [r.flow(clusters[a], clusters[b], errors) for a in aliases for b in aliases if a != b]
+    flows = [r.flow(clusters[a], clusters[b]) for a in aliases for b in aliases if a != b]
     enabled = {(f.source.alias, f.target.alias) for f in flows if f.enabled}
-    # MM2 runs a herder for the reverse of every enabled flow too (heartbeats only)
-    kept = tuple(f for f in flows if f.enabled or (
-        (f.target.alias, f.source.alias) in enabled and f.emit_heartbeats_enabled))
-    for flow in kept:
-        for cluster in (flow.source, flow.target):
-            if flow.enabled and not cluster.bootstrap_servers:
-                key = f"{cluster.alias}.bootstrap.servers"
-                if not any(p.key == key for p in r.problems):
-                    r.problem(key, f"missing: flow {flow.name} needs cluster {cluster.alias}'s brokers "
-                                   f"(e.g. '{key} = host:9092')")
-    metrics_port = None
-    if (text := r.value("metrics.port")) is not None:
-        try:
-            metrics_port = int(text)
-            if not 0 < metrics_port < 65536:
-                raise ValueError
-        except ValueError:
-            r.problem("metrics.port", f"expected a TCP port number, got {text!r}")
+    if len(aliases) == 1 and r.top.values.get("enabled"):
+        r.problem("enabled", f"'clusters' declares only {aliases[0]}; a flow needs a source and a target")
+    r.check_bootstrap(f for f in flows if f.enabled)
     if r.problems:
+        r.problems.sort(key=lambda p: (p.line is None, p.line or 0))
         raise ConfigError(r.problems)
-    unknown = r.unknown_keys(aliases)
-    if unknown:
-        log.warning("unknown configuration keys (ignored)", keys=list(unknown), source=source)
-    spark = {k: e.value for k, e in entries.items() if k.startswith("spark.")}
+    r.warn()
+    # The reverse of an enabled flow runs too, for heartbeats only (MM2 creates its herder)
+    kept = tuple(f for f in flows if f.enabled or (
+        f.emit_heartbeats_enabled and (f.target.alias, f.source.alias) in enabled))
     return MirrorMakerConfig(
         clusters=frozen_map(clusters),
         flows=kept,
-        spark=frozen_map(spark),
-        metrics_port=metrics_port,
+        spark=frozen_map(r.spark),
+        metrics_port=r.metrics_port,
         source_path=source,
-        unknown_keys=unknown,
+        unknown_keys=tuple(r.unknown),
     )
+
+
+__all__ = ["parse_cluster_key", "parse_flow_key", "resolve"]

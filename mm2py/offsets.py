@@ -69,3 +69,17 @@ class SyncIndex:
         if i + 1 == len(part.upstream):
             return d1
         return min(d1 + (upstream - part.upstream[i]), part.downstream[i + 1])
+
+    def inverse(self, topic: str, partition: int, downstream: int) -> int | None:
+        """The upstream offset whose record sits at ``downstream`` (for failback); None if unknown."""
+        part = self._parts.get((topic, partition))
+        if part is None:
+            return None
+        # downstream offsets of a partition's syncs ascend with upstream: runs are contiguous
+        i = bisect.bisect_right(part.downstream, downstream) - 1
+        if i < 0:
+            return None
+        u1, d1 = part.upstream[i], part.downstream[i]
+        if i + 1 == len(part.upstream):
+            return u1
+        return min(u1 + (downstream - d1), part.upstream[i + 1])

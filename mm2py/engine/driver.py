@@ -195,8 +195,10 @@ def run(
     root = checkpoint_dir or config.spark.get("spark.checkpoint.dir") or tempfile.mkdtemp(prefix="mm2py-ckpt-")
     engine = Engine(config, spark, root)
     try:
-        targets_set = {f.target.alias for f in flows}
-        heartbeat_flows = tuple(f for f in config.flows if f.target.alias in targets_set)
+        # heartbeats run on every flow into this process's clusters, enabled or not, as MM2's
+        # herders do: B->A heartbeats are what make A's "heartbeats" topic, mirrored as A.heartbeats
+        into = set(targets) if targets else set(config.clusters)
+        heartbeat_flows = tuple(f for f in config.flows if f.target.alias in into)
         engine.start(flows, until_caught_up=until_caught_up, heartbeat_flows=heartbeat_flows)
         engine.wait(stop)
         return 0

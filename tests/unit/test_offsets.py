@@ -72,3 +72,12 @@ def test_randomly_spaced_syncs_agree_with_a_record_level_model():
     for u in range(mirrored[0], up + 5):
         nxt = next((mapping[m] for m in mirrored if m >= u), down)
         assert idx.translate("t", 0, u) == nxt, u
+
+
+def test_inverse_maps_downstream_back_for_failback():
+    idx = index((0, 100), (11, 110), (21, 120))
+    assert [idx.inverse("t", 0, d) for d in (100, 109, 110, 119, 120, 130)] == [0, 9, 11, 20, 21, 21]
+    assert idx.inverse("t", 0, 99) is None
+    for u in range(0, 21):
+        d = idx.translate("t", 0, u)
+        assert idx.translate("t", 0, idx.inverse("t", 0, d)) == d

@@ -1,0 +1,143 @@
+"""Moving a consumer group between clusters: the plan, and applying it.
+
+Failover ``A -> B`` places the group on the remote topics of B at the translated offsets.
+While A still answers, its live committed offsets are translated with the offset syncs
+(exact and current); when A is down, the last checkpoints on B are used; ``to_time`` falls
+back to the first offsets at or after a timestamp for partitions with neither. Failback
+``B -> A`` maps the group's offsets on B's remote topics back to A's topics (inverse syncs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+
+from mm2py.checkpoint import load_syncs
+from mm2py.client import MirrorClient
+from mm2py.config.model import FlowConfig, MirrorMakerConfig
+from mm2py.errors import ConfigError, ConfigProblem, KafkaError, Mm2pyError
+from mm2py.kafka.admin import Admin
+from mm2py.positions import PositionStore
+from mm2py.source.planner import flow_policy
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    source_topic: str
+    target_topic: str
+    partition: int
+    source_offset: int | None  # the group's committed offset on the cluster it leaves
+    target_offset: int | None  # where it will resume
+    how: str  # "syncs" | "checkpoint" | "timestamp" | "inverse syncs" | "none"
+    not_mirrored: int | None  # source records past the mirrored position
+
+
+@dataclass(frozen=True)
+class Plan:
+    group: str
+    from_alias: str
+    to_alias: str
+    partitions: tuple[PartitionPlan, ...]
+
+    @property
+    def offsets(self) -> dict[tuple[str, int], int]:
+        return {(p.target_topic, p.partition): p.target_offset for p in self.partitions if p.target_offset is not None}
+
+
+def find_flow(config: MirrorMakerConfig, source: str, target: str) -> FlowConfig:
+    for flow in config.flows:
+        if (flow.source.alias, flow.target.alias) == (source, target):
+            return flow
+    raise ConfigError(ConfigProblem(f"{source}->{target}.enabled", f"the file has no flow {source}->{target}"))
+
+
+def plan_failover(config: MirrorMakerConfig, group: str, from_alias: str, to_alias: str,
+                  to_time_ms: int | None = None) -> Plan:
+    flow = find_flow(config, from_alias, to_alias)
+    policy = flow_policy(flow)
+    src = Admin(flow.source, timeout_ms=min(flow.admin_timeout_ms, 15000))
+    try:
+        committed: dict[tuple[str, int], int] | None = src.group_offsets(group)
+        ends = src.list_offsets(list(committed), "latest") if committed else {}
+    except KafkaError as e:
+        log.warning("source cluster unavailable; planning from checkpoints", cluster=from_alias, error=str(e))
+        committed, ends = None, {}
+    rows: list[PartitionPlan] = []
+    if committed is not None:
+        index = load_syncs(flow)
+        positions = PositionStore(flow.target, from_alias, timeout_ms=flow.admin_timeout_ms).load()
+        for (topic, partition), offset in sorted(committed.items()):
+            remote = policy.format_remote_topic(from_alias, topic)
+            target = index.translate(topic, partition, offset)
+            how = "syncs"
+            if target is None and offset == 0:
+                target, how = 0, "start"
+            mirrored = positions.get((topic, partition))
+            behind = None if mirrored is None else max(0, ends.get((topic, partition), 0) - (mirrored + 1))
+            rows.append(PartitionPlan(topic, remote, partition, offset, target, how if target is not None else "none",
+                                      behind))
+    else:
+        checkpoints = MirrorClient.for_cluster(config, to_alias).remote_consumer_offsets(group, from_alias)
+        for (remote, partition), target in sorted(checkpoints.items()):
+            upstream = policy.upstream_topic(remote) or remote
+            rows.append(PartitionPlan(upstream, remote, partition, None, target, "checkpoint", None))
+    if to_time_ms is not None:
+        dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
+        missing = [(r.target_topic, r.partition) for r in rows if r.target_offset is None]
+        if not rows:  # no checkpoints at all: every partition of the remote topics
+            topics = dst.topics()
+            missing = [(t, p) for t in MirrorClient.for_cluster(config, to_alias).remote_topics(from_alias)
+                       for p in range(topics[t])]
+            rows = [PartitionPlan(policy.upstream_topic(t) or t, t, p, None, None, "none", None) for t, p in missing]
+        by_time = dst.offsets_for_time(missing, to_time_ms)
+        rows = [r if r.target_offset is not None else
+                PartitionPlan(r.source_topic, r.target_topic, r.partition, r.source_offset,
+                              by_time.get((r.target_topic, r.partition)), "timestamp", r.not_mirrored)
+                for r in rows]
+    return Plan(group, from_alias, to_alias, tuple(rows))
+
+
+def plan_failback(config: MirrorMakerConfig, group: str, from_alias: str, to_alias: str) -> Plan:
+    """The group consumed ``{to}.topic`` on ``from``; place it on ``topic`` of ``to`` again."""
+    flow = find_flow(config, to_alias, from_alias)  # the flow that fed the cluster being left
+    policy = flow_policy(flow)
+    index = load_syncs(flow)
+    committed = Admin(flow.target, timeout_ms=flow.admin_timeout_ms).group_offsets(group)
+    rows = []
+    for (remote, partition), offset in sorted(committed.items()):
+        if policy.topic_source(remote) != to_alias:
+            continue
+        upstream_topic = policy.upstream_topic(remote) or remote
+        upstream = index.inverse(upstream_topic, partition, offset)
+        rows.append(PartitionPlan(remote, upstream_topic, partition, offset, upstream,
+                                  "inverse syncs" if upstream is not None else "none", None))
+    return Plan(group, from_alias, to_alias, tuple(rows))
+
+
+def apply_plan(config: MirrorMakerConfig, plan: Plan) -> None:
+    admin = Admin(config.clusters[plan.to_alias])
+    state, members = admin.group_state(plan.group)
+    if members:
+        raise Mm2pyError(f"group {plan.group} has {members} active member(s) on {plan.to_alias} (state {state}); "
+                         "stop its consumers there first")
+    missing = [f"{p.target_topic}-{p.partition}" for p in plan.partitions if p.target_offset is None]
+    if missing:
+        raise Mm2pyError(f"no translated offset for {', '.join(missing)}; use --to-time to place them by time")
+    admin.alter_group_offsets(plan.group, plan.offsets)
+
+
+def render(plan: Plan) -> str:
+    head = (f"{'source topic':<28} {'target topic':<30} {'part':>4} {'committed':>10} {'resume at':>10} "
+            f"{'not mirrored':>12}  how")
+    lines = [f"group {plan.group}: {plan.from_alias} -> {plan.to_alias}", head]
+    for p in plan.partitions:
+        def show(v: int | None) -> str:
+            return "-" if v is None else str(v)
+        lines.append(f"{p.source_topic:<28} {p.target_topic:<30} {p.partition:>4} {show(p.source_offset):>10} "
+                     f"{show(p.target_offset):>10} {show(p.not_mirrored):>12}  {p.how}")
+    if not plan.partitions:
+        lines.append("(the group has no committed offsets to move)")
+    return "\n".join(lines)

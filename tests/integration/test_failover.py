@@ -1,0 +1,145 @@
+"""Issue 3: consumer failover with exact offset translation, on real clusters."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from mm2py.config import load_text
+from mm2py.failover import apply_plan, plan_failback, plan_failover
+from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
+from tests.kafkautil import create_topic, produce
+
+pytestmark = pytest.mark.integration
+
+
+def consume(bootstrap: str, group: str, topic: str, limits: dict[int, int] | None = None,
+            idle: float = 4.0) -> list[bytes]:
+    """Consume as an application does: subscribe in a group, read committed, commit as we go.
+
+    With ``limits``, stop each partition after that many records (and commit there).
+    """
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed", "log_level": 0})
+    consumer.subscribe([topic])
+    seen: list[bytes] = []
+    counts: dict[int, int] = {}
+    last = time.monotonic()
+    try:
+        while time.monotonic() - last < idle:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert not msg.error(), msg.error()
+            p = msg.partition()
+            if limits is not None and counts.get(p, 0) >= limits.get(p, 0):
+                continue
+            last = time.monotonic()
+            counts[p] = counts.get(p, 0) + 1
+            seen.append(msg.value())
+            consumer.commit(offsets=[TopicPartition(topic, p, msg.offset() + 1)], asynchronous=False)
+    finally:
+        consumer.close()
+    return seen
+
+
+def failover_text(a: str, b: str, topic: str) -> str:
+    return properties({"A": a, "B": b}, {"A->B": {"topics": topic}})
+
+
+def drill(spark, cluster_a, cluster_b, tmp_path, topic: str, values: list[bytes], group: str) -> None:  # noqa: ANN001
+    text = failover_text(cluster_a.bootstrap, cluster_b.bootstrap, topic)
+    mirror_once(spark, text, tmp_path / "m1")
+    first = consume(cluster_a.bootstrap, group, topic, limits={0: 333, 1: 1000, 2: 1})
+    assert first, "the group read something on A"
+    config = load_text(text)
+    plan = plan_failover(config, group, "A", "B")
+    assert all(p.how == "syncs" for p in plan.partitions), plan
+    apply_plan(config, plan)
+    rest = consume(cluster_b.bootstrap, group, f"A.{topic}")
+    read = first + rest
+    assert len(read) == len(set(read)), f"{len(read) - len(set(read))} records read twice"
+    assert set(read) == set(values), f"{len(set(values) - set(read))} records missed"
+
+
+def test_failover_drill_exact(spark, cluster_a, cluster_b, unique_name, tmp_path):
+    """Produce, consume part on A, fail over to B, consume the rest: nothing lost, nothing twice."""
+    topic = f"{unique_name}-orders"
+    create_topic(cluster_a.bootstrap, topic, 3)
+    values = [f"order-{i}".encode() for i in range(9000)]
+    for p in range(3):
+        produce(cluster_a.bootstrap, topic, [(b"k", v, None, None) for v in values[p::3]], partition=p,
+                compression="lz4")
+    drill(spark, cluster_a, cluster_b, tmp_path, topic, values, f"{unique_name}-g")
+
+
+def test_failover_exact_with_aborted_transactions(spark, cluster_a, cluster_b, unique_name, tmp_path):
+    """Transaction markers and aborted data leave gaps in source offsets; translation stays exact."""
+    topic = f"{unique_name}-txn"
+    create_topic(cluster_a.bootstrap, topic, 3)
+    producer = Producer({"bootstrap.servers": cluster_a.bootstrap, "transactional.id": f"{unique_name}-tx",
+                         "log_level": 0, "linger.ms": 5})
+    producer.init_transactions(30)
+    committed: list[bytes] = []
+    for txn in range(30):
+        producer.begin_transaction()
+        batch = [f"t{txn}-r{i}".encode() for i in range(100)]
+        for i, value in enumerate(batch):
+            producer.produce(topic, value=value, partition=i % 3)
+        if txn % 3 == 2:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+            committed.extend(batch)
+    drill(spark, cluster_a, cluster_b, tmp_path, topic, committed, f"{unique_name}-g")
+
+
+def test_checkpoints_heartbeats_group_sync_and_failback(cluster_a, cluster_b, unique_name, tmp_path):
+    """The running replicator: checkpoints, heartbeats, client API, group offset sync, failback."""
+    from mm2py.client import MirrorClient, translate_offsets
+
+    topic = f"{unique_name}-t"
+    group = f"{unique_name}-g"
+    create_topic(cluster_a.bootstrap, topic, 2)
+    produce(cluster_a.bootstrap, topic, [(f"k{i}".encode(), f"v{i}".encode(), None, None) for i in range(4000)])
+    consume(cluster_a.bootstrap, group, topic, limits={0: 700, 1: 1500})
+    text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
+                      {"A->B": {"topics": topic, "groups": f"{unique_name}.*"}},
+                      extra="emit.checkpoints.interval.seconds = 1\nsync.group.offsets.enabled = true\n"
+                            "refresh.topics.interval.seconds = 2\n")
+    config_path = tmp_path / "mm2.properties"
+    config_path.write_text(text)
+    config = load_text(text)
+    rep = Replicator(config_path, tmp_path / "replicator.log").start()
+    try:
+        client = MirrorClient.for_cluster(config, "B")
+        plan = None
+
+        def translated() -> bool:
+            nonlocal plan
+            plan = plan_failover(config, group, "A", "B")
+            offsets = translate_offsets(config, "B", "A", group)
+            return len(offsets) == 2 and offsets == plan.offsets
+
+        wait_for(translated, 90, "checkpoints on B equal to the live translation", rep)
+        wait_for(lambda: "heartbeats" in client.heartbeat_topics() and "A.heartbeats" in client.heartbeat_topics(),
+                 60, "heartbeats and A.heartbeats on B", rep)
+        assert client.replication_hops("A") == 1
+        assert "A" in client.upstream_clusters()
+        assert f"A.{topic}" in client.remote_topics("A")
+        assert "A.checkpoints.internal" in client.checkpoint_topics()
+        # sync.group.offsets: the group (absent on B) gets the translated offsets committed there
+        from mm2py.kafka.admin import Admin
+
+        dst = Admin(config.clusters["B"])
+        wait_for(lambda: dst.group_offsets(group) == plan.offsets, 60, "group offsets synced to B", rep)
+    finally:
+        assert rep.stop() == 0, rep.tail()
+    # failback: the group read a little more on B, then returns to A at the matching offsets
+    consume(cluster_b.bootstrap, group, f"A.{topic}", limits={0: 100, 1: 100})
+    back = plan_failback(config, group, "B", "A")
+    on_b = {(p.source_topic, p.partition): p.source_offset for p in back.partitions}
+    assert {(p.target_topic, p.partition): p.target_offset for p in back.partitions} == {
+        (topic, 0): on_b[(f"A.{topic}", 0)], (topic, 1): on_b[(f"A.{topic}", 1)]}, "linear mirror: same offsets"

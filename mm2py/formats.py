@@ -1,9 +1,11 @@
 """MirrorMaker 2's internal record formats, byte for byte.
 
-Heartbeat, Checkpoint and OffsetSync use Kafka protocol encoding: big-endian integers and
-STRING = int16 length + UTF-8, fields concatenated without tags. Source positions use
-Kafka Connect's JSON (JsonConverter, schemas disabled), as MM2's Connect worker writes them.
-Each type owns its serialization: ``key_bytes()``, ``value_bytes()``, ``from_record()``.
+Heartbeat, Checkpoint and OffsetSync use Kafka protocol encoding (``protocol.types.Type``):
+big-endian integers, STRING = int16 length + UTF-8, fields concatenated without tags.
+Source positions use Kafka Connect's JSON (JsonConverter, schemas disabled), as MM2's worker
+writes them. Each type owns its serialization: ``key_bytes()``, ``value_bytes()``,
+``from_record()``. Decoding reads like MM2's: unknown versions, short or malformed bytes
+raise FormatError; bytes past the last field are ignored, as Java's ``Schema.read`` does.
 """
 
 from __future__ import annotations
@@ -17,25 +19,36 @@ from mm2py.errors import FormatError
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-MAX_STRING = 32767
+MAX_STRING = 32767  # Short.MAX_VALUE: Type.STRING refuses longer
+VERSION = 0  # the only Heartbeat/Checkpoint value version MM2 has ever written
 
 
-def _string(value: str) -> bytes:
-    raw = value.encode("utf-8")
+def _string(value: str, field: str) -> bytes:
+    try:
+        raw = value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise FormatError(f"{field}: not encodable as UTF-8: {e}") from e
     if len(raw) > MAX_STRING:
-        raise FormatError(f"string of {len(raw)} bytes exceeds the protocol's {MAX_STRING}")
+        raise FormatError(f"{field}: string of {len(raw)} bytes exceeds the protocol's {MAX_STRING}")
     return _I16.pack(len(raw)) + raw
 
 
+def _int(packer: struct.Struct, value: int, field: str) -> bytes:
+    try:
+        return packer.pack(value)
+    except struct.error as e:
+        raise FormatError(f"{field}: {value!r} does not fit in {packer.size * 8} bits") from e
+
+
 class _Reader:
-    """Sequential decoding that names the record type and field when bytes run short."""
+    """Sequential decoding that names the record type and field when bytes are wrong."""
 
     def __init__(self, data: bytes, what: str):
         self.data, self.pos, self.what = data, 0, what
 
     def _take(self, n: int, field: str) -> bytes:
         if self.pos + n > len(self.data):
-            raise FormatError(f"{self.what}: truncated at {field} ({len(self.data)} bytes)")
+            raise FormatError(f"{self.what}: truncated at {field} (needs {self.pos + n} bytes, has {len(self.data)})")
         chunk = self.data[self.pos : self.pos + n]
         self.pos += n
         return chunk
@@ -52,31 +65,46 @@ class _Reader:
     def string(self, field: str) -> str:
         n = self.i16(field)
         if n < 0:
-            raise FormatError(f"{self.what}: null {field}")
-        return self._take(n, field).decode("utf-8")
+            raise FormatError(f"{self.what}: negative length {n} for {field}")
+        raw = self._take(n, field)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise FormatError(f"{self.what}: {field} is not UTF-8: {e}") from e
 
     def version(self) -> None:
-        v = self.i16("version")
-        if v != 0:
-            raise FormatError(f"{self.what}: unknown version {v}")
+        if (v := self.i16("version")) != VERSION:
+            raise FormatError(f"{self.what}: unknown version {v} (only {VERSION} is known)")
+
+
+def _require_bytes(key: bytes | None, value: bytes | None, what: str) -> tuple[bytes, bytes]:
+    if key is None or value is None:
+        raise FormatError(f"{what}: null {'key' if key is None else 'value'}")
+    return key, value
 
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
-    """Written every ``emit.heartbeats.interval.seconds`` by the flow source->target into target."""
+    """Emitted by the flow ``source->target`` into ``heartbeats`` on the target.
+
+    Key: ``sourceClusterAlias:STRING, targetClusterAlias:STRING``.
+    Value: ``version:INT16 = 0, timestamp:INT64`` (epoch ms; also the record timestamp).
+    """
 
     source_cluster_alias: str
     target_cluster_alias: str
     timestamp: int
 
     def key_bytes(self) -> bytes:
-        return _string(self.source_cluster_alias) + _string(self.target_cluster_alias)
+        return (_string(self.source_cluster_alias, "sourceClusterAlias")
+                + _string(self.target_cluster_alias, "targetClusterAlias"))
 
     def value_bytes(self) -> bytes:
-        return _I16.pack(0) + _I64.pack(self.timestamp)
+        return _I16.pack(VERSION) + _int(_I64, self.timestamp, "timestamp")
 
     @classmethod
     def from_record(cls, key: bytes, value: bytes) -> Heartbeat:
+        key, value = _require_bytes(key, value, "heartbeat")
         k, v = _Reader(key, "heartbeat key"), _Reader(value, "heartbeat value")
         source, target = k.string("sourceClusterAlias"), k.string("targetClusterAlias")
         v.version()
@@ -85,9 +113,11 @@ class Heartbeat:
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
-    """A consumer group's committed offset, upstream and translated, on the target cluster.
+    """A consumer group's committed offset, upstream and translated, in ``{source}.checkpoints.internal``.
 
     ``topic`` is the downstream (remote) topic name, as MM2 writes it.
+    Key: ``group:STRING, topic:STRING, partition:INT32``.
+    Value: ``version:INT16 = 0, upstreamOffset:INT64, offset:INT64, metadata:STRING``.
     """
 
     consumer_group_id: str
@@ -97,15 +127,21 @@ class Checkpoint:
     downstream_offset: int
     metadata: str = ""
 
+    @property
+    def topic_partition(self) -> tuple[str, int]:
+        return self.topic, self.partition
+
     def key_bytes(self) -> bytes:
-        return _string(self.consumer_group_id) + _string(self.topic) + _I32.pack(self.partition)
+        return (_string(self.consumer_group_id, "group") + _string(self.topic, "topic")
+                + _int(_I32, self.partition, "partition"))
 
     def value_bytes(self) -> bytes:
-        return (_I16.pack(0) + _I64.pack(self.upstream_offset) + _I64.pack(self.downstream_offset)
-                + _string(self.metadata))
+        return (_I16.pack(VERSION) + _int(_I64, self.upstream_offset, "upstreamOffset")
+                + _int(_I64, self.downstream_offset, "offset") + _string(self.metadata, "metadata"))
 
     @classmethod
     def from_record(cls, key: bytes, value: bytes) -> Checkpoint:
+        key, value = _require_bytes(key, value, "checkpoint")
         k, v = _Reader(key, "checkpoint key"), _Reader(value, "checkpoint value")
         group, topic, partition = k.string("group"), k.string("topic"), k.i32("partition")
         v.version()
@@ -115,9 +151,10 @@ class Checkpoint:
 
 @dataclass(frozen=True, slots=True)
 class OffsetSync:
-    """Source offset ``upstream_offset`` of ``topic``/``partition`` is at ``downstream_offset``.
+    """Source offset ``upstream_offset`` of ``topic``/``partition`` landed at ``downstream_offset``.
 
-    ``topic`` is the upstream (source) topic name. The value has no version field.
+    ``topic`` is the upstream (source) topic name.
+    Key: ``topic:STRING, partition:INT32``. Value: ``upstreamOffset:INT64, offset:INT64``, no version.
     """
 
     topic: str
@@ -125,61 +162,111 @@ class OffsetSync:
     upstream_offset: int
     downstream_offset: int
 
+    @property
+    def topic_partition(self) -> tuple[str, int]:
+        return self.topic, self.partition
+
     def key_bytes(self) -> bytes:
-        return _string(self.topic) + _I32.pack(self.partition)
+        return _string(self.topic, "topic") + _int(_I32, self.partition, "partition")
 
     def value_bytes(self) -> bytes:
-        return _I64.pack(self.upstream_offset) + _I64.pack(self.downstream_offset)
+        return _int(_I64, self.upstream_offset, "upstreamOffset") + _int(_I64, self.downstream_offset, "offset")
 
     @classmethod
     def from_record(cls, key: bytes, value: bytes) -> OffsetSync:
+        key, value = _require_bytes(key, value, "offset sync")
         k, v = _Reader(key, "offset sync key"), _Reader(value, "offset sync value")
         topic, partition = k.string("topic"), k.i32("partition")
         return cls(topic, partition, v.i64("upstreamOffset"), v.i64("offset"))
 
 
+# Jackson's escapes: the two-character forms for these, \u00XX (upper-case hex) for other
+# control characters, and each UTF-16 surrogate escaped on its own (Jackson 2.x does not
+# write astral characters as 4-byte UTF-8 by default). Everything else is raw UTF-8.
+_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def _jackson_string(text: str) -> str:
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[ch])
+        elif code < 0x20 or 0xD800 <= code <= 0xDFFF:
+            out.append(f"\\u{code:04X}")
+        elif code > 0xFFFF:
+            high, low = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
+            out.append(f"\\u{high:04X}\\u{low:04X}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
 @dataclass(frozen=True, slots=True)
 class SourceOffset:
-    """A source position in ``mm2-offsets.{source}.internal``: the last mirrored offset.
+    """A source position in ``mm2-offsets.{source}.internal``: the last mirrored source offset.
 
-    Key bytes equal what MM2's worker writes (checked against Apache Kafka 4.3's MM2):
-    ``["MirrorSourceConnector",{"cluster":"A","partition":0,"topic":"t"}]``; Java's HashMap
-    happens to iterate these three keys in that order, and Jackson writes no spaces.
-    ``offset`` None is a tombstone (position removed).
+    Compaction (and the murmur2 partition choice) go by exact key bytes, so ``key_bytes`` is
+    the text Kafka Connect writes, ``["MirrorSourceConnector",{"cluster":"A","partition":0,
+    "topic":"t"}]``. OffsetStorageWriter serializes ``[connector name, partition map]`` with
+    JsonConverter (schemas.enable=false), which emits Jackson's compact form (no spaces) and
+    keeps the map's iteration order. MM2 builds that map as a java.util.HashMap
+    (MirrorUtils.wrapPartition); with 16 buckets ``cluster``, ``partition`` and ``topic`` hash
+    to buckets 1, 3 and 9, whatever the values, hence that order. Confirmed by running Apache
+    Kafka 4.3.0's JsonConverter on MirrorUtils.wrapPartition. The value is ``{"offset":N}``
+    (MirrorUtils.wrapOffset); MM2 resumes at N + 1. ``offset`` None is a tombstone.
     """
 
     cluster: str
     topic: str
     partition: int
     offset: int | None
-    connector: str = "MirrorSourceConnector"
+    connector_name: str = "MirrorSourceConnector"
 
     def key_bytes(self) -> bytes:
-        # ordered dict literal: JSON text must match Connect's to the byte for compaction
-        partition = {"cluster": self.cluster, "partition": self.partition, "topic": self.topic}
-        return json.dumps([self.connector, partition], separators=(",", ":"), ensure_ascii=False).encode()
+        _int(_I32, self.partition, "partition")  # range check: Connect's map holds a Java int
+        return (f"[{_jackson_string(self.connector_name)},{{\"cluster\":{_jackson_string(self.cluster)},"
+                f"\"partition\":{self.partition},\"topic\":{_jackson_string(self.topic)}}}]").encode()
 
     def value_bytes(self) -> bytes | None:
         if self.offset is None:
             return None
-        return json.dumps({"offset": self.offset}, separators=(",", ":")).encode()
+        _int(_I64, self.offset, "offset")  # range check: a Java long
+        return f'{{"offset":{self.offset}}}'.encode()
 
     @classmethod
-    def from_record(cls, key: bytes, value: bytes | None) -> SourceOffset | None:
-        """Parse one record; None when it is another connector's state (not a source position)."""
-        try:
-            parsed = json.loads(key)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise FormatError(f"source offset key is not JSON: {key[:80]!r}") from e
+    def from_record(
+        cls, key: bytes, value: bytes | None, connector_name: str = "MirrorSourceConnector"
+    ) -> SourceOffset | None:
+        """Parse one record in any JSON spelling; None when it is another connector's state.
+
+        MM2's checkpoint and heartbeat connectors keep their offsets in the same topic.
+        """
+        parsed = _json(key, "source offset key")
         if not (isinstance(parsed, list) and len(parsed) == 2 and isinstance(parsed[1], dict)):
-            raise FormatError(f"source offset key is not [connector, partition]: {key[:80]!r}")
+            raise FormatError(f"source offset key is not [connector, partition]: {key[:200]!r}")
         connector, part = parsed
-        if connector != "MirrorSourceConnector" or not {"cluster", "topic", "partition"} <= part.keys():
+        if connector != connector_name:
             return None
+        cluster, topic, partition = part.get("cluster"), part.get("topic"), part.get("partition")
+        if not (isinstance(cluster, str) and isinstance(topic, str) and _is_int(partition)):
+            raise FormatError(f"source offset key lacks cluster, topic or partition: {key[:200]!r}")
         offset = None
         if value is not None:
-            try:
-                offset = int(json.loads(value)["offset"])
-            except (ValueError, KeyError, TypeError) as e:
-                raise FormatError(f"source offset value is not {{\"offset\": N}}: {value[:80]!r}") from e
-        return cls(str(part["cluster"]), str(part["topic"]), int(part["partition"]), offset, connector)
+            body = _json(value, "source offset value")
+            offset = body.get("offset") if isinstance(body, dict) else None
+            if not _is_int(offset):
+                raise FormatError(f'source offset value is not {{"offset": N}}: {value[:200]!r}')
+        return cls(cluster, topic, partition, offset, connector)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _json(data: bytes, what: str) -> object:
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise FormatError(f"{what} is not JSON: {data[:200]!r}") from e

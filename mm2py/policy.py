@@ -1,18 +1,26 @@
 """Replication policies: how remote topics are named, and what counts as a cycle.
 
-A policy defines three things (``format_remote_topic``, ``topic_source``,
-``upstream_topic``); everything else, MM2's cycle detection included, derives from them.
+A policy defines three things (``format_remote_topic``, ``topic_source``, ``upstream_topic``);
+everything else, MM2's cycle detection included, derives from them. Behaviour follows Apache
+Kafka 4.3's ``connect/mirror-client`` (checked against its jars, not only its docs).
 """
 
 from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from mm2py.errors import ConfigError, ConfigProblem
 
 HEARTBEATS = "heartbeats"
+
+# MM2's Configurable keys, handed to a policy's ``configure``.
+SEPARATOR_KEY = "replication.policy.separator"
+INTERNAL_SEPARATOR_KEY = "replication.policy.internal.topic.separator.enabled"
+SOURCE_ALIAS_KEY = "source.cluster.alias"
+POLICY_CLASS_KEY = "replication.policy.class"
 
 
 class NameFilter(Protocol):
@@ -20,13 +28,26 @@ class NameFilter(Protocol):
 
 
 class ReplicationPolicy(ABC):
-    """Names remote topics and walks them back to their origin.
+    """Names remote topics and traces them back to where they came from.
 
-    Invariants:
-    - ``upstream_topic(format_remote_topic(s, t)) == t`` and ``topic_source`` of it is ``s``
-      for any policy that can trace hops (Default); Identity cannot, and says so;
-    - a topic is never replicated to a cluster it already came through (``is_cycle``);
-    - internal topics (``__*``, ``.*``, ``*.internal``, ``*-internal``, MM2's own) never move.
+    Subclasses define exactly ``format_remote_topic``, ``topic_source`` and ``upstream_topic``.
+    Invariants they must keep (all else here relies on them):
+
+    - ``topic_source(t)`` and ``upstream_topic(t)`` are both None for a topic that did not come
+      from another cluster, and both set for one that did;
+    - a policy that can trace hops has ``topic_source(format_remote_topic(s, t)) == s`` and
+      ``upstream_topic(format_remote_topic(s, t)) == t``; one that cannot (Identity) returns
+      ``upstream_topic(t) == t``, which ends every walk, so it never detects cycles;
+    - a topic is never sent to a cluster it already passed through (``is_cycle``);
+    - MM2's own topics and Kafka's hidden ones never replicate (``is_internal_topic``).
+
+    The internal topic names honour ``separator`` unless ``internal_topic_separator_enabled``
+    is false (KIP-949: pre-3.1 names). A policy with neither attribute set gets MM2's
+    interface defaults, which are the same names with ``.``.
+
+    Custom policies are built with no arguments; ``configure`` then receives MM2's keys
+    (``replication.policy.separator``, ``...internal.topic.separator.enabled``,
+    ``source.cluster.alias``), as a Java policy's ``Configurable.configure`` does.
     """
 
     separator: str = "."
@@ -44,10 +65,15 @@ class ReplicationPolicy(ABC):
     def upstream_topic(self, topic: str) -> str | None:
         """The topic's name one hop upstream, or None for a local topic."""
 
+    def configure(self, props: Mapping[str, object]) -> None:  # noqa: B027 - optional hook, as in MM2
+        """Receive MM2's policy settings; the base class needs none."""
+
     # -- derived ---------------------------------------------------------------------
 
     def original_topic(self, topic: str) -> str:
+        """The root name, however many hops ``topic`` took."""
         seen = {topic}
+        # seen guards policies whose upstream chain loops (Identity's t -> t is the usual case)
         while (upstream := self.upstream_topic(topic)) is not None and upstream not in seen:
             seen.add(upstream)
             topic = upstream
@@ -56,38 +82,51 @@ class ReplicationPolicy(ABC):
     def heartbeats_topic(self) -> str:
         return HEARTBEATS
 
-    def _internal_sep(self) -> str:
+    def _internal_separator(self) -> str:
         return self.separator if self.internal_topic_separator_enabled else "."
 
+    def _internal_suffix(self) -> str:
+        return f"{self._internal_separator()}internal"
+
     def offset_syncs_topic(self, cluster_alias: str) -> str:
-        s = self._internal_sep()
+        s = self._internal_separator()
         return f"mm2-offset-syncs{s}{cluster_alias}{s}internal"
 
     def checkpoints_topic(self, cluster_alias: str) -> str:
-        s = self._internal_sep()
+        s = self._internal_separator()
         return f"{cluster_alias}{s}checkpoints{s}internal"
 
     def is_heartbeats_topic(self, topic: str) -> bool:
-        return self.original_topic(topic) == HEARTBEATS
+        return self.original_topic(topic) == self.heartbeats_topic()
 
     def is_checkpoints_topic(self, topic: str) -> bool:
-        s = self._internal_sep()
+        s = self._internal_separator()
         return topic.endswith(f"{s}checkpoints{s}internal")
 
     def is_mm2_internal_topic(self, topic: str) -> bool:
-        return (topic.startswith("mm2") and topic.endswith(".internal")) or self.is_checkpoints_topic(topic)
+        """MM2's own state: offset syncs, checkpoints and the Connect topics ``mm2-*.internal``.
+
+        MM2 4.3 checks only the policy's internal suffix; MirrorMakerConfig names the Connect
+        topics (``mm2-offsets.A.internal``) with ``.`` whatever the separator, so ``.internal``
+        is accepted too, to keep them home under a custom separator as well.
+        """
+        mm2_state = topic.startswith("mm2") and topic.endswith((self._internal_suffix(), ".internal"))
+        return mm2_state or self.is_checkpoints_topic(topic)
 
     def is_internal_topic(self, topic: str) -> bool:
-        return (
-            topic.startswith("__")
-            or topic.startswith(".")
-            or topic.endswith(".internal")
-            or topic.endswith("-internal")
-            or self.is_mm2_internal_topic(topic)
-        )
+        """Never replicated whatever the filter says: Kafka's hidden topics and MM2's own.
+
+        Since Kafka 4.0 (KAFKA-17200) user topics merely ending ``.internal``/``-internal``
+        are not internal; the default ``topics.exclude`` still keeps them home.
+        """
+        return topic.startswith(("__", ".")) or self.is_mm2_internal_topic(topic)
 
     def is_cycle(self, topic: str, target_cluster_alias: str) -> bool:
-        """True when ``topic`` already passed through ``target_cluster_alias`` (MM2's isCycle)."""
+        """True when ``topic`` already passed through ``target_cluster_alias`` (MM2's isCycle).
+
+        Walks ``topic_source``/``upstream_topic`` hop by hop. A policy that cannot trace hops
+        (``upstream_topic(t) == t``, as Identity) ends the walk: it never sees cycles.
+        """
         seen: set[str] = set()
         while topic not in seen:
             seen.add(topic)
@@ -97,9 +136,9 @@ class ReplicationPolicy(ABC):
             if source == target_cluster_alias:
                 return True
             upstream = self.upstream_topic(topic)
-            if upstream is None or upstream == topic:
-                return False  # Identity: cannot tell, as MM2
-            topic = upstream
+            if upstream is None:
+                return False
+            topic = upstream  # upstream == topic is caught by seen on the next turn
         return False
 
     def should_replicate_topic(
@@ -109,44 +148,76 @@ class ReplicationPolicy(ABC):
         topic_filter: NameFilter,
         heartbeats_replication_enabled: bool = True,
     ) -> bool:
-        wanted = topic_filter.matches(topic) or (
-            heartbeats_replication_enabled and self.is_heartbeats_topic(topic)
-        )
+        """MM2's MirrorSourceConnector.shouldReplicateTopic for a flow into ``target_cluster_alias``.
+
+        Heartbeats travel even when the filter leaves them out, so hops can be counted.
+        """
+        wanted = topic_filter.matches(topic) or (heartbeats_replication_enabled and self.is_heartbeats_topic(topic))
         return wanted and not self.is_internal_topic(topic) and not self.is_cycle(topic, target_cluster_alias)
 
 
 class DefaultReplicationPolicy(ReplicationPolicy):
-    """``A.orders`` on the target for ``orders`` of A; hops stack: ``B.A.orders``."""
+    """``orders`` of A is ``A.orders`` on the target; hops stack: ``B.A.orders``.
+
+    Parsing follows Java's ``String.split`` on the separator, trailing empty parts dropped:
+    ``A.`` is a local topic, ``A..b`` came from A as ``.b``, ``.b`` came from cluster ``""``.
+    """
 
     def __init__(self, separator: str = ".", internal_topic_separator_enabled: bool = True):
+        self._set(separator, internal_topic_separator_enabled)
+
+    def _set(self, separator: str, internal_topic_separator_enabled: bool) -> None:
         if not separator:
-            raise ConfigError(ConfigProblem("replication.policy.separator", "must not be empty"))
+            # Java would split between every character; no one means that
+            raise ConfigError(ConfigProblem(SEPARATOR_KEY, "must not be empty"))
         self.separator = separator
         self.internal_topic_separator_enabled = internal_topic_separator_enabled
+
+    def configure(self, props: Mapping[str, object]) -> None:
+        flag = props.get(INTERNAL_SEPARATOR_KEY, self.internal_topic_separator_enabled)
+        enabled = flag if isinstance(flag, bool) else str(flag).strip().lower() == "true"
+        self._set(str(props.get(SEPARATOR_KEY, self.separator)), enabled)
 
     def format_remote_topic(self, source_cluster_alias: str, topic: str) -> str:
         return f"{source_cluster_alias}{self.separator}{topic}"
 
     def topic_source(self, topic: str) -> str | None:
-        head, sep, _ = topic.partition(self.separator)
-        return head if sep else None
+        parts = topic.split(self.separator)
+        # Java's split drops trailing empty strings; fewer than two parts left means local
+        return parts[0] if any(parts[1:]) else None
 
     def upstream_topic(self, topic: str) -> str | None:
-        _, sep, rest = topic.partition(self.separator)
-        return rest if sep else None
+        source = self.topic_source(topic)
+        return None if source is None else topic[len(source) + len(self.separator):]
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(separator={self.separator!r}, "
+                f"internal_topic_separator_enabled={self.internal_topic_separator_enabled})")
 
 
 class IdentityReplicationPolicy(DefaultReplicationPolicy):
-    """Remote topics keep their names; only heartbeats are prefixed so hops can be counted.
+    """Remote topics keep their names; only heartbeats are prefixed, so hops can be counted.
 
-    It cannot see cycles: ``A->B`` plus ``B->A`` would loop. mm2py refuses such topologies
-    at start (``mm2py.topology``) instead of silently looping as MM2 does.
+    Any name ending ``heartbeats`` is handled as the Default policy would (MM2 tests the
+    suffix, so ``myheartbeats`` too). Every other topic is its own upstream topic and comes from
+    ``source_cluster_alias`` (None when unset), so ``is_cycle`` is always false: ``A->B`` plus
+    ``B->A`` would loop forever. mm2py refuses such topologies before starting (``find_cycle``);
+    MM2 does not.
     """
 
-    def __init__(self, source_cluster_alias: str | None = None, separator: str = ".",
-                 internal_topic_separator_enabled: bool = True):
+    def __init__(
+        self,
+        source_cluster_alias: str | None = None,
+        separator: str = ".",
+        internal_topic_separator_enabled: bool = True,
+    ):
         super().__init__(separator, internal_topic_separator_enabled)
         self.source_cluster_alias = source_cluster_alias
+
+    def configure(self, props: Mapping[str, object]) -> None:
+        super().configure(props)
+        if (alias := props.get(SOURCE_ALIAS_KEY)) is not None:
+            self.source_cluster_alias = str(alias)
 
     def format_remote_topic(self, source_cluster_alias: str, topic: str) -> str:
         if self._looks_like_heartbeats(topic):
@@ -164,10 +235,14 @@ class IdentityReplicationPolicy(DefaultReplicationPolicy):
         return topic
 
     def _looks_like_heartbeats(self, topic: str) -> bool:
-        return topic.endswith(HEARTBEATS)
+        return topic.endswith(self.heartbeats_topic())
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self.source_cluster_alias!r}, separator={self.separator!r}, "
+                f"internal_topic_separator_enabled={self.internal_topic_separator_enabled})")
 
 
-_BUILTIN = {
+_BUILTIN: dict[str, type[ReplicationPolicy]] = {
     "DefaultReplicationPolicy": DefaultReplicationPolicy,
     "IdentityReplicationPolicy": IdentityReplicationPolicy,
 }
@@ -177,23 +252,25 @@ _JAVA_PACKAGE = "org.apache.kafka.connect.mirror."
 def policy_class(class_name: str) -> type[ReplicationPolicy]:
     """Resolve ``replication.policy.class``: MM2's Java names, short names or a Python path."""
     name = class_name.strip()
-    short = name.removeprefix(_JAVA_PACKAGE)
-    if short in _BUILTIN:
+    if (short := name.removeprefix(_JAVA_PACKAGE)) in _BUILTIN:
         return _BUILTIN[short]
     module_name, _, attr = name.rpartition(".")
-    problem = None
     if not module_name or name.startswith(_JAVA_PACKAGE):
         problem = "unknown policy; use DefaultReplicationPolicy, IdentityReplicationPolicy or a Python path"
     else:
         try:
             cls = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as e:
-            problem = f"cannot import {name}: {e}"
+        except ImportError as e:
+            problem = f"cannot import module {module_name!r}: {e}"
+        except AttributeError:
+            problem = f"module {module_name!r} has no {attr!r}"
         else:
-            if isinstance(cls, type) and issubclass(cls, ReplicationPolicy):
+            if isinstance(cls, type) and issubclass(cls, ReplicationPolicy) and not getattr(
+                cls, "__abstractmethods__", None
+            ):
                 return cls
-            problem = f"{name} is not a mm2py.policy.ReplicationPolicy subclass"
-    raise ConfigError(ConfigProblem("replication.policy.class", f"{problem} (got {class_name!r})"))
+            problem = "not a concrete subclass of mm2py.policy.ReplicationPolicy"
+    raise ConfigError(ConfigProblem(POLICY_CLASS_KEY, f"{problem} (got {class_name!r})"))
 
 
 def load_policy(
@@ -203,35 +280,45 @@ def load_policy(
     internal_topic_separator_enabled: bool = True,
     source_cluster_alias: str | None = None,
 ) -> ReplicationPolicy:
+    """Build and configure the policy ``replication.policy.class`` names, as MM2 does."""
     cls = policy_class(class_name)
-    if issubclass(cls, IdentityReplicationPolicy):
-        return cls(source_cluster_alias, separator, internal_topic_separator_enabled)
-    if issubclass(cls, DefaultReplicationPolicy):
-        return cls(separator, internal_topic_separator_enabled)
-    return cls()
+    try:
+        policy = cls()
+    except TypeError as e:
+        problem = ConfigProblem(POLICY_CLASS_KEY, f"{class_name!r} cannot be built without arguments: {e}")
+        raise ConfigError(problem) from e
+    props: dict[str, object] = {SEPARATOR_KEY: separator, INTERNAL_SEPARATOR_KEY: internal_topic_separator_enabled}
+    if source_cluster_alias is not None:
+        props[SOURCE_ALIAS_KEY] = source_cluster_alias
+    policy.configure(props)
+    return policy
 
 
-def find_cycle(flows: list[tuple[str, str]]) -> list[str] | None:
-    """A directed cycle among cluster aliases, e.g. ``["A", "B", "A"]``, or None."""
+def find_cycle(flows: Iterable[tuple[str, str]]) -> list[str] | None:
+    """A directed cycle among cluster aliases, e.g. ``["A", "B", "A"]``, or None.
+
+    Deterministic (aliases visited in sorted order) so error messages do not flicker.
+    """
     graph: dict[str, list[str]] = {}
     for src, tgt in flows:
         graph.setdefault(src, []).append(tgt)
-    state: dict[str, int] = {}  # 1 visiting, 2 done
+    done: set[str] = set()
     path: list[str] = []
+    on_path: set[str] = set()
 
     def visit(node: str) -> list[str] | None:
-        state[node] = 1
         path.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
+        on_path.add(node)
+        for nxt in sorted(set(graph.get(node, ()))):
+            if nxt in on_path:
                 return path[path.index(nxt):] + [nxt]
-            if nxt not in state and (found := visit(nxt)):
+            if nxt not in done and (found := visit(nxt)):
                 return found
-        path.pop()
-        state[node] = 2
+        on_path.discard(path.pop())
+        done.add(node)
         return None
 
     for start in sorted(graph):
-        if start not in state and (found := visit(start)):
+        if start not in done and (found := visit(start)):
             return found
     return None

@@ -26,6 +26,19 @@ from mm2py.kafka.retry import retrying
 TP = tuple[str, int]
 
 
+# Leadership and metadata settle shortly after a topic is created or a broker restarts;
+# librdkafka does not always flag these as retriable in per-partition results.
+_TRANSIENT = {
+    CKafkaError.NOT_LEADER_FOR_PARTITION,
+    CKafkaError.LEADER_NOT_AVAILABLE,
+    CKafkaError.UNKNOWN_TOPIC_OR_PART,
+    CKafkaError.REQUEST_TIMED_OUT,
+    CKafkaError.NOT_COORDINATOR,
+    CKafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    CKafkaError.COORDINATOR_NOT_AVAILABLE,
+}
+
+
 def translate(exc: BaseException, *, cluster: str, action: str, topic: str | None = None) -> KafkaError:
     """confluent-kafka's error -> ours, keeping what failed and where."""
     err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
@@ -39,7 +52,7 @@ def translate(exc: BaseException, *, cluster: str, action: str, topic: str | Non
         return AuthenticationError(message, cluster=cluster, topic=topic, cause=exc)
     if code in (CKafkaError._TRANSPORT, CKafkaError._ALL_BROKERS_DOWN, CKafkaError._TIMED_OUT):
         return ClusterUnreachableError(message, cluster=cluster, topic=topic, cause=exc, retriable=True)
-    retriable = bool(isinstance(err, CKafkaError) and err.retriable())
+    retriable = bool(isinstance(err, CKafkaError) and (err.retriable() or code in _TRANSIENT))
     return KafkaError(message, cluster=cluster, topic=topic, cause=exc, retriable=retriable)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import kafka.errors as kerr
 from kafka.future import Future
 from kafka.net.compat import KafkaNetClient
+from kafka.protocol.admin.cluster import DescribeLogDirsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
@@ -248,6 +249,24 @@ class RawClient:
             for p in topic.partition_responses:
                 out[(topic.name, p.index)] = ProducedPartition(p.error_code, p.base_offset, p.error_message)
         return out
+
+    def log_sizes(self, topics: Iterable[str]) -> dict[TopicPartition, int]:
+        """Bytes on disk of every partition of ``topics`` (its leader's copy), via DescribeLogDirs."""
+        leaders = self.leaders(topics)
+        by_node: dict[int, dict[str, list[int]]] = {}
+        for (topic, partition), node in leaders.items():
+            by_node.setdefault(node, {}).setdefault(topic, []).append(partition)
+        sizes: dict[TopicPartition, int] = {}
+        for node, wanted in by_node.items():
+            request = DescribeLogDirsRequest(topics=[
+                DescribeLogDirsRequest.DescribableLogDirTopic(topic=t, partitions=ps) for t, ps in wanted.items()])
+            response = self.wait(self._send(node, request))
+            for result in response.results:
+                for topic in result.topics:
+                    for part in topic.partitions:
+                        if not part.is_future_key and part.partition_index in wanted.get(topic.name, ()):
+                            sizes[(topic.name, part.partition_index)] = part.partition_size
+        return sizes
 
     def log_start_offset(self, node: int, tp: TopicPartition) -> int:
         """The first offset a partition still holds (ListOffsets, earliest)."""

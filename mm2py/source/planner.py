@@ -31,7 +31,7 @@ from mm2py.source.ranges import PartitionRange, split_key, tp_key
 log = structlog.get_logger(__name__)
 
 TP = tuple[str, int]
-# Until batches report real sizes, plan as if an offset carried this many bytes.
+# Before the first size estimate (or for an empty log) plan as if an offset carried this much.
 ASSUMED_BYTES_PER_OFFSET = 512
 
 
@@ -78,6 +78,9 @@ class SourcePlanner:
         self._refreshed_at = 0.0
         self._stored: dict[TP, int] | None = None
         self._available_now: dict[str, int] | None = None
+        # per partition: bytes on the source's disk per offset, so micro-batches are sized in
+        # bytes (a compressed 100-byte record may take 15 bytes, an uncompressed 1 KiB one 1 KiB)
+        self.bytes_per_offset: dict[str, float] = {}
 
     # -- topics -----------------------------------------------------------------------
 
@@ -125,6 +128,31 @@ class SourcePlanner:
                      remote=self.remote_topic(topic))
         self.partitions = wanted
         self._refreshed_at = time.monotonic()
+        self._estimate_sizes()
+
+    def _estimate_sizes(self) -> None:
+        from mm2py.kafka.wire import RawClient  # the driver-side runner imports it only when needed
+
+        tps = self.all_partitions()
+        if not tps:
+            return
+        try:
+            client = RawClient(self.flow.source, client_id=f"mm2py-planner-{self.flow.name}",
+                               timeout_ms=self.flow.admin_timeout_ms)
+            try:
+                sizes = client.log_sizes({t for t, _ in tps})
+            finally:
+                client.close()
+            first = self.src.list_offsets(tps, "earliest")
+            last = self.src.list_offsets(tps, "latest")
+        except Exception as e:  # noqa: BLE001 - sizing is an optimisation; plan with the default
+            log.warning("could not size source partitions; planning with a default", flow=self.flow.name,
+                        error=str(e))
+            return
+        for tp in tps:
+            count = last.get(tp, 0) - first.get(tp, 0)
+            if count > 0 and sizes.get(tp):
+                self.bytes_per_offset[tp_key(*tp)] = max(1.0, sizes[tp] / count)
 
     def all_partitions(self) -> list[TP]:
         return [(t, p) for t, n in sorted(self.partitions.items()) for p in range(n)]
@@ -182,12 +210,13 @@ class SourcePlanner:
         return Offsets(ends, frozenset(k for k in exact if k not in planned), new).to_json()
 
     def _cap(self, begin: dict[str, int], lag: dict[str, int], max_bytes: int | None) -> dict[str, int]:
-        total = sum(lag.values())
-        budget = None if not max_bytes else max(1, max_bytes // ASSUMED_BYTES_PER_OFFSET)
-        if budget is None or total <= budget:
+        size = {k: self.bytes_per_offset.get(k, ASSUMED_BYTES_PER_OFFSET) for k in begin}
+        total = sum(lag[k] * size[k] for k in begin)
+        if not max_bytes or total <= max_bytes:
             return {k: begin[k] + lag[k] for k in begin}
-        # share the budget in proportion to lag, so no partition starves
-        return {k: begin[k] + (max(1, lag[k] * budget // total) if lag[k] else 0) for k in begin}
+        # share the byte budget in proportion to each partition's backlog, so none starves
+        share = max_bytes / total
+        return {k: begin[k] + (max(1, int(lag[k] * share)) if lag[k] else 0) for k in begin}
 
     def ranges(self, start_raw: dict, end_raw: dict) -> list[PartitionRange]:
         start, end = Offsets.parse(start_raw), Offsets.parse(end_raw)

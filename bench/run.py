@@ -1,0 +1,324 @@
+"""``make bench``: Apache MirrorMaker 2 and mm2py, side by side, on the same data and machine.
+
+Two local KRaft clusters (the tests' Kafka version); each workload is loaded into A once and
+mirrored to B by MM2 (dedicated mode, tuned per its docs) and by mm2py, alternating, ``--pairs``
+times. Each run uses its own source alias, so runs never share remote topics or positions.
+Writes bench/results.json and bench/results.md.
+
+Measured per run: records/s and MB/s from the first mirrored record to the last (start-up
+excluded, reported apart), CPU seconds of the replicator's process tree per GB, its peak RSS;
+for the steady workload, end-to-end latency per record (producer send -> consumer on B).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from bench.measure import TreeSampler, percentile
+from mm2py import devcluster
+from mm2py.config.model import ClusterConfig
+from mm2py.kafka.admin import Admin
+
+REPO = Path(__file__).resolve().parent.parent
+WORK = REPO / "bench" / "work"
+A_PORT, B_PORT = 29092, 29192
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    topics: int
+    partitions: int
+    records: int  # per topic
+    size: int
+    compression: str
+    steady_rate: int = 0  # records/s for the latency workload
+    steady_seconds: int = 0
+
+
+def workloads(scale: float) -> dict[str, Workload]:
+    n = max(1000, int(5_000_000 * scale))
+    return {
+        "a": Workload("a-catchup-100B-lz4", 1, 16, n, 100, "lz4"),
+        "b": Workload("b-catchup-1KiB-none", 1, 16, n, 1024, "none"),
+        "c": Workload("c-steady-20k-per-s", 1, 16, 0, 100, "lz4", steady_rate=20_000,
+                      steady_seconds=max(10, int(60 * min(1.0, scale * 5)))),
+        "d": Workload("d-200-topics", 200, 1, max(100, n // 200), 100, "lz4"),
+    }
+
+
+@dataclass
+class RunResult:
+    tool: str
+    workload: str
+    pair: int
+    records: int
+    bytes: int
+    startup_s: float
+    mirror_s: float
+    records_per_s: float
+    mb_per_s: float
+    cpu_s: float
+    cpu_s_per_gb: float
+    peak_rss_mb: float
+    latency_ms: dict[str, float] = field(default_factory=dict)
+
+
+def topic_names(w: Workload) -> list[str]:
+    return [f"bench-{w.name}"] if w.topics == 1 else [f"bench-{w.name}-{i:03d}" for i in range(w.topics)]
+
+
+def load(w: Workload, bootstrap: str) -> int:
+    """Write the workload into A; returns its size in bytes (values)."""
+    admin = Admin(ClusterConfig("A", bootstrap))
+    existing = admin.topics()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1 << 20,
+                         "compression.type": w.compression, "acks": 1, "log_level": 0,
+                         "queue.buffering.max.kbytes": 1 << 20})
+    value = os.urandom(w.size // 2).hex().encode()[: w.size]  # half-random: compressible like real data
+    for topic in topic_names(w):
+        if topic in existing:
+            continue
+        admin.create_topic(topic, w.partitions, 1)
+        for i in range(w.records):
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=b"%d" % (i % 100_000), partition=i % w.partitions)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        producer.flush(300)
+    return w.records * w.topics * w.size
+
+
+def target_total(admin: Admin, remote: list[str]) -> int:
+    topics = admin.topics()
+    tps = [(t, p) for t in remote if t in topics for p in range(topics[t])]
+    return sum(admin.list_offsets(tps, "latest").values()) if tps else 0
+
+
+def mm2_properties(alias: str, w: Workload, tool: str) -> str:
+    lines = [
+        f"clusters = {alias}, tgt",
+        f"{alias}.bootstrap.servers = 127.0.0.1:{A_PORT}",
+        f"tgt.bootstrap.servers = 127.0.0.1:{B_PORT}",
+        f"{alias}->tgt.enabled = true",
+        f"{alias}->tgt.topics = bench-{w.name}.*",
+        f"tasks.max = {max(w.partitions, 2) if w.topics == 1 else 4}",
+        "replication.factor = 1",
+        "checkpoints.topic.replication.factor = 1",
+        "heartbeats.topic.replication.factor = 1",
+        "offset-syncs.topic.replication.factor = 1",
+        "offset.storage.replication.factor = 1",
+        "config.storage.replication.factor = 1",
+        "status.storage.replication.factor = 1",
+        "sync.topic.acls.enabled = false",
+        "refresh.topics.interval.seconds = 5",
+        # MM2's documented tuning: batching producer, large fetches
+        "tgt.producer.linger.ms = 20",
+        "tgt.producer.batch.size = 524288",
+        f"tgt.producer.compression.type = {w.compression}",
+        f"{alias}.consumer.max.poll.records = 10000",
+        f"{alias}.consumer.fetch.max.bytes = 67108864",
+        f"{alias}.consumer.max.partition.fetch.bytes = 8388608",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def command(tool: str, config: Path) -> list[str]:
+    if tool == "mm2":
+        libs = devcluster.ensure_kafka_jars()
+        return ["java", "-Xmx2g", f"-Dlog4j2.configurationFile={WORK / 'log4j2.yaml'}", "-cp", f"{libs}/*",
+                "org.apache.kafka.connect.mirror.MirrorMaker", str(config)]
+    return [sys.executable, "-m", "mm2py", "run", str(config), "--log-level", os.environ.get("BENCH_MM2PY_LOG", "WARNING")]
+
+
+class LatencyProbe:
+    """Steady producer with send time in the value; consumer on B measuring arrival time."""
+
+    def __init__(self, w: Workload, remote: str):
+        self.w, self.remote = w, remote
+        self.samples: list[float] = []
+        self.stop = threading.Event()
+
+    def produce(self, topic: str) -> int:
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{A_PORT}", "linger.ms": 5, "acks": 1,
+                             "compression.type": self.w.compression, "log_level": 0})
+        pad = b"x" * (self.w.size - 8)
+        sent = 0
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < self.w.steady_seconds:
+            due = int((time.monotonic() - t0) * self.w.steady_rate)
+            while sent < due:
+                producer.produce(topic, value=struct.pack(">q", time.time_ns() // 1000) + pad,
+                                 partition=sent % self.w.partitions)
+                sent += 1
+            producer.poll(0)
+            time.sleep(0.002)
+        producer.flush(60)
+        return sent
+
+    def consume(self) -> None:
+        consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{B_PORT}", "group.id": f"lat-{self.remote}",
+                             "fetch.wait.max.ms": 10, "log_level": 0, "enable.auto.commit": False})
+        while not self.stop.is_set():
+            md = consumer.list_topics(self.remote, timeout=5).topics.get(self.remote)
+            if md is not None and md.error is None and md.partitions:
+                break
+            time.sleep(0.2)
+        consumer.assign([TopicPartition(self.remote, p, 0) for p in range(self.w.partitions)])
+        while not self.stop.is_set():
+            for msg in consumer.consume(5000, 0.1):
+                if msg.error() or len(msg.value() or b"") < 8:
+                    continue
+                self.samples.append(time.time_ns() / 1000 - struct.unpack(">q", msg.value()[:8])[0])
+        consumer.close()
+
+
+def run_one(tool: str, w: Workload, pair: int, data_bytes: int) -> RunResult:
+    alias = f"r{pair}{tool.replace('py', 'p')}{w.name[0]}"
+    remote = [f"{alias}.{t}" for t in topic_names(w)]
+    dst = Admin(ClusterConfig("tgt", f"127.0.0.1:{B_PORT}"))
+    total = w.records * w.topics
+    config = WORK / f"{alias}.properties"
+    config.write_text(mm2_properties(alias, w, tool))
+    log = open(WORK / f"{alias}.log", "wb")  # noqa: SIM115 - closed below
+    t0 = time.monotonic()
+    proc = subprocess.Popen(command(tool, config), stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+                            start_new_session=True)
+    probe = None
+    first = None
+    try:
+        with TreeSampler(proc.pid) as sampler:
+            if w.steady_rate:
+                # let the replicator start and see the (empty) topic before the clock starts
+                topic = topic_names(w)[0]
+                Admin(ClusterConfig("A", f"127.0.0.1:{A_PORT}")).create_topic(f"{topic}-{alias}", w.partitions, 1)
+                remote = [f"{alias}.{topic}-{alias}"]
+                deadline = time.monotonic() + 180
+                while remote[0] not in dst.topics() and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                time.sleep(5)
+                probe = LatencyProbe(w, remote[0])
+                reader = threading.Thread(target=probe.consume, daemon=True)
+                reader.start()
+                first = time.monotonic()
+                total = probe.produce(f"{topic}-{alias}")
+                data_bytes = total * w.size
+            deadline = time.monotonic() + 1800
+            while True:
+                mirrored = target_total(dst, remote)
+                if first is None and mirrored > 0:
+                    first = time.monotonic()
+                if mirrored >= total:
+                    break
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{tool} exited with {proc.returncode}; see {log.name}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{tool} did not finish {w.name}")
+                time.sleep(0.2)
+            done = time.monotonic()
+            if probe is not None:
+                time.sleep(2)
+                probe.stop.set()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+    for topic in remote:
+        with contextlib.suppress(Exception):  # freeing disk is best effort
+            dst.delete_topic(topic)
+    mirror_s = max(done - (first or t0), 1e-6)
+    gb = data_bytes / 1e9
+    latency = {}
+    if probe is not None and probe.samples:
+        latency = {"p50": percentile(probe.samples, 0.5) / 1000, "p99": percentile(probe.samples, 0.99) / 1000,
+                   "max": max(probe.samples) / 1000, "count": len(probe.samples)}
+    cpu = sampler.result.cpu_seconds
+    return RunResult(tool, w.name, pair, total, data_bytes, round((first or done) - t0, 2), round(mirror_s, 2),
+                     round(total / mirror_s), round(data_bytes / mirror_s / 1e6, 1), round(cpu, 1),
+                     round(cpu / gb, 1) if gb else 0.0, round(sampler.result.peak_rss / 2**20), latency)
+
+
+def summarize(results: list[RunResult]) -> str:
+    lines = ["# mm2py vs Apache MirrorMaker 2 (same machine, same run)", "",
+             "Medians over alternating pairs. Throughput counts from the first mirrored record to the last; "
+             "start-up is listed apart. CPU is the replicator's whole process tree (JVM, Python workers).", "",
+             "| workload | tool | records/s | MB/s | CPU s/GB | peak RSS MB | start-up s | latency p50/p99/max ms |",
+             "|---|---|---|---|---|---|---|---|"]
+    by: dict[tuple[str, str], list[RunResult]] = {}
+    for r in results:
+        by.setdefault((r.workload, r.tool), []).append(r)
+    for (workload, tool), rs in sorted(by.items()):
+        def med(attr: str, rs: list[RunResult] = rs) -> float:
+            return statistics.median(getattr(r, attr) for r in rs)
+        lat = "-"
+        if rs[0].latency_ms:
+            lat = "/".join(f"{statistics.median(r.latency_ms[k] for r in rs):.0f}" for k in ("p50", "p99", "max"))
+        lines.append(f"| {workload} | {tool} | {med('records_per_s'):,.0f} | {med('mb_per_s'):.1f} | "
+                     f"{med('cpu_s_per_gb'):.1f} | {med('peak_rss_mb'):.0f} | {med('startup_s'):.1f} | {lat} |")
+    lines += ["", "| workload | throughput mm2py/MM2 | CPU per GB mm2py/MM2 |", "|---|---|---|"]
+    for workload in sorted({w for w, _ in by}):
+        py, mm = by.get((workload, "mm2py")), by.get((workload, "mm2"))
+        if py and mm:
+            t = statistics.median(r.records_per_s for r in py) / statistics.median(r.records_per_s for r in mm)
+            c = statistics.median(r.cpu_s_per_gb for r in py) / max(statistics.median(r.cpu_s_per_gb for r in mm),
+                                                                       1e-9)
+            lines.append(f"| {workload} | {t:.2f}x | {c:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the issue's record counts")
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--workloads", default="a,b,c,d")
+    parser.add_argument("--tools", default="mm2,mm2py")
+    args = parser.parse_args(argv)
+    WORK.mkdir(parents=True, exist_ok=True)
+    (WORK / "log4j2.yaml").write_text(
+        "Configuration:\n  Appenders:\n    Console:\n      name: OUT\n      PatternLayout:\n"
+        "        Pattern: \"[%d] %p %m (%c)%n\"\n  Loggers:\n    Root:\n      level: WARN\n"
+        "      AppenderRef:\n        - ref: OUT\n")
+    for name, port in (("bench-a", A_PORT), ("bench-b", B_PORT)):
+        devcluster.start_cluster(name, port, heap="1g")
+    results: list[RunResult] = []
+    try:
+        for key in args.workloads.split(","):
+            w = workloads(args.scale)[key]
+            data = load(w, f"127.0.0.1:{A_PORT}") if not w.steady_rate else 0
+            for pair in range(1, args.pairs + 1):
+                tools = args.tools.split(",")
+                for tool in (tools if pair % 2 else list(reversed(tools))):
+                    r = run_one(tool, w, pair, data)
+                    results.append(r)
+                    print(json.dumps(asdict(r)), flush=True)
+                    (REPO / "bench" / "results.json").write_text(json.dumps([asdict(x) for x in results], indent=1))
+                    (REPO / "bench" / "results.md").write_text(summarize(results))
+    finally:
+        for name in ("bench-a", "bench-b"):
+            devcluster.stop_cluster(name)
+    print(summarize(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -136,7 +136,8 @@ def mm2_properties(alias: str, w: Workload, tool: str) -> str:
         f"{alias}.consumer.fetch.max.bytes = 67108864",
         f"{alias}.consumer.max.partition.fetch.bytes = 8388608",
     ]
-    return "\n".join(lines) + "\n"
+    # BENCH_EXTRA: more properties for an experiment, e.g. "emit.heartbeats.enabled = false"
+    return "\n".join(lines) + "\n" + os.environ.get("BENCH_EXTRA", "").replace(";", "\n") + "\n"
 
 
 def command(tool: str, config: Path) -> list[str]:
@@ -144,7 +145,8 @@ def command(tool: str, config: Path) -> list[str]:
         libs = devcluster.ensure_kafka_jars()
         return ["java", "-Xmx2g", f"-Dlog4j2.configurationFile={WORK / 'log4j2.yaml'}", "-cp", f"{libs}/*",
                 "org.apache.kafka.connect.mirror.MirrorMaker", str(config)]
-    return [sys.executable, "-m", "mm2py", "run", str(config), "--log-level", os.environ.get("BENCH_MM2PY_LOG", "WARNING")]
+    level = os.environ.get("BENCH_MM2PY_LOG", "WARNING")
+    return [sys.executable, "-m", "mm2py", "run", str(config), "--log-level", level]
 
 
 class LatencyProbe:

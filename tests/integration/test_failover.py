@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -49,7 +51,8 @@ def failover_text(a: str, b: str, topic: str) -> str:
     return properties({"A": a, "B": b}, {"A->B": {"topics": topic}})
 
 
-def drill(spark, cluster_a, cluster_b, tmp_path, topic: str, values: list[bytes], group: str) -> None:  # noqa: ANN001
+def drill(spark, cluster_a, cluster_b, tmp_path, topic: str, values: list[bytes], group: str,  # noqa: ANN001
+          use_cli: bool = False) -> None:
     text = failover_text(cluster_a.bootstrap, cluster_b.bootstrap, topic)
     mirror_once(spark, text, tmp_path / "m1")
     first = consume(cluster_a.bootstrap, group, topic, limits={0: 333, 1: 1000, 2: 1})
@@ -57,7 +60,17 @@ def drill(spark, cluster_a, cluster_b, tmp_path, topic: str, values: list[bytes]
     config = load_text(text)
     plan = plan_failover(config, group, "A", "B")
     assert all(p.how == "syncs" for p in plan.partitions), plan
-    apply_plan(config, plan)
+    if use_cli:  # the README's drill, as an operator types it
+        path = tmp_path / "mm2.properties"
+        path.write_text(text)
+        dry = subprocess.run([sys.executable, "-m", "mm2py", "failover", str(path), "--group", group,
+                              "--from", "A", "--to", "B"], capture_output=True, text=True, timeout=120)
+        assert dry.returncode == 0 and "dry run" in dry.stdout, dry.stderr
+        done = subprocess.run([sys.executable, "-m", "mm2py", "failover", str(path), "--group", group,
+                               "--from", "A", "--to", "B", "--execute"], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and f"committed {len(plan.offsets)} offsets" in done.stdout, done.stderr
+    else:
+        apply_plan(config, plan)
     rest = consume(cluster_b.bootstrap, group, f"A.{topic}")
     read = first + rest
     assert len(read) == len(set(read)), f"{len(read) - len(set(read))} records read twice"
@@ -72,7 +85,7 @@ def test_failover_drill_exact(spark, cluster_a, cluster_b, unique_name, tmp_path
     for p in range(3):
         produce(cluster_a.bootstrap, topic, [(b"k", v, None, None) for v in values[p::3]], partition=p,
                 compression="lz4")
-    drill(spark, cluster_a, cluster_b, tmp_path, topic, values, f"{unique_name}-g")
+    drill(spark, cluster_a, cluster_b, tmp_path, topic, values, f"{unique_name}-g", use_cli=True)
 
 
 def test_failover_exact_with_aborted_transactions(spark, cluster_a, cluster_b, unique_name, tmp_path):

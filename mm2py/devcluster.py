@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -32,6 +33,9 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 # The broker's own SASL identity (inter-broker and broker->controller); also what clients get.
 ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-secret"
 _STORE_PASSWORD = "mm2py-dev"
+# A closed client connection keeps its local port in TIME_WAIT for 60 s on Linux
+PORT_WAIT = 75.0
+_BIND_ATTEMPTS = 3
 
 _LOG4J = """Configuration:
   Appenders:
@@ -151,6 +155,10 @@ class DevCluster:
 
 
 def _is_our_broker(pid: int, directory: Path) -> bool:
+    if (child := _children.get(pid)) is not None:
+        # started by this process: ask the kernel directly. /proc/PID/cmdline is empty for a few
+        # milliseconds after Popen returns, which must not read as "exited".
+        return child.poll() is None
     # The command line must name this cluster's server.properties: after a reboot the pid may
     # belong to an unrelated process, and a zombie child of ours is no broker either.
     try:
@@ -162,26 +170,28 @@ def _is_our_broker(pid: int, directory: Path) -> bool:
 
 
 def _read_properties(path: Path) -> dict[str, str]:
-    """The ``key=value`` files this module writes itself (no escapes, no continuations)."""
+    """The ``key=value`` files this module writes itself (one line each, backslashes escaped)."""
     if not path.exists():
         return {}
     out = {}
     for line in path.read_text().splitlines():
         if line and not line.startswith("#") and "=" in line:
             key, value = line.split("=", 1)
-            out[key] = value
+            out[key] = value.replace("\\\\", "\\")
     return out
 
 
 def _write_properties(path: Path, props: Mapping[str, object]) -> None:
-    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    # java.util.Properties reads a backslash as an escape; nothing else we write needs one
+    escaped = {k: str(v).replace("\\", "\\\\") for k, v in props.items()}
+    path.write_text("".join(f"{k}={v}\n" for k, v in escaped.items()))
 
 
 def _read(name: str, workdir: Path) -> DevCluster | None:
     directory = workdir / name
     port_file = directory / "port"
     if not port_file.exists():
-        return None
+        return _read_legacy(directory)
     server = _read_properties(directory / "server.properties")
     client = _read_properties(directory / "client.properties")
     port = int(port_file.read_text().strip())
@@ -196,6 +206,17 @@ def _read(name: str, workdir: Path) -> DevCluster | None:
         protocol=client.get("security.protocol", "PLAINTEXT"),
         client_properties=client,
     )
+
+
+def _read_legacy(directory: Path) -> DevCluster | None:
+    # folders written before the pid/port files (one cluster.json) must stay visible to `down`
+    state = directory / "cluster.json"
+    if not state.exists():
+        return None
+    fields = json.loads(state.read_text())
+    return DevCluster(name=directory.name, port=fields["port"], controller_port=fields["port"] + 1,
+                      directory=directory, pid=fields.get("pid"), protocol=fields.get("protocol", "PLAINTEXT"),
+                      client_properties={"security.protocol": fields.get("protocol", "PLAINTEXT")})
 
 
 def _ssl_material(directory: Path) -> dict[str, str]:
@@ -301,17 +322,42 @@ def _server_properties(directory: Path, port: int, controller_port: int, listene
 
 
 def ports_in_use(ports: list[int]) -> list[int]:
-    """Which of ``ports`` on 127.0.0.1 something already listens on."""
+    """Which of ``ports`` on 127.0.0.1 a server could not bind now."""
     busy = []
     for port in ports:
         with socket.socket() as s:
-            # TIME_WAIT leftovers of a stopped broker do not stop Kafka (it sets SO_REUSEADDR); same here
+            # our own TIME_WAIT leftovers do not stop Kafka or Spark (both set SO_REUSEADDR); same here
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 busy.append(port)
     return busy
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def wait_ports_free(ports: list[int], what: str, timeout: float = PORT_WAIT) -> None:
+    """Return once every port can be bound; fail at once if a server listens on one.
+
+    Our fixed ports lie in Linux's ephemeral range (32768-60999), so a client's outgoing
+    connection, or its TIME_WAIT for a minute after closing, can hold one for a while.
+    """
+    deadline = time.monotonic() + timeout
+    while busy := ports_in_use(ports):
+        if servers := [p for p in busy if _listening(p)]:
+            raise DevClusterError(f"cannot start {what}: port {', '.join(map(str, servers))} on 127.0.0.1 "
+                                  "is already in use by another server")
+        if time.monotonic() >= deadline:
+            raise DevClusterError(f"cannot start {what}: port {', '.join(map(str, busy))} on 127.0.0.1 is still "
+                                  f"held by client connections after {timeout:.0f} s")
+        time.sleep(1)
 
 
 def _tail(path: Path, lines: int = 25) -> str:
@@ -322,9 +368,30 @@ def _tail(path: Path, lines: int = 25) -> str:
     return "\n".join(text[-lines:]) or "(empty)"
 
 
+def _errors(path: Path, lines: int = 12) -> str:
+    """The ERROR/FATAL lines and their causes: a Java stack trace's tail rarely says what went wrong."""
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    picked = [line for line in text
+              if "] ERROR " in line or "] FATAL " in line or line.startswith(("Caused by:", "Exception in thread"))]
+    return "\n".join(picked[-lines:])
+
+
 def _failure_report(cluster: DevCluster) -> str:
-    return (f"--- {cluster.log} (tail) ---\n{_tail(cluster.log)}\n"
-            f"--- {cluster.directory / 'stdout.log'} (tail) ---\n{_tail(cluster.directory / 'stdout.log', 10)}")
+    stdout = cluster.directory / "stdout.log"
+    errors = _errors(cluster.log) or _tail(cluster.log)
+    return (f"--- errors in {cluster.log} ---\n{errors}\n"
+            f"--- {stdout} (tail) ---\n{_tail(stdout, 10)}")
+
+
+def _how_it_ended(cluster: DevCluster) -> str:
+    child = _children.get(cluster.pid) if cluster.pid is not None else None
+    code = child.poll() if child is not None else None
+    if code is None:
+        return "exited"
+    return f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
 
 
 def _wait_ready(cluster: DevCluster, timeout: float) -> None:
@@ -335,7 +402,8 @@ def _wait_ready(cluster: DevCluster, timeout: float) -> None:
     last = "no answer yet"
     while True:
         if not cluster.running:
-            raise DevClusterError(f"broker {cluster.name} exited during start-up\n{_failure_report(cluster)}")
+            raise DevClusterError(f"broker {cluster.name} {_how_it_ended(cluster)} during start-up\n"
+                                  f"{_failure_report(cluster)}")
         try:
             if admin.list_topics(timeout=2).brokers:
                 return
@@ -374,15 +442,12 @@ def start_cluster(
             _wait_ready(existing, wait_timeout)  # it may still be starting in another process
             return existing
         directory = workdir / name
-        data = directory / "data"
-        formatted = (data / "meta.properties").exists()
+        formatted = (directory / "data" / "meta.properties").exists()
         if formatted and existing is not None and (existing.port, existing.controller_port) != (port, controller_port):
             # the KRaft voter set stored in data/ names the old controller endpoint
             raise DevClusterError(f"cluster {name} has data from ports {existing.port}/{existing.controller_port}; "
                                   f"start it there, or `mm2py dev-cluster down {name}` to discard the data")
-        if busy := ports_in_use([port, controller_port]):
-            raise DevClusterError(f"cannot start cluster {name}: port {', '.join(map(str, busy))} on 127.0.0.1 "
-                                  "is already in use by another process")
+        wait_ports_free([port, controller_port], f"cluster {name}")  # before leaving a folder behind
         libs = ensure_kafka_jars()
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "broker.pid").unlink(missing_ok=True)
@@ -393,33 +458,54 @@ def start_cluster(
         _write_properties(directory / "client.properties", client)
         (directory / "port").write_text(f"{port}\n")
         (directory / "log4j2.yaml").write_text(_LOG4J.format(log=directory / "broker.log"))
-        classpath = f"{libs}/*"
         if not formatted:
-            shutil.rmtree(data, ignore_errors=True)
-            fmt = subprocess.run(
-                ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", _cluster_id(),
-                 "-c", str(server_file), "--standalone"],
-                capture_output=True, text=True,
-            )
-            if fmt.returncode != 0:
-                raise DevClusterError(f"formatting {name}'s log directory failed:\n{fmt.stdout}{fmt.stderr}")
-        with open(directory / "stdout.log", "ab") as out:
-            proc = subprocess.Popen(
-                ["java", f"-Xmx{heap}", f"-Dlog4j2.configurationFile={directory / 'log4j2.yaml'}",
-                 "-cp", classpath, "kafka.Kafka", str(server_file)],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=directory,
-                start_new_session=True,  # its own session: ^C or the caller's exit leaves it running
-            )
-        _children[proc.pid] = proc
-        (directory / "broker.pid").write_text(f"{proc.pid}\n")
-        cluster = _read(name, workdir)
-        assert cluster is not None
-        try:
-            _wait_ready(cluster, wait_timeout)
-        except DevClusterError:
-            _terminate(cluster, timeout=10)
-            raise
-        return cluster
+            _format(name, directory, libs)
+        for attempt in range(1, _BIND_ATTEMPTS + 1):
+            wait_ports_free([port, controller_port], f"cluster {name}")
+            _launch(directory, libs, heap)
+            cluster = _read(name, workdir)
+            assert cluster is not None
+            try:
+                _wait_ready(cluster, wait_timeout)
+                return cluster
+            except DevClusterError:
+                _terminate(cluster, timeout=10)
+                (directory / "broker.pid").unlink(missing_ok=True)
+                # a client connection may take the port between our check and the broker's bind
+                if attempt == _BIND_ATTEMPTS or "Address already in use" not in _tail(cluster.log, 400):
+                    raise
+        raise AssertionError("unreachable")
+
+
+def _format(name: str, directory: Path, libs: Path) -> None:
+    shutil.rmtree(directory / "data", ignore_errors=True)
+    fmt = subprocess.run(
+        ["java", "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format",
+         # "=" form: a base64 id may start with "-", which would read as an option
+         f"--cluster-id={_cluster_id()}",
+         "-c", str(directory / "server.properties"), "--standalone"],
+        capture_output=True, text=True,
+    )
+    if fmt.returncode != 0:
+        output = (fmt.stdout + fmt.stderr).splitlines()
+        brief = [line for line in output if not line.startswith("\tat ")][-15:]
+        raise DevClusterError(f"formatting {name}'s log directory failed:\n" + "\n".join(brief))
+
+
+def _launch(directory: Path, libs: Path, heap: str) -> int:
+    for log in ("broker.log", "stdout.log"):  # a failure report must show this run only; keep one before
+        with contextlib.suppress(FileNotFoundError):
+            (directory / log).replace(directory / f"{log}.previous")
+    with open(directory / "stdout.log", "wb") as out:
+        proc = subprocess.Popen(
+            ["java", f"-Xmx{heap}", f"-Dlog4j2.configurationFile={directory / 'log4j2.yaml'}",
+             "-cp", f"{libs}/*", "kafka.Kafka", str(directory / "server.properties")],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=directory,
+            start_new_session=True,  # its own session: ^C or the caller's exit leaves it running
+        )
+    _children[proc.pid] = proc
+    (directory / "broker.pid").write_text(f"{proc.pid}\n")
+    return proc.pid
 
 
 def _cluster_id() -> str:

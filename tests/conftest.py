@@ -1,7 +1,12 @@
-"""Session-wide fixtures: real single-node KRaft clusters, started once and shared."""
+"""Session-wide fixtures: real single-node KRaft clusters, started on first use and shared.
+
+Test clusters listen on fixed ports (controller on port+1). ``MM2PY_TEST_PORT_OFFSET`` shifts
+them all, so two test sessions on one machine do not collide.
+"""
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -11,7 +16,11 @@ import pytest
 
 from mm2py import devcluster
 
-TEST_PORTS = {"a": 39092, "b": 39192, "c": 39292}
+PORT_OFFSET = int(os.environ.get("MM2PY_TEST_PORT_OFFSET", "0"))
+# clusters the fixtures share, and spare ports for tests that start their own
+TEST_PORTS = {name: port + PORT_OFFSET for name, port in
+              {"a": 39092, "b": 39192, "c": 39292, "cli": 39392, "sasl": 39492, "ssl": 39592,
+                                   "crash": 39692}.items()}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -31,34 +40,47 @@ class _Clusters:
         return self.started[key]
 
     def stop_all(self) -> None:
-        for cluster in self.started.values():
-            devcluster.stop_cluster(cluster.name, workdir=self.workdir)
+        # by name, from the folder: a fault test may have killed and restarted one meanwhile
+        for cluster in devcluster.list_clusters(self.workdir):
+            devcluster.stop_cluster(cluster.name, self.workdir)
 
 
 @pytest.fixture(scope="session")
 def kafka_jars() -> Path:
+    """The folder of Apache Kafka's jars (fetched with Maven on first use)."""
     return devcluster.ensure_kafka_jars()
 
 
 @pytest.fixture(scope="session")
-def _clusters(kafka_jars: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Clusters]:
-    clusters = _Clusters(tmp_path_factory.mktemp("dev-clusters"))
-    yield clusters
-    clusters.stop_all()
+def cluster_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the session's clusters live; pass it as ``workdir`` to devcluster functions (fault tests)."""
+    return tmp_path_factory.mktemp("dev-clusters")
+
+
+@pytest.fixture(scope="session")
+def _clusters(kafka_jars: Path, cluster_workdir: Path) -> Iterator[_Clusters]:
+    clusters = _Clusters(cluster_workdir)
+    try:
+        yield clusters
+    finally:
+        clusters.stop_all()
 
 
 @pytest.fixture(scope="session")
 def cluster_a(_clusters: _Clusters) -> devcluster.DevCluster:
+    """Cluster ``test-a``: ``.name``, ``.bootstrap`` ("127.0.0.1:PORT"), ``.port``."""
     return _clusters.get("a")
 
 
 @pytest.fixture(scope="session")
 def cluster_b(_clusters: _Clusters) -> devcluster.DevCluster:
+    """Cluster ``test-b``, independent of ``cluster_a``."""
     return _clusters.get("b")
 
 
 @pytest.fixture(scope="session")
 def cluster_c(_clusters: _Clusters) -> devcluster.DevCluster:
+    """Cluster ``test-c``, for three-cluster topologies."""
     return _clusters.get("c")
 
 

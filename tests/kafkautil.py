@@ -1,15 +1,23 @@
-"""Small helpers over real brokers for tests: create, produce, consume everything, offsets."""
+"""Small helpers over real brokers for tests: create, produce, consume everything, offsets.
+
+Every helper takes the bootstrap address first; ``client`` adds confluent-kafka settings, e.g.
+``cluster.rdkafka_config()`` for a SASL or TLS dev cluster.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-RecordTuple = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]] | None, int | None]
+Headers = list[tuple[str, bytes | None]]
+# (key, value, headers, timestamp_ms); None headers/timestamp: none / the producer's clock
+RecordTuple = tuple[bytes | None, bytes | None, Headers | None, int | None]
+ClientConfig = Mapping[str, object] | None
 
 
 @dataclass(frozen=True)
@@ -22,28 +30,39 @@ class Record:
     timestamp: int
 
 
-def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+def _conf(bootstrap: str, client: ClientConfig, **defaults: object) -> dict[str, object]:
+    conf = {**defaults, **(client or {}), "bootstrap.servers": bootstrap}
+    if "logger" not in conf:  # a client logger (mm2py's rdkafka_config) already keeps librdkafka quiet
+        # refused connections during broker restarts are expected noise in tests
+        conf["log_level"] = 0
+    return conf
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
-    admin = _admin(bootstrap)  # must outlive the future: a collected client cancels its requests
-    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(30)
-    wait_until(lambda: name in list_topics(bootstrap), 30, f"topic {name} visible")
+def _admin(bootstrap: str, client: ClientConfig = None) -> AdminClient:
+    return AdminClient(_conf(bootstrap, client))
 
 
-def add_partitions(bootstrap: str, name: str, total: int) -> None:
-    admin = _admin(bootstrap)
+def create_topic(bootstrap: str, name: str, partitions: int, config: Mapping[str, str] | None = None, *,
+                 client: ClientConfig = None) -> None:
+    """Create ``name`` (replication factor 1) and wait until its metadata is visible."""
+    admin = _admin(bootstrap, client)  # must outlive the future: a collected client cancels its requests
+    admin.create_topics([NewTopic(name, partitions, 1, config=dict(config or {}))])[name].result(30)
+    wait_until(lambda: len(end_offsets(bootstrap, name, client=client)) == partitions, 30,
+               message=f"topic {name} with {partitions} partitions visible")
+
+
+def add_partitions(bootstrap: str, name: str, total: int, *, client: ClientConfig = None) -> None:
+    admin = _admin(bootstrap, client)
     admin.create_partitions([NewPartitions(name, total)])[name].result(30)
 
 
-def delete_topic(bootstrap: str, name: str) -> None:
-    admin = _admin(bootstrap)
+def delete_topic(bootstrap: str, name: str, *, client: ClientConfig = None) -> None:
+    admin = _admin(bootstrap, client)
     admin.delete_topics([name])[name].result(30)
 
 
-def list_topics(bootstrap: str) -> set[str]:
-    return set(_admin(bootstrap).list_topics(timeout=30).topics)
+def list_topics(bootstrap: str, *, client: ClientConfig = None) -> set[str]:
+    return set(_admin(bootstrap, client).list_topics(timeout=30).topics)
 
 
 def produce(
@@ -52,11 +71,17 @@ def produce(
     records: Iterable[RecordTuple],
     partition: int | None = None,
     compression: str | None = None,
-    extra: dict[str, object] | None = None,
+    extra: Mapping[str, object] | None = None,
+    *,
+    client: ClientConfig = None,
 ) -> int:
-    conf: dict[str, object] = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 10,
-                               "compression.type": compression or "none", "log_level": 0}
-    conf.update(extra or {})
+    """Write ``records`` with acks=all and wait for every acknowledgement; returns how many were sent.
+
+    ``partition`` None leaves partitioning to the producer (murmur2 of the key, like Java's).
+    """
+    conf = _conf(bootstrap, {**(client or {}), **(extra or {})}, **{
+        "acks": "all", "linger.ms": 10, "compression.type": compression or "none",
+        "partitioner": "murmur2_random"})
     producer = Producer(conf)
     errors: list[str] = []
     count = 0
@@ -77,7 +102,7 @@ def produce(
             try:
                 producer.produce(topic, **kwargs)
                 break
-            except BufferError:
+            except BufferError:  # local queue full: let deliveries drain
                 producer.poll(0.1)
         count += 1
         if count % 10000 == 0:
@@ -87,9 +112,15 @@ def produce(
     return count
 
 
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+def _consumer(bootstrap: str, client: ClientConfig, **settings: object) -> Consumer:
+    # a fresh group id: these helpers never commit, and must not meet a test's own groups
+    return Consumer(_conf(bootstrap, client, **{"group.id": f"mm2py-tests-{uuid.uuid4().hex[:8]}",
+                                                "enable.auto.commit": False, **settings}))
+
+
+def end_offsets(bootstrap: str, topic: str, *, client: ClientConfig = None) -> dict[int, int]:
     """High watermark per partition ({} when the topic does not exist)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mm2py-tests-offsets", "log_level": 0})
+    consumer = _consumer(bootstrap, client)
     try:
         md = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if md is None or md.error is not None:
@@ -99,23 +130,23 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-def consume_all(bootstrap: str, topic: str, timeout: float = 60,
-                isolation: str = "read_uncommitted") -> dict[int, list[Record]]:
-    """Every record of every partition, from the start to the high watermark seen at call time."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mm2py-tests-consume",
-                         "enable.auto.commit": False, "isolation.level": isolation, "log_level": 0})
+def consume_all(bootstrap: str, topic: str, timeout: float = 60, isolation: str = "read_uncommitted", *,
+                client: ClientConfig = None) -> dict[int, list[Record]]:
+    """Every record of every partition, from the log start to the high watermark seen at call time."""
+    consumer = _consumer(bootstrap, client, **{"isolation.level": isolation, "auto.offset.reset": "earliest"})
     try:
-        md = consumer.list_topics(topic, timeout=10).topics[topic]
+        md = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        assert md is not None and md.error is None, f"topic {topic} not found at {bootstrap}"
         out: dict[int, list[Record]] = {p: [] for p in md.partitions}
-        remaining = {}
+        remaining: dict[int, int] = {}
         for p in md.partitions:
-            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            if high > 0:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high > low:
                 remaining[p] = high
-        consumer.assign([TopicPartition(topic, p, 0) for p in remaining])
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in remaining])
         deadline = time.monotonic() + timeout
         while remaining:
-            assert time.monotonic() < deadline, f"consuming {topic} timed out; left {remaining}"
+            assert time.monotonic() < deadline, f"consuming {topic} timed out; still to reach: {remaining}"
             for msg in consumer.consume(10000, timeout=0.5):
                 assert not msg.error(), msg.error()
                 p = msg.partition()
@@ -123,7 +154,8 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 60,
                                      msg.timestamp()[1]))
                 if msg.offset() + 1 >= remaining.get(p, 0):
                     remaining.pop(p, None)
-            # read_committed stops at the last stable offset; control records are never delivered
+            # read_committed stops at the last stable offset, and the last offsets may be control
+            # records that are never delivered: the position still moves past them
             for p in list(remaining):
                 pos = consumer.position([TopicPartition(topic, p)])[0].offset
                 if pos >= remaining[p]:
@@ -133,10 +165,13 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 60,
         consumer.close()
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, message: str, interval: float = 0.5) -> None:
+def wait_until(predicate: Callable[[], object], timeout: float = 30, interval: float = 0.5,
+               message: str = "condition") -> None:
+    """Poll ``predicate`` until it is truthy; AssertionError naming ``message`` after ``timeout`` s."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         if predicate():
             return
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for: {message}")
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for: {message}")

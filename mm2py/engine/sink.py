@@ -74,7 +74,7 @@ class FlowSink:
             records=records,
             bytes=size,
             rebuilt_batches=rebuilt,
-            offset_syncs=len(syncs),
+            offset_syncs=len(syncs) if self.syncs is not None else 0,
             dropped_records=dropped,
             seconds=round(elapsed, 3),
             mb_per_s=round(size / elapsed / 1e6, 1) if elapsed > 0 else None,

@@ -14,6 +14,7 @@ import base64
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import shutil
 import signal
@@ -57,6 +58,7 @@ _LOG4J = """Configuration:
         - ref: FILE
 """
 
+log = logging.getLogger(__name__)
 # Brokers started by this process, so that stopping one also reaps it (no zombies).
 _children: dict[int, subprocess.Popen[bytes]] = {}
 
@@ -350,10 +352,15 @@ def wait_ports_free(ports: list[int], what: str, timeout: float = PORT_WAIT) -> 
     connection, or its TIME_WAIT for a minute after closing, can hold one for a while.
     """
     deadline = time.monotonic() + timeout
+    warned = False
     while busy := ports_in_use(ports):
         if servers := [p for p in busy if _listening(p)]:
             raise DevClusterError(f"cannot start {what}: port {', '.join(map(str, servers))} on 127.0.0.1 "
                                   "is already in use by another server")
+        if not warned:  # a silent minute looks like a hang
+            log.warning("port %s on 127.0.0.1 is held by a client connection (or its TIME_WAIT); "
+                        "waiting up to %.0f s to start %s", ", ".join(map(str, busy)), timeout, what)
+            warned = True
         if time.monotonic() >= deadline:
             raise DevClusterError(f"cannot start {what}: port {', '.join(map(str, busy))} on 127.0.0.1 is still "
                                   f"held by client connections after {timeout:.0f} s")

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 Headers = list[tuple[str, bytes | None]]
@@ -47,8 +47,15 @@ def create_topic(bootstrap: str, name: str, partitions: int, config: Mapping[str
     """Create ``name`` (replication factor 1) and wait until its metadata is visible."""
     admin = _admin(bootstrap, client)  # must outlive the future: a collected client cancels its requests
     admin.create_topics([NewTopic(name, partitions, 1, config=dict(config or {}))])[name].result(30)
-    wait_until(lambda: len(end_offsets(bootstrap, name, client=client)) == partitions, 30,
-               message=f"topic {name} with {partitions} partitions visible")
+
+    def served() -> bool:
+        # every partition's leader answers ListOffsets: right after creation it may still say NOT_LEADER
+        try:
+            return len(end_offsets(bootstrap, name, client=client)) == partitions
+        except KafkaException:
+            return False
+
+    wait_until(served, 30, message=f"topic {name} with {partitions} partitions served by their leaders")
 
 
 def add_partitions(bootstrap: str, name: str, total: int, *, client: ClientConfig = None) -> None:

@@ -17,6 +17,7 @@ from mm2py.checkpoint import load_syncs
 from mm2py.client import MirrorClient
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.errors import ConfigError, ConfigProblem, KafkaError, Mm2pyError
+from mm2py.filters import TopicFilter
 from mm2py.kafka.admin import Admin
 from mm2py.positions import PositionStore
 from mm2py.source.planner import flow_policy
@@ -89,8 +90,9 @@ def plan_failover(config: MirrorMakerConfig, group: str, from_alias: str, to_ali
         missing = [(r.target_topic, r.partition) for r in rows if r.target_offset is None]
         if not rows:  # no checkpoints at all: every partition of the remote topics
             topics = dst.topics()
+            mirrored = TopicFilter(flow.topics, flow.topics_exclude)
             missing = [(t, p) for t in MirrorClient.for_cluster(config, to_alias).remote_topics(from_alias)
-                       for p in range(topics[t])]
+                       if mirrored.matches(policy.upstream_topic(t) or t) for p in range(topics[t])]
             rows = [PartitionPlan(policy.upstream_topic(t) or t, t, p, None, None, "none", None) for t, p in missing]
         by_time = dst.offsets_for_time(missing, to_time_ms)
         rows = [r if r.target_offset is not None else

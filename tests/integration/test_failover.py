@@ -156,3 +156,40 @@ def test_checkpoints_heartbeats_group_sync_and_failback(cluster_a, cluster_b, un
     on_b = {(p.source_topic, p.partition): p.source_offset for p in back.partitions}
     assert {(p.target_topic, p.partition): p.target_offset for p in back.partitions} == {
         (topic, 0): on_b[(f"A.{topic}", 0)], (topic, 1): on_b[(f"A.{topic}", 1)]}, "linear mirror: same offsets"
+
+
+def test_failover_to_time_and_refusal_while_group_active(spark, cluster_a, cluster_b, unique_name, tmp_path):
+    """Without checkpoints or a reachable source, --to-time places the group; an active group is refused."""
+    import dataclasses
+
+    from mm2py.errors import Mm2pyError
+
+    topic = f"{unique_name}-t"
+    group = f"{unique_name}-g"
+    create_topic(cluster_a.bootstrap, topic, 1)
+    t0 = int(time.time() * 1000) - 60_000
+    produce(cluster_a.bootstrap, topic, [(b"k", f"old{i}".encode(), None, t0 + i) for i in range(100)], partition=0)
+    produce(cluster_a.bootstrap, topic, [(b"k", f"new{i}".encode(), None, t0 + 30_000 + i) for i in range(50)],
+            partition=0)
+    good = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic}})
+    mirror_once(spark, good, tmp_path / "m")
+    # the source is gone (a port nothing listens on) and the group never had checkpoints
+    lost = good.replace(cluster_a.bootstrap, "127.0.0.1:1")
+    config = load_text(lost)
+    plan = plan_failover(config, group, "A", "B", to_time_ms=t0 + 30_000)
+    assert [(p.target_topic, p.partition, p.target_offset, p.how) for p in plan.partitions] == [
+        (f"A.{topic}", 0, 100, "timestamp")]
+    # a consumer of the group is active on B: --execute must refuse, naming the group
+    consumer = Consumer({"bootstrap.servers": cluster_b.bootstrap, "group.id": group, "log_level": 0})
+    consumer.subscribe([f"A.{topic}"])
+    try:
+        deadline = time.monotonic() + 30
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.5)
+        with pytest.raises(Mm2pyError, match=f"{group} has 1 active member"):
+            apply_plan(config, dataclasses.replace(plan))
+    finally:
+        consumer.close()
+    apply_plan(config, plan)
+    rest = consume(cluster_b.bootstrap, group, f"A.{topic}")
+    assert rest == [f"new{i}".encode() for i in range(50)]

@@ -21,6 +21,7 @@ from connectors.source import MirrorSourceDataSource, encode_flow
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.engine.sink import FlowSink
 from mm2py.errors import Mm2pyError
+from mm2py.topology import check_topology
 
 log = structlog.get_logger(__name__)
 
@@ -108,6 +109,7 @@ class Engine:
     def start(self, flows: tuple[FlowConfig, ...], *, until_caught_up: bool = False,
               heartbeat_flows: tuple[FlowConfig, ...] = ()) -> None:
         """Start the source and checkpoint connectors of ``flows`` and heartbeats of ``heartbeat_flows``."""
+        check_topology(self.config)  # before any query: a looping topology never starts
         def every(seconds: float) -> dict:
             if until_caught_up:
                 return {"availableNow": True}
@@ -181,6 +183,7 @@ def run(
             "no enabled flow" + (f" into {', '.join(targets)}" if targets else "")
             + ": set e.g. 'A->B.enabled = true'"
         )
+    check_topology(config)  # refuse a looping topology before paying for Spark
     master = master or config.spark.get("spark.master") or DEFAULT_MASTER
     spark = build_session(master, config.spark)
     stop = threading.Event()

@@ -105,6 +105,12 @@ def copy_ranges(
     client_id: str,
 ) -> list[RangeResult]:
     """Mirror every range in ``ranges``; return what was done per range."""
+    if any(r.target_partitions for r in ranges):  # partition.mismatch = hash: the record path
+        from mm2py.source.rehash import copy_rehashed
+
+        rest = [r for r in ranges if not r.target_partitions]
+        hashed = copy_rehashed(source, target, [r for r in ranges if r.target_partitions], settings, client_id)
+        return hashed + (copy_ranges(source, target, rest, settings, client_id) if rest else [])
     src = RawClient(source, client_id=client_id, timeout_ms=settings.request_timeout_ms)
     dst = RawClient(target, client_id=client_id, timeout_ms=settings.request_timeout_ms)
     try:

@@ -26,6 +26,8 @@ from mm2py.filters import TopicFilter
 from mm2py.kafka.admin import Admin
 from mm2py.policy import ReplicationPolicy, load_policy
 from mm2py.positions import PositionStore
+from mm2py.source.deletes import orphaned_remote_topics
+from mm2py.source.mismatch import Action, on_fewer_partitions
 from mm2py.source.ranges import PartitionRange, split_key, tp_key
 
 log = structlog.get_logger(__name__)
@@ -75,6 +77,9 @@ class SourcePlanner:
         self.store = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms)
         self.store.ensure_topic(self.dst)
         self.partitions: dict[str, int] = {}  # mirrored source topic -> partition count
+        # source topic -> partitions of a remote topic someone else made smaller (mm2py.source.mismatch)
+        self.rehash: dict[str, int] = {}
+        self._created: set[str] = set()  # remote topics this planner created
         self._refreshed_at = 0.0
         self._stored: dict[TP, int] | None = None
         self._available_now: dict[str, int] | None = None
@@ -115,11 +120,13 @@ class SourcePlanner:
                     log.warning("replication.factor capped", flow=self.flow.name, topic=remote,
                                 configured=rf, brokers=rf_cap)
                     rf = rf_cap
+                self._created.add(remote)
                 if self.dst.create_topic(remote, count, rf):
                     log.info("created remote topic", flow=self.flow.name, topic=remote, partitions=count)
             elif have < count:
-                self.dst.create_partitions(remote, count)
-                log.info("added partitions", flow=self.flow.name, topic=remote, before=have, after=count)
+                self._fewer_partitions(topic, remote, have, count)
+        if self.flow.sync_topic_deletes_enabled:
+            self._delete_orphans(source_topics, target_topics)
         gone = set(self.partitions) - set(wanted)
         for topic in sorted(gone):
             log.warning("source topic no longer mirrored", flow=self.flow.name, topic=topic)
@@ -129,6 +136,31 @@ class SourcePlanner:
         self.partitions = wanted
         self._refreshed_at = time.monotonic()
         self._estimate_sizes()
+
+    def _fewer_partitions(self, topic: str, remote: str, have: int, count: int) -> None:
+        if self._stored is None and self.flow.partition_mismatch == "error":
+            self._stored = self.store.load()
+        mirrored_before = any(t == topic for t, _ in self._stored or ())
+        ours = topic not in self.rehash and (
+            remote in self._created or topic in self.partitions or mirrored_before)
+        if on_fewer_partitions(self.flow, topic, remote, have, count, ours=ours) is Action.GROW:
+            self.dst.create_partitions(remote, count)
+            log.info("added partitions", flow=self.flow.name, topic=remote, before=have, after=count)
+            return
+        if self.rehash.get(topic) != have:
+            log.warning("remote topic has fewer partitions than its source: writing by key hash, "
+                        "without offset syncs (no source offset has one target offset)",
+                        flow=self.flow.name, topic=remote, source_partitions=count, target_partitions=have)
+        self.rehash[topic] = have
+
+    def _delete_orphans(self, source_topics: dict[str, int], target_topics: dict[str, int]) -> None:
+        for remote in orphaned_remote_topics(
+            self.policy, self.flow.source.alias, self.flow.target.alias, self.filter, source_topics,
+            target_topics, self.flow.heartbeats_replication_enabled,
+        ):
+            self.dst.delete_topic(remote)
+            log.warning("deleted remote topic: its source topic is gone (sync.topic.deletes.enabled)",
+                        flow=self.flow.name, topic=remote)
 
     def _estimate_sizes(self) -> None:
         from mm2py.kafka.wire import RawClient  # the driver-side runner imports it only when needed
@@ -228,5 +260,5 @@ class SourcePlanner:
             if stop > begin:
                 topic, partition = split_key(key)
                 out.append(PartitionRange(topic, partition, begin, stop, self.remote_topic(topic),
-                                          exact=key in start.exact))
+                                          exact=key in start.exact, target_partitions=self.rehash.get(topic, 0)))
         return out

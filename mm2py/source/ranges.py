@@ -21,6 +21,9 @@ class PartitionRange:
     # True when ``start`` is an exact record position (first range after a restart from
     # an MM2-written position): records before it inside the first batch are trimmed.
     exact: bool = False
+    # > 0 when the remote topic has fewer partitions than the source and partition.mismatch
+    # is hash: records are spread over this many target partitions by key (mm2py.source.rehash)
+    target_partitions: int = 0
 
     @property
     def key(self) -> str:

@@ -1,0 +1,130 @@
+"""``partition.mismatch = hash``: copying into a remote topic with fewer partitions than its source.
+
+Such a topic (created by someone else, see ``mm2py.source.mismatch``) cannot take source
+partition p as partition p. Its records take the record path instead: decoded, and produced
+to ``murmur2(key) % partitions`` as Java's default partitioner would place them, so consumers
+keyed on the target see every key in one partition. Keyless records stick to one partition
+per source batch, rotating, as Java's sticky partitioner spreads them.
+
+Invariants:
+- fetching, range ownership, aborted and control records are the raw copier's (this is a
+  ``_Copier`` whose enqueue step produces records instead of batches);
+- a range ends only after every record it produced is acknowledged (acks=all, idempotent);
+- no offset syncs: a source offset has no single target offset here, so syncs would lie.
+  Positions are still recorded, so restarts resume where the copy stopped.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from confluent_kafka import KafkaException, Producer
+
+from mm2py.config.model import ClusterConfig
+from mm2py.errors import KafkaError
+from mm2py.kafka import batches as rb
+from mm2py.kafka.clientconf import rdkafka_config
+from mm2py.kafka.wire import RawClient
+from mm2py.source.copier import CopySettings, _Copier, _Partition
+from mm2py.source.ranges import PartitionRange, RangeResult
+
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` (seed 0x9747b28c), as a signed 32-bit int like Java's."""
+    length = len(data)
+    h = (0x9747B28C ^ length) & _MASK
+    for i in range(0, length - length % 4, 4):
+        k = int.from_bytes(data[i:i + 4], "little")
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        k = (k * _M) & _MASK
+        h = ((h * _M) & _MASK) ^ k
+    tail = length % 4
+    base = length - tail
+    if tail == 3:
+        h ^= data[base + 2] << 16
+    if tail >= 2:
+        h ^= data[base + 1] << 8
+    if tail >= 1:
+        h ^= data[base]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def key_partition(key: bytes, partitions: int) -> int:
+    """Java's ``Utils.toPositive(Utils.murmur2(key)) % partitions``."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+class _RehashCopier(_Copier):
+    def __init__(self, src: RawClient, dst: RawClient, target: ClusterConfig, ranges: list[PartitionRange],
+                 settings: CopySettings, client_id: str):
+        super().__init__(src, dst, ranges, settings)
+        conf = rdkafka_config(target.bootstrap_servers, target.producer, target.alias)
+        conf.update({"client.id": client_id, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+        self.target_alias = target.alias
+        self.producer = Producer(conf)
+        self.failures: list[str] = []
+        self.sticky = itertools.count()
+
+    def _on_delivery(self, err: object, msg: object) -> None:
+        if err is not None:
+            self.failures.append(f"{msg.topic()}: {err}")  # type: ignore[attr-defined]
+
+    def _enqueue(self, part: _Partition, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
+        r = part.range
+        records = rb.decode(buf, view)
+        if trim_before is not None:
+            records = [rec for rec in records if rec.offset >= trim_before]
+        keyless = next(self.sticky) % r.target_partitions
+        for rec in records:
+            partition = keyless if rec.key is None else key_partition(rec.key, r.target_partitions)
+            while True:
+                try:
+                    self.producer.produce(r.target_topic, key=rec.key, value=rec.value, partition=partition,
+                                          timestamp=rec.timestamp, headers=list(rec.headers) or None,
+                                          on_delivery=self._on_delivery)
+                    break
+                except BufferError:  # local queue full: let deliveries drain
+                    self.producer.poll(0.1)
+            part.bytes += len(rec.key or b"") + len(rec.value or b"")
+        part.records += len(records)
+        part.rebuilt += 1
+
+    def run(self) -> list[RangeResult]:
+        results = super().run()
+        try:
+            left = self.producer.flush(self.settings.produce_timeout_ms / 1000)
+        except KafkaException as e:
+            self.failures.append(str(e))
+            left = -1
+        if left or self.failures:
+            r = self.parts[next(iter(self.parts))].range
+            raise KafkaError(
+                f"re-partitioned records not all written ({left} unsent): {'; '.join(self.failures[:3])}",
+                cluster=self.target_alias, topic=r.target_topic, retriable=True,
+            )
+        return results  # without syncs: no batch went through the raw path, so none was acked
+
+
+def copy_rehashed(
+    source: ClusterConfig,
+    target: ClusterConfig,
+    ranges: list[PartitionRange],
+    settings: CopySettings,
+    client_id: str,
+) -> list[RangeResult]:
+    """Mirror ``ranges`` of topics whose remote topic has fewer partitions, by key hash."""
+    src = RawClient(source, client_id=client_id, timeout_ms=settings.request_timeout_ms)
+    dst = RawClient(target, client_id=client_id, timeout_ms=settings.request_timeout_ms)
+    try:
+        return _RehashCopier(src, dst, target, ranges, settings, client_id).run()
+    finally:
+        src.close()
+        dst.close()

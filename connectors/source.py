@@ -22,6 +22,10 @@ from mm2py.config.model import FlowConfig
 from mm2py.source.copier import CopySettings, copy_ranges
 from mm2py.source.ranges import PartitionRange, assign
 
+# A micro-batch gets one Spark task per this many source bytes (up to the task limit): below
+# it, a second task costs more in Python worker round trips than it saves in copying.
+MIN_TASK_BYTES = 16 << 20
+
 RESULT_SCHEMA = (
     "topic string, partition int, start long, end long, next_offset long, records long, bytes long, "
     "batches long, rebuilt long, dropped long, syncs array<array<long>>, max_timestamp long"
@@ -59,7 +63,8 @@ class MirrorSourceDataSource(DataSource):
 class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, flow: FlowConfig, tasks: int):
         self.flow = flow
-        self.tasks = flow.tasks_max or tasks
+        # never more tasks than cores: extra ones only wait, each paying a Python worker round trip
+        self.tasks = min(flow.tasks_max, tasks) if flow.tasks_max else tasks
         self.settings = CopySettings(request_timeout_ms=flow.admin_timeout_ms, offset_lag_max=flow.offset_lag_max)
         self._planner = None  # driver side only; built on first use, never pickled
 
@@ -90,7 +95,9 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self.planner.prepare_available_now()
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        return [RangeGroup(group) for group in assign(self.planner.ranges(start, end), self.tasks)]
+        planner = self.planner
+        groups = assign(planner.ranges(start, end), self.tasks, planner.estimated_bytes, MIN_TASK_BYTES)
+        return [RangeGroup(group) for group in groups]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         assert isinstance(partition, RangeGroup)

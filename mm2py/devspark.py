@@ -22,6 +22,7 @@ from pathlib import Path
 import pyspark
 
 from mm2py.devcluster import var_dir, wait_ports_free
+from mm2py.engine.sparkhome import lean_spark_home
 from mm2py.errors import DevClusterError
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -60,7 +61,8 @@ def spark_env() -> dict[str, str]:
     """Environment for Spark JVMs and drivers: this pyspark as SPARK_HOME, this interpreter for Python workers."""
     env = dict(os.environ)
     env.update({
-        "SPARK_HOME": str(SPARK_HOME),
+        # workers then import compiled PySpark rather than recompiling pyspark.zip (see sparkhome)
+        "SPARK_HOME": str(lean_spark_home()),
         # executors must run the interpreter that has mm2py and its dependencies installed (the venv)
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,

@@ -1,4 +1,4 @@
-"""The heartbeat connector's core: one MM2 Heartbeat record into ``heartbeats`` on the target."""
+"""The heartbeat connector's core: MM2 Heartbeat records into ``heartbeats`` on the target."""
 
 from __future__ import annotations
 
@@ -11,12 +11,43 @@ from mm2py.kafka.internal_topics import RecordWriter, ensure_compacted_topic
 from mm2py.source.planner import flow_policy
 
 
+class HeartbeatEmitter:
+    """Writes one flow's heartbeats (source->target) to the target, one producer for all beats.
+
+    A beat a second is MM2's default: making a client per beat cost more CPU than mirroring.
+    The topic is made sure of on the first beat and again after a failed one.
+    """
+
+    def __init__(self, flow: FlowConfig):
+        self.flow = flow
+        self.topic = flow_policy(flow).heartbeats_topic()
+        self._writer: RecordWriter | None = None
+
+    def beat(self, now_ms: int | None = None) -> Heartbeat:
+        """Write a heartbeat stamped ``now_ms`` (default: now); its timestamp is the record's."""
+        if self._writer is None:
+            ensure_compacted_topic(Admin(self.flow.target, timeout_ms=self.flow.admin_timeout_ms), self.topic,
+                                   self.flow.heartbeats_topic_replication_factor)
+            self._writer = RecordWriter(self.flow.target, self.flow.admin_timeout_ms / 1000)
+        beat = Heartbeat(self.flow.source.alias, self.flow.target.alias,
+                         now_ms if now_ms is not None else int(time.time() * 1000))
+        try:
+            self._writer.write(self.topic, [(beat.key_bytes(), beat.value_bytes())], timestamp=beat.timestamp)
+        except Exception:
+            self.close()  # start afresh next beat: the topic may have been deleted meanwhile
+            raise
+        return beat
+
+    def close(self) -> None:
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.close()
+
+
 def emit_heartbeat(flow: FlowConfig, now_ms: int | None = None) -> Heartbeat:
-    """Write a heartbeat for ``flow`` (source->target) to the target; its timestamp is the record's."""
-    topic = flow_policy(flow).heartbeats_topic()
-    ensure_compacted_topic(Admin(flow.target, timeout_ms=flow.admin_timeout_ms), topic,
-                           flow.heartbeats_topic_replication_factor)
-    beat = Heartbeat(flow.source.alias, flow.target.alias, now_ms if now_ms is not None else int(time.time() * 1000))
-    writer = RecordWriter(flow.target, flow.admin_timeout_ms / 1000)
-    writer.write(topic, [(beat.key_bytes(), beat.value_bytes())], timestamp=beat.timestamp)
-    return beat
+    """Write a single heartbeat for ``flow`` (tools and tests; the connector keeps an emitter)."""
+    emitter = HeartbeatEmitter(flow)
+    try:
+        return emitter.beat(now_ms)
+    finally:
+        emitter.close()

@@ -20,6 +20,7 @@ from connectors.heartbeat import HeartbeatDataSource
 from connectors.source import MirrorSourceDataSource, encode_flow
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.engine.sink import FlowSink
+from mm2py.engine.sparkhome import use_lean_spark_home
 from mm2py.errors import Mm2pyError
 from mm2py.topology import check_topology
 
@@ -59,6 +60,7 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "mm2py")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]
     settings.update({k: v for k, v in conf.items() if k != "spark.master"})
+    use_lean_spark_home()
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -66,6 +68,23 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "mm2py")
     for source in (MirrorSourceDataSource, CheckpointDataSource, HeartbeatDataSource):
         spark.dataSource.register(source)
     return spark
+
+
+def _import_data_path(_: int) -> None:
+    import pyarrow  # noqa: F401 - Python data sources hand rows to the JVM as Arrow
+
+    import mm2py.source.copier  # noqa: F401 - importing is the point
+
+
+def warm_python_workers(spark: SparkSession) -> None:
+    """Start Spark's Python workers, with the data path imported, before the first micro-batch.
+
+    Workers are reused (spark.python.worker.reuse), so the first micro-batches no longer pay
+    for starting interpreters and importing PySpark, Arrow and the copier while records wait:
+    on 2 cores that made the first micro-batches of a steady flow take 8 s instead of 0.3 s.
+    """
+    slots = spark.sparkContext.defaultParallelism
+    spark.sparkContext.parallelize(range(slots), slots).foreach(_import_data_path)
 
 
 def _log_rows(flow: FlowConfig, what: str | None) -> Callable:
@@ -202,6 +221,7 @@ def run(
         # herders do: B->A heartbeats are what make A's "heartbeats" topic, mirrored as A.heartbeats
         into = set(targets) if targets else set(config.clusters)
         heartbeat_flows = tuple(f for f in config.flows if f.target.alias in into)
+        warm_python_workers(spark)
         engine.start(flows, until_caught_up=until_caught_up, heartbeat_flows=heartbeat_flows)
         engine.wait(stop)
         return 0

@@ -250,6 +250,10 @@ class SourcePlanner:
         share = max_bytes / total
         return {k: begin[k] + (max(1, int(lag[k] * share)) if lag[k] else 0) for k in begin}
 
+    def estimated_bytes(self, r: PartitionRange) -> float:
+        """Source bytes of a range, from the partition's measured bytes per offset."""
+        return r.size * self.bytes_per_offset.get(r.key, ASSUMED_BYTES_PER_OFFSET)
+
     def ranges(self, start_raw: dict, end_raw: dict) -> list[PartitionRange]:
         start, end = Offsets.parse(start_raw), Offsets.parse(end_raw)
         out = []

@@ -8,6 +8,8 @@ whole by this range, and skipped by the next one. Hence ranges planned from any 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -66,15 +68,30 @@ def split_key(key: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
-def assign(ranges: list[PartitionRange], tasks: int) -> list[list[PartitionRange]]:
-    """Spread ranges over at most ``tasks`` groups, balancing offset counts (greedy LPT)."""
-    work = sorted((r for r in ranges if r.size > 0), key=lambda r: r.size, reverse=True)
+def assign(
+    ranges: list[PartitionRange],
+    tasks: int,
+    size_of: Callable[[PartitionRange], float] | None = None,
+    min_task_size: float = 0,
+) -> list[list[PartitionRange]]:
+    """Spread ranges over at most ``tasks`` groups, balancing ``size_of`` (greedy LPT).
+
+    ``size_of`` defaults to the offset count; the planner passes estimated bytes. With
+    ``min_task_size`` there are only as many groups as the total size justifies (one per
+    ``min_task_size``, at least one): a Spark task has a fixed cost, so a small micro-batch
+    is copied faster by one task than split over every core.
+    """
+    measure = size_of or (lambda r: r.size)
+    work = sorted(((measure(r), r) for r in ranges if r.size > 0), key=lambda w: w[0], reverse=True)
     if not work:
         return []
-    groups: list[list[PartitionRange]] = [[] for _ in range(max(1, min(tasks, len(work))))]
-    loads = [0] * len(groups)
-    for r in work:
+    wanted = tasks
+    if min_task_size > 0:
+        wanted = min(tasks, math.ceil(sum(size for size, _ in work) / min_task_size))
+    groups: list[list[PartitionRange]] = [[] for _ in range(max(1, min(wanted, len(work))))]
+    loads = [0.0] * len(groups)
+    for size, r in work:
         i = loads.index(min(loads))
         groups[i].append(r)
-        loads[i] += r.size
+        loads[i] += size
     return groups

@@ -23,3 +23,19 @@ def test_assign_balances_by_offsets_and_drops_empty_ranges():
 def test_assign_never_makes_more_groups_than_ranges():
     assert len(assign([rng(0, 0, 10)], 8)) == 1
     assert assign([], 4) == []
+
+
+def test_assign_balances_estimated_bytes_not_offsets():
+    # partition 0 holds 1 KiB records, the others 10-byte ones: bytes decide the split
+    size = {0: 1024, 1: 10, 2: 10}
+    ranges = [rng(0, 0, 100), rng(1, 0, 1000), rng(2, 0, 1000)]
+    groups = assign(ranges, 2, lambda r: r.size * size[r.partition])
+    assert sorted([r.partition for r in g] for g in groups) == [[0], [1, 2]]
+
+
+def test_assign_uses_only_as_many_tasks_as_the_bytes_justify():
+    ranges = [rng(p, 0, 100) for p in range(16)]
+    one_byte = lambda r: float(r.size)  # noqa: E731 - 1,600 bytes in all
+    assert len(assign(ranges, 8, one_byte, min_task_size=10_000)) == 1
+    assert len(assign(ranges, 8, one_byte, min_task_size=500)) == 4
+    assert len(assign(ranges, 2, one_byte, min_task_size=1)) == 2

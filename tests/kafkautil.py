@@ -132,9 +132,25 @@ def end_offsets(bootstrap: str, topic: str, *, client: ClientConfig = None) -> d
         md = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if md is None or md.error is not None:
             return {}
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions}
+        return {p: _high_watermark(consumer, TopicPartition(topic, p)) for p in md.partitions}
     finally:
         consumer.close()
+
+
+def _high_watermark(consumer: Consumer, tp: TopicPartition, attempts: int = 20) -> int:
+    # a partition just created, or just moved by a broker restart, has no leader for a moment
+    for attempt in range(attempts):
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=10)[1]
+        except KafkaException as e:
+            transient = e.args[0].retriable() or e.args[0].name() in _LEADER_ERRORS
+            if not transient or attempt == attempts - 1:
+                raise
+            time.sleep(0.25)
+    raise AssertionError("unreachable")
+
+
+_LEADER_ERRORS = {"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PART"}
 
 
 def consume_all(bootstrap: str, topic: str, timeout: float = 60, isolation: str = "read_uncommitted", *,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import structlog
 
 from mm2py.config.model import FlowConfig
+from mm2py.errors import KafkaError
 from mm2py.filters import TopicFilter
 from mm2py.kafka.admin import Admin
 from mm2py.policy import ReplicationPolicy, load_policy
@@ -232,7 +233,12 @@ class SourcePlanner:
         new, new_exact = self._initial_start(fresh) if fresh else ({}, set())
         exact = set(start.exact) | new_exact
 
-        latest = self.src.list_offsets(tps, "latest")
+        try:
+            latest = self.src.list_offsets(tps, "latest")
+        except KafkaError as e:
+            if not self._deleted_on_source(e.topic):
+                raise
+            return self.latest_offsets(start_raw, max_bytes)  # planned again without it
         if self._available_now is not None:
             latest = {tp: min(off, self._available_now.get(tp_key(*tp), 0)) for tp, off in latest.items()}
         begin = {k: known.get(k, new.get(k, 0)) for k in keys}
@@ -240,6 +246,17 @@ class SourcePlanner:
         ends = self._cap(begin, lag, max_bytes)
         planned = {k for k in keys if ends[k] > begin[k]}
         return Offsets(ends, frozenset(k for k in exact if k not in planned), new).to_json()
+
+    def _deleted_on_source(self, topic: str | None) -> bool:
+        """After an error about ``topic``: True if it was deleted from the source, now no longer planned.
+
+        A topic deleted between two refreshes fails the offset listing; a fresh refresh drops it
+        (and, with sync.topic.deletes.enabled, its remote topic) so the flow goes on.
+        """
+        if topic is None or topic not in self.partitions:
+            return False
+        self.refresh_topics(force=True)
+        return topic not in self.partitions
 
     def _cap(self, begin: dict[str, int], lag: dict[str, int], max_bytes: int | None) -> dict[str, int]:
         size = {k: self.bytes_per_offset.get(k, ASSUMED_BYTES_PER_OFFSET) for k in begin}

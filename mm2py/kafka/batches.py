@@ -114,18 +114,25 @@ def verify_crc(buf: bytes, view: BatchView) -> None:
         raise CorruptBatchError(f"CRC mismatch in record batch at offset {view.base_offset}")
 
 
-def patch_for_target(buf: bytes, view: BatchView, producer_id: int, epoch: int, sequence: int) -> bytes:
-    """Return the batch re-stamped with the mirror's producer state and a fresh CRC.
+Pieces = tuple[bytes | memoryview, ...]
 
-    Only fields the target broker checks against the producer are touched; records,
-    compression and timestamps stay as the source wrote them.
+
+def patch_for_target(buf: bytes, view: BatchView, producer_id: int, epoch: int, sequence: int) -> Pieces:
+    """The batch re-stamped with the mirror's producer state and a fresh CRC, as (header, body).
+
+    Only the 61-byte header is copied and patched; the body (records, compressed or not) is a
+    view of the fetched bytes, sent as it is. Only fields the target broker checks against the
+    producer are touched; records, compression and timestamps stay as the source wrote them.
     """
-    out = bytearray(memoryview(buf)[view.start : view.start + view.size])
-    struct.pack_into(">q", out, 0, 0)
-    struct.pack_into(">h", out, 21, view.attributes & ~ATTR_TRANSACTIONAL)
-    _PATCH.pack_into(out, 43, producer_id, epoch, sequence)
-    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[21:]))
-    return bytes(out)
+    whole = memoryview(buf)[view.start : view.start + view.size]
+    head = bytearray(whole[:HEADER_SIZE])
+    body = whole[HEADER_SIZE:]
+    struct.pack_into(">q", head, 0, 0)
+    struct.pack_into(">h", head, 21, view.attributes & ~ATTR_TRANSACTIONAL)
+    _PATCH.pack_into(head, 43, producer_id, epoch, sequence)
+    crc = crc32c.crc32c(body, crc32c.crc32c(memoryview(head)[21:]))
+    struct.pack_into(">I", head, 17, crc)
+    return bytes(head), body
 
 
 @dataclass(frozen=True, slots=True)

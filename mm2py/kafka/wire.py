@@ -18,7 +18,7 @@ from kafka.net.compat import KafkaNetClient
 from kafka.protocol.admin.cluster import DescribeLogDirsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
-from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kafka.protocol.producer import InitProducerIdRequest
 
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import (
@@ -28,26 +28,17 @@ from mm2py.errors import (
     KafkaError,
     RecordTooLargeError,
 )
+from mm2py.kafka import fastio
 from mm2py.kafka.clientconf import kafka_python_config
+from mm2py.kafka.fetch_response import FetchedPartition
 
 TopicPartition = tuple[str, int]
 
 FETCH = FetchRequest[12]
-PRODUCE = ProduceRequest[12]
 METADATA = MetadataRequest[12]
 READ_COMMITTED = 1
 # kafka-python refuses sends past this per connection; we stay one below it.
 MAX_IN_FLIGHT = 16
-
-
-@dataclass(frozen=True, slots=True)
-class FetchedPartition:
-    error_code: int
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    aborted: tuple[tuple[int, int], ...]  # (producer_id, first_offset) of aborted txns
-    records: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +120,7 @@ class RawClient:
             self._net.await_ready(node, timeout_ms=self.timeout_ms)
         except kerr.KafkaError as e:
             raise KafkaError(f"broker {node} not reachable", cluster=self.alias, cause=e, retriable=True) from e
+        fastio.adapt(self._net._manager._conns.get(node))
         future = self._net.send(node, request)
         pending.append(future)
         return future
@@ -211,6 +203,8 @@ class RawClient:
 
     @staticmethod
     def fetched(response: object) -> dict[TopicPartition, FetchedPartition]:
+        if isinstance(response, fastio.RawFetch):  # read in place by an adapted connection
+            return response.partitions
         out: dict[TopicPartition, FetchedPartition] = {}
         for topic in response.responses:
             for p in topic.partitions:
@@ -227,20 +221,9 @@ class RawClient:
 
     # -- produce ----------------------------------------------------------------------
 
-    def produce(self, node: int, batches: Mapping[TopicPartition, bytes], *, timeout_ms: int) -> Future:
-        """Send one batch per partition in one ProduceRequest (acks=all)."""
-        by_topic: dict[str, list[object]] = {}
-        for (topic, partition), records in batches.items():
-            by_topic.setdefault(topic, []).append(
-                PRODUCE.TopicProduceData.PartitionProduceData(index=partition, records=records)
-            )
-        request = PRODUCE(
-            transactional_id=None,
-            acks=-1,
-            timeout_ms=timeout_ms,
-            topic_data=[PRODUCE.TopicProduceData(name=t, partition_data=ps) for t, ps in by_topic.items()],
-        )
-        return self._send(node, request)
+    def produce(self, node: int, batches: Mapping[TopicPartition, fastio.Pieces], *, timeout_ms: int) -> Future:
+        """Send one batch per partition in one ProduceRequest (acks=all); a batch is a tuple of pieces."""
+        return self._send(node, fastio.ChunkedProduce(dict(batches), timeout_ms))
 
     @staticmethod
     def produced(response: object) -> dict[TopicPartition, ProducedPartition]:

@@ -63,7 +63,8 @@ class _Partition:
     syncs: list[tuple[int, int]] = field(default_factory=list)
     # upstream offsets of each in-flight batch, in send order: [(record upstream offsets)]
     in_flight: deque[list[int] | tuple[int, int]] = field(default_factory=deque)
-    queue: deque[tuple[bytes, list[int] | tuple[int, int]]] = field(default_factory=deque)
+    queue: deque[tuple[rb.Pieces, list[int] | tuple[int, int]]] = field(default_factory=deque)
+    queued_bytes: int = 0
 
     def result(self) -> RangeResult:
         # close with where the next record will land: the index then knows the run's end
@@ -162,10 +163,17 @@ class _Copier:
         return [p.result() for p in self.parts.values()]
 
     def _fetch_plan(self) -> dict[int, list[TopicPartition]]:
+        """Partitions to fetch next, by leader.
+
+        Memory is bounded in bytes: queued batches are views of the fetch responses they came
+        in, so a partition with a fetch's worth still queued, or a task with ``fetch_max_bytes``
+        queued, waits for produce to catch up; the responses' buffers are then reused.
+        """
         plan: dict[int, list[TopicPartition]] = {}
+        if sum(p.queued_bytes for p in self.parts.values()) >= self.settings.fetch_max_bytes:
+            return plan
         for tp, part in self.parts.items():
-            # bound memory: do not fetch a partition whose queue is still long
-            if not part.done and len(part.queue) < 32:
+            if not part.done and part.queued_bytes < self.settings.partition_max_bytes:
                 plan.setdefault(self.src_leaders[tp], []).append(tp)
         return plan
 
@@ -234,6 +242,7 @@ class _Copier:
         if view.passes_unchanged and trim_before is None:
             payload = rb.patch_for_target(buf, view, self.producer_id, self.epoch, part.sequence)
             part.queue.append((payload, (view.base_offset, view.record_count)))
+            part.queued_bytes += view.size
             part.sequence += view.record_count
             part.records += view.record_count
             part.bytes += view.size
@@ -244,7 +253,8 @@ class _Copier:
         payload = rb.rebuild(records, rb.codec_of(buf, view), self.producer_id, self.epoch, part.sequence)
         if payload is None:
             return
-        part.queue.append((payload, [rec.offset for rec in records]))
+        part.queue.append(((payload,), [rec.offset for rec in records]))
+        part.queued_bytes += len(payload)
         part.sequence += len(records)
         part.records += len(records)
         part.bytes += len(payload)
@@ -254,11 +264,12 @@ class _Copier:
         """Send one request per target broker per round, each with one batch per partition."""
         while True:
             rounds: dict[int, dict[TopicPartition, _Partition]] = {}
-            payloads: dict[int, dict[TopicPartition, bytes]] = {}
+            payloads: dict[int, dict[TopicPartition, rb.Pieces]] = {}
             for part in self.parts.values():
                 if part.queue and len(part.in_flight) < 5:
                     node = self.dst_leaders[part.target]
                     payload, upstream = part.queue.popleft()
+                    part.queued_bytes -= sum(len(p) for p in payload)
                     part.in_flight.append(upstream)
                     part.batches += 1
                     rounds.setdefault(node, {})[part.target] = part

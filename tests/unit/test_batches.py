@@ -36,8 +36,9 @@ def test_patch_keeps_compressed_payload_and_fixes_crc():
     raw = build(500, 20, LZ4, pid=77, txn=True)
     view = next(rb.split_batches(raw))
     assert view.is_transactional and view.passes_unchanged
-    out = rb.patch_for_target(raw, view, producer_id=9, epoch=3, sequence=40)
-    assert out[61:] == raw[61:], "records payload must stay byte-identical"
+    head, body = rb.patch_for_target(raw, view, producer_id=9, epoch=3, sequence=40)
+    assert len(head) == 61 and bytes(body) == raw[61:], "records payload must stay byte-identical"
+    out = head + bytes(body)
     assert struct.unpack_from(">q", out, 0)[0] == 0
     assert struct.unpack_from(">qhi", out, 43) == (9, 3, 40)
     assert not struct.unpack_from(">h", out, 21)[0] & rb.ATTR_TRANSACTIONAL

@@ -26,6 +26,7 @@ from mm2py.errors import DataLossError, KafkaError
 from mm2py.kafka import batches as rb
 from mm2py.kafka.wire import FetchedPartition, RawClient, TopicPartition, error_for, to_kafka_error
 from mm2py.source.aborted import AbortedFilter
+from mm2py.source.clients import task_clients
 from mm2py.source.ranges import PartitionRange, RangeResult
 
 OFFSET_OUT_OF_RANGE = 1
@@ -112,13 +113,8 @@ def copy_ranges(
         rest = [r for r in ranges if not r.target_partitions]
         hashed = copy_rehashed(source, target, [r for r in ranges if r.target_partitions], settings, client_id)
         return hashed + (copy_ranges(source, target, rest, settings, client_id) if rest else [])
-    src = RawClient(source, client_id=client_id, timeout_ms=settings.request_timeout_ms)
-    dst = RawClient(target, client_id=client_id, timeout_ms=settings.request_timeout_ms)
-    try:
+    with task_clients(source, target, client_id, settings.request_timeout_ms) as (src, dst):
         return _Copier(src, dst, ranges, settings).run()
-    finally:
-        src.close()
-        dst.close()
 
 
 class _Copier:

@@ -25,6 +25,7 @@ from mm2py.errors import KafkaError
 from mm2py.kafka import batches as rb
 from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.kafka.wire import RawClient
+from mm2py.source.clients import task_clients
 from mm2py.source.copier import CopySettings, _Copier, _Partition
 from mm2py.source.ranges import PartitionRange, RangeResult
 
@@ -121,10 +122,5 @@ def copy_rehashed(
     client_id: str,
 ) -> list[RangeResult]:
     """Mirror ``ranges`` of topics whose remote topic has fewer partitions, by key hash."""
-    src = RawClient(source, client_id=client_id, timeout_ms=settings.request_timeout_ms)
-    dst = RawClient(target, client_id=client_id, timeout_ms=settings.request_timeout_ms)
-    try:
+    with task_clients(source, target, client_id, settings.request_timeout_ms) as (src, dst):
         return _RehashCopier(src, dst, target, ranges, settings, client_id).run()
-    finally:
-        src.close()
-        dst.close()

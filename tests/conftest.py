@@ -20,7 +20,7 @@ PORT_OFFSET = int(os.environ.get("MM2PY_TEST_PORT_OFFSET", "0"))
 # clusters the fixtures share, and spare ports for tests that start their own
 TEST_PORTS = {name: port + PORT_OFFSET for name, port in
               {"a": 39092, "b": 39192, "c": 39292, "cli": 39392, "sasl": 39492, "ssl": 39592,
-                                   "crash": 39692}.items()}
+                                   "crash": 39692, "acl-a": 39792, "acl-b": 39892}.items()}
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -25,6 +25,7 @@ from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
 from mm2py.filters import TopicFilter
 from mm2py.kafka.admin import Admin
+from mm2py.metadata.sync import MetadataSync
 from mm2py.policy import ReplicationPolicy, load_policy
 from mm2py.positions import PositionStore
 from mm2py.source.deletes import orphaned_remote_topics
@@ -77,6 +78,7 @@ class SourcePlanner:
         self.dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
         self.store = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms)
         self.store.ensure_topic(self.dst)
+        self.metadata = MetadataSync(flow, self.src, self.dst, self.remote_topic, self._mirrored)
         self.partitions: dict[str, int] = {}  # mirrored source topic -> partition count
         # source topic -> partitions of a remote topic someone else made smaller (mm2py.source.mismatch)
         self.rehash: dict[str, int] = {}
@@ -99,17 +101,13 @@ class SourcePlanner:
             time.monotonic() - self._refreshed_at >= self.flow.refresh_topics_interval_seconds
         )
         if not (force or due or not self._refreshed_at):
+            self._sync_metadata()
             return
         source_topics = self.src.topics()
-        wanted = {
-            t: n
-            for t, n in source_topics.items()
-            if self.policy.should_replicate_topic(
-                t, self.flow.target.alias, self.filter, self.flow.heartbeats_replication_enabled
-            )
-        }
+        wanted = {t: n for t, n in source_topics.items() if self._mirrored(t)}
         target_topics = self.dst.topics()
         rf_cap = None
+        configs = self.metadata.new_topic_configs(t for t in wanted if self.remote_topic(t) not in target_topics)
         for topic, count in sorted(wanted.items()):
             remote = self.remote_topic(topic)
             have = target_topics.get(remote)
@@ -122,8 +120,9 @@ class SourcePlanner:
                                 configured=rf, brokers=rf_cap)
                     rf = rf_cap
                 self._created.add(remote)
-                if self.dst.create_topic(remote, count, rf):
-                    log.info("created remote topic", flow=self.flow.name, topic=remote, partitions=count)
+                if self.dst.create_topic(remote, count, rf, configs.get(topic)):
+                    log.info("created remote topic", flow=self.flow.name, topic=remote, partitions=count,
+                             configs=configs.get(topic))
             elif have < count:
                 self._fewer_partitions(topic, remote, have, count)
         if self.flow.sync_topic_deletes_enabled:
@@ -137,6 +136,15 @@ class SourcePlanner:
         self.partitions = wanted
         self._refreshed_at = time.monotonic()
         self._estimate_sizes()
+        self._sync_metadata()
+
+    def _sync_metadata(self) -> None:
+        # hash-written topics are someone else's: their configs and ACLs are left alone
+        self.metadata.maybe_run(t for t in self.partitions if t not in self.rehash)
+
+    def _mirrored(self, topic: str) -> bool:
+        return self.policy.should_replicate_topic(
+            topic, self.flow.target.alias, self.filter, self.flow.heartbeats_replication_enabled)
 
     def _fewer_partitions(self, topic: str, remote: str, have: int, count: int) -> None:
         if self._stored is None and self.flow.partition_mismatch == "error":

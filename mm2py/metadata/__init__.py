@@ -1,0 +1,1 @@
+"""Metadata that follows the data: topic configs and topic ACLs of mirrored topics."""

@@ -20,8 +20,10 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from mm2py import devcluster
+from mm2py.commands.status import rates_between, render
 from mm2py.config import load
 from mm2py.kafka.admin import Admin
+from mm2py.status import status
 from mm2py.verify import compare_topic
 
 REPO = Path(__file__).resolve().parent.parent
@@ -105,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         feeder = threading.Thread(target=live_producer, args=(a.bootstrap_servers, stop, live), daemon=True)
         t0 = time.monotonic()
         live_from: float | None = None
+        last_status, last_at = None, 0.0
         say("   waiting for Spark to start and the first micro-batch to land on B ...")
         while True:
             elapsed = time.monotonic() - t0
@@ -122,8 +125,12 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(0.5)
                 continue
             totals = {t: (end_total(src, t), end_total(dst, f"A.{t}")) for t in TOPICS}
-            row = "   ".join(f"{t} {s:,}->{d:,}" for t, (s, d) in totals.items())
-            say(f"   t={elapsed:5.1f}s  {row}")
+            # what `mm2py status --watch examples/active-passive.properties` shows, every 2 s
+            now_status = status(config.enabled_flows)
+            rates = rates_between(last_status, now_status, elapsed - last_at) if last_status else {}
+            last_status, last_at = now_status, elapsed
+            say(f"   t={elapsed:5.1f}s   mm2py status --watch {EXAMPLE.relative_to(REPO)}")
+            say("\n".join("   " + line for line in render(now_status, rates).splitlines()))
             if stop.is_set() and all(s == d for s, d in totals.values()):
                 break
             if elapsed > 240:

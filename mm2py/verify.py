@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError
+from mm2py.kafka.admin import Admin
 from mm2py.kafka.clientconf import rdkafka_config
 
 
@@ -44,23 +45,20 @@ class PartitionCheck:
         return self.source == self.target
 
 
-def digest_partitions(cluster: ClusterConfig, topic: str, limits: dict[int, int] | None = None,
-                      timeout: float = 120) -> dict[int, PartitionDigest]:
-    """Digest of each partition of ``topic`` up to ``limits[p]`` (default: its current end)."""
+def digest_ranges(cluster: ClusterConfig, topic: str, ranges: dict[int, tuple[int, int]],
+                  timeout: float = 120) -> dict[int, PartitionDigest]:
+    """Digest of the records of each partition ``p`` of ``topic`` in ``[start, end)`` of ``ranges[p]``."""
     conf = rdkafka_config(cluster.bootstrap_servers, cluster.consumer, cluster.alias)
     conf.update({"group.id": "mm2py-verify", "enable.auto.commit": False, "isolation.level": "read_committed"})
     consumer = Consumer(conf)
     try:
-        md = consumer.list_topics(topic, timeout=30).topics.get(topic)
-        if md is None or md.error is not None:
-            raise KafkaError("topic not found", cluster=cluster.alias, topic=topic)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in md.partitions}
-        if limits is not None:
-            ends = {p: min(e, limits.get(p, e)) for p, e in ends.items()}
-        hashes = {p: hashlib.sha256() for p in ends}
-        counts = dict.fromkeys(ends, 0)
-        remaining = {p: e for p, e in ends.items() if e > 0}
-        consumer.assign([TopicPartition(topic, p, 0) for p in remaining])
+        hashes = {p: hashlib.sha256() for p in ranges}
+        counts = dict.fromkeys(ranges, 0)
+        # a range past the partition's end (records missing there) stops at the end, never waits
+        highs = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                 for p, (start, end) in ranges.items() if end > start}
+        remaining = {p: min(ranges[p][1], high) for p, high in highs.items() if min(ranges[p][1], high) > ranges[p][0]}
+        consumer.assign([TopicPartition(topic, p, ranges[p][0]) for p in remaining])
         deadline = time.monotonic() + timeout
         while remaining:
             if time.monotonic() > deadline:
@@ -85,9 +83,20 @@ def digest_partitions(cluster: ClusterConfig, topic: str, limits: dict[int, int]
             for p in list(remaining):  # transaction markers leave the position past the last record
                 if consumer.position([TopicPartition(topic, p)])[0].offset >= remaining[p]:
                     remaining.pop(p)
-        return {p: PartitionDigest(counts[p], hashes[p].hexdigest()) for p in ends}
+        return {p: PartitionDigest(counts[p], hashes[p].hexdigest()) for p in ranges}
     finally:
         consumer.close()
+
+
+def digest_partitions(cluster: ClusterConfig, topic: str, timeout: float = 120) -> dict[int, PartitionDigest]:
+    """Digest of each whole partition of ``topic`` (its log start to its current end)."""
+    admin = Admin(cluster)
+    count = admin.topics().get(topic)
+    if count is None:
+        raise KafkaError("topic not found", cluster=cluster.alias, topic=topic)
+    tps = [(topic, p) for p in range(count)]
+    starts, ends = admin.list_offsets(tps, "earliest"), admin.list_offsets(tps, "latest")
+    return digest_ranges(cluster, topic, {p: (starts[(topic, p)], ends[(topic, p)]) for _, p in tps}, timeout)
 
 
 def compare_topic(source: ClusterConfig, topic: str, target: ClusterConfig, remote_topic: str) -> list[PartitionCheck]:

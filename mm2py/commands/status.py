@@ -1,0 +1,91 @@
+"""``mm2py status mm2.properties [--json] [--watch]``: how far each flow is behind, per topic."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from mm2py.config import load
+from mm2py.status import FlowStatus, status
+
+RateKey = tuple[str, str]
+
+
+def _age(seconds: float | None) -> str:
+    return "never" if seconds is None else f"{seconds:.1f}s ago"
+
+
+def _eta(lag: int, rate: float | None) -> str:
+    if lag == 0:
+        return "caught up"
+    if not rate or rate <= 0:
+        return "-"
+    left = lag / rate
+    return f"{left:.0f}s" if left < 120 else f"{left / 60:.1f}m"
+
+
+def render(flows: list[FlowStatus], rates: dict[RateKey, float] | None = None) -> str:
+    """A table per flow; ``rates`` (records/s per flow and topic) adds rate and time-left columns."""
+    lines = []
+    for f in flows:
+        if f.error:
+            lines.append(f"flow {f.flow}: UNAVAILABLE: {f.error}")
+            continue
+        lines.append(f"flow {f.flow}   lag {f.lag_records:,} records, {f.lag_seconds:.1f}s   "
+                     f"last checkpoint {_age(f.last_checkpoint_age_s)}   last heartbeat {_age(f.last_heartbeat_age_s)}")
+        head = f"  {'topic':<32} {'remote topic':<34} {'parts':>5} {'source end':>12} {'mirrored':>12} " \
+               f"{'lag':>10} {'lag s':>7}"
+        if rates is not None:
+            head += f" {'rec/s':>9} {'left':>9}"
+        lines.append(head)
+        for t in f.topics:
+            row = (f"  {t.topic:<32} {t.remote_topic:<34} {t.partitions:>5} {t.source_end:>12,} {t.mirrored:>12,} "
+                   f"{t.lag_records:>10,} {t.lag_seconds:>7.1f}")
+            if rates is not None:
+                rate = rates.get((f.flow, t.topic))
+                row += f" {'-' if rate is None else f'{rate:,.0f}':>9} {_eta(t.lag_records, rate):>9}"
+            lines.append(row)
+        if not f.topics:
+            lines.append("  (no topic matches this flow's filters)")
+    return "\n".join(lines)
+
+
+def rates_between(before: list[FlowStatus], after: list[FlowStatus], seconds: float) -> dict[RateKey, float]:
+    old = {(f.flow, t.topic): t.mirrored for f in before for t in f.topics}
+    return {(f.flow, t.topic): max(t.mirrored - old[(f.flow, t.topic)], 0) / seconds
+            for f in after for t in f.topics if (f.flow, t.topic) in old and seconds > 0}
+
+
+def _run(args: argparse.Namespace) -> int:
+    config = load(args.config)
+    flows = config.flows_into(tuple(args.clusters) if args.clusters else None)
+    if not args.watch:
+        result = status(flows)
+        print(json.dumps([f.to_json() for f in result], indent=2) if args.json else render(result))
+        return 1 if any(f.error for f in result) else 0
+    previous, at = None, time.monotonic()
+    while True:
+        result = status(flows)
+        now = time.monotonic()
+        rates = rates_between(previous, result, now - at) if previous is not None else {}
+        previous, at = result, now
+        if args.json:
+            print(json.dumps({"flows": [f.to_json() for f in result],
+                              "rates": {f"{k[0]} {k[1]}": v for k, v in rates.items()}}), flush=True)
+        else:
+            clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() else ""
+            print(f"{clear}mm2py status   {time.strftime('%H:%M:%S')}   every {args.interval:g}s (Ctrl-C stops)\n"
+                  + render(result, rates) + "\n", flush=True)
+        time.sleep(args.interval)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("status", help="per flow and topic: source end, mirrored offset, lag, heartbeats")
+    p.add_argument("config", help="MM2 properties file (or mm2.yaml)")
+    p.add_argument("--clusters", nargs="+", metavar="ALIAS", help="only flows into these clusters")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C, with rates and time left")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --watch")
+    p.set_defaults(func=_run)

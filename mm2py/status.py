@@ -1,0 +1,181 @@
+"""What ``mm2py status`` shows: per flow and topic, how far the mirror is behind its source.
+
+Everything is read from the clusters, so it works from any machine, with the replicator
+running or not: source end offsets (read_committed), the positions the flow recorded on
+the target (MM2's source-offset format), the first unmirrored record's timestamp for the lag
+in seconds, and the newest checkpoint and heartbeat records of the flow.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from mm2py.config.model import ClusterConfig, FlowConfig
+from mm2py.filters import TopicFilter
+from mm2py.formats import FormatError, Heartbeat
+from mm2py.kafka.admin import Admin, translate
+from mm2py.kafka.clientconf import rdkafka_config
+from mm2py.positions import PositionStore
+from mm2py.source.planner import flow_policy
+
+
+@dataclass(frozen=True)
+class TopicStatus:
+    topic: str
+    remote_topic: str
+    partitions: int
+    source_end: int  # sum over partitions of the last stable offset
+    mirrored: int  # sum over partitions of the next offset to mirror
+    lag_records: int
+    lag_seconds: float  # age of the oldest unmirrored record (0 when caught up)
+    # per partition: (partition, lag in records, lag in seconds)
+    partition_lags: tuple[tuple[int, int, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class FlowStatus:
+    flow: str
+    topics: list[TopicStatus] = field(default_factory=list)
+    last_checkpoint_age_s: float | None = None
+    last_heartbeat_age_s: float | None = None
+    error: str | None = None
+
+    @property
+    def lag_records(self) -> int:
+        return sum(t.lag_records for t in self.topics)
+
+    @property
+    def lag_seconds(self) -> float:
+        return max((t.lag_seconds for t in self.topics), default=0.0)
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out.update(lag_records=self.lag_records, lag_seconds=self.lag_seconds)
+        return out
+
+
+def _consumer(cluster: ClusterConfig) -> Consumer:
+    conf = rdkafka_config(cluster.bootstrap_servers, cluster.consumer, cluster.alias)
+    conf.update({"group.id": "mm2py-status", "enable.auto.commit": False, "isolation.level": "read_committed",
+                 "enable.partition.eof": False})
+    return Consumer(conf)
+
+
+def first_timestamps(cluster: ClusterConfig, starts: dict[tuple[str, int], int], timeout: float = 10) -> dict:
+    """Timestamp (ms) of the record at each ``(topic, partition) -> offset`` (or the first after it)."""
+    if not starts:
+        return {}
+    consumer = _consumer(cluster)
+    found: dict[tuple[str, int], int] = {}
+    try:
+        consumer.assign([TopicPartition(t, p, off) for (t, p), off in starts.items()])
+        deadline = time.monotonic() + timeout
+        while len(found) < len(starts) and time.monotonic() < deadline:
+            for msg in consumer.consume(500, 0.5):
+                if msg.error() is None:
+                    found.setdefault((msg.topic(), msg.partition()), msg.timestamp()[1])
+                    consumer.pause([TopicPartition(msg.topic(), msg.partition())])
+    except KafkaException as e:
+        raise translate(e, cluster=cluster.alias, action="reading first unmirrored records") from e
+    finally:
+        consumer.close()
+    return found
+
+
+def newest_timestamp(cluster: ClusterConfig, topic: str, *, match: object = None, tail: int = 200,
+                     timeout: float = 10) -> int | None:
+    """Newest record timestamp (ms) among the last ``tail`` records of each partition of ``topic``.
+
+    ``match(key, value)`` picks which records count (None: all).
+    """
+    consumer = _consumer(cluster)
+    newest = None
+    try:
+        md = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if md is None or md.error is not None:
+            return None
+        remaining = {}
+        for p in md.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            if high > low:
+                remaining[p] = (max(low, high - tail), high)
+        consumer.assign([TopicPartition(topic, p, start) for p, (start, _) in remaining.items()])
+        deadline = time.monotonic() + timeout
+        while remaining and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error() is not None:
+                    continue
+                if match is None or match(msg.key(), msg.value()):  # type: ignore[operator]
+                    ts = msg.timestamp()[1]
+                    newest = ts if newest is None else max(newest, ts)
+                if msg.offset() + 1 >= remaining.get(msg.partition(), (0, 0))[1]:
+                    remaining.pop(msg.partition(), None)
+            for p in list(remaining):  # transaction markers leave the position past the last record
+                if consumer.position([TopicPartition(topic, p)])[0].offset >= remaining[p][1]:
+                    remaining.pop(p)
+    except KafkaException as e:
+        raise translate(e, cluster=cluster.alias, action=f"reading {topic}", topic=topic) from e
+    finally:
+        consumer.close()
+    return newest
+
+
+def _heartbeat_of(flow: FlowConfig) -> object:
+    def match(key: bytes | None, value: bytes | None) -> bool:
+        try:
+            beat = Heartbeat.from_record(key, value)  # type: ignore[arg-type]
+        except FormatError:
+            return False
+        return (beat.source_cluster_alias, beat.target_cluster_alias) == (flow.source.alias, flow.target.alias)
+    return match
+
+
+def flow_status(flow: FlowConfig, now_ms: int | None = None) -> FlowStatus:
+    """The status of one flow, read from its two clusters."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    policy = flow_policy(flow)
+    filt = TopicFilter(flow.topics, flow.topics_exclude)
+    src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
+    topics = {t: n for t, n in src.topics().items()
+              if policy.should_replicate_topic(t, flow.target.alias, filt, flow.heartbeats_replication_enabled)}
+    tps = [(t, p) for t, n in topics.items() for p in range(n)]
+    ends = src.list_offsets(tps, "latest")
+    positions = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms).load()
+    nexts = {tp: positions[tp] + 1 if tp in positions else 0 for tp in tps}
+    lagging = {tp: nexts[tp] for tp in tps if ends.get(tp, 0) > nexts[tp]}
+    stamps = first_timestamps(flow.source, lagging)
+    rows = []
+    for topic, count in sorted(topics.items()):
+        parts = [(topic, p) for p in range(count)]
+        lag = sum(max(ends.get(tp, 0) - nexts[tp], 0) for tp in parts)
+        ages = [max(now_ms - stamps[tp], 0) / 1000 for tp in parts if tp in stamps]
+        per = tuple((p, max(ends.get((topic, p), 0) - nexts[(topic, p)], 0),
+                     round(max(now_ms - stamps[(topic, p)], 0) / 1000, 1) if (topic, p) in stamps else 0.0)
+                    for p in range(count))
+        rows.append(TopicStatus(topic, policy.format_remote_topic(flow.source.alias, topic), count,
+                                sum(ends.get(tp, 0) for tp in parts), sum(nexts[tp] for tp in parts), lag,
+                                round(max(ages, default=0.0), 1), per))
+    checkpoint = newest_timestamp(flow.target, policy.checkpoints_topic(flow.source.alias))
+    heartbeat = newest_timestamp(flow.target, policy.heartbeats_topic(), match=_heartbeat_of(flow))
+    return FlowStatus(flow.name, rows, _age(checkpoint, now_ms), _age(heartbeat, now_ms))
+
+
+def _age(ts: int | None, now_ms: int) -> float | None:
+    return None if ts is None else round(max(now_ms - ts, 0) / 1000, 1)
+
+
+def status(flows: Iterable[FlowConfig]) -> list[FlowStatus]:
+    """Every flow's status; a flow whose clusters cannot be read carries the error instead."""
+    from mm2py.errors import Mm2pyError
+
+    out = []
+    for flow in flows:
+        try:
+            out.append(flow_status(flow))
+        except Mm2pyError as e:
+            out.append(FlowStatus(flow.name, error=str(e)))
+    return out

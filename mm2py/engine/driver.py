@@ -8,6 +8,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -23,6 +24,7 @@ from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.engine.sink import FlowSink
 from mm2py.engine.sparkhome import use_lean_spark_home
 from mm2py.errors import Mm2pyError
+from mm2py.metrics import Metrics, MetricsServer
 from mm2py.topology import check_topology
 
 log = structlog.get_logger(__name__)
@@ -91,10 +93,13 @@ def warm_python_workers(spark: SparkSession) -> None:
     spark.read.format(WarmupDataSource.name()).option("slots", str(slots)).load().collect()
 
 
-def _log_rows(flow: FlowConfig, what: str | None) -> Callable:
+def _log_rows(flow: FlowConfig, what: str | None, metrics: Metrics | None = None) -> Callable:
     """A ``foreachBatch`` sink for periodic connectors: the work is done in the task; log it."""
     def sink(df: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
         rows = df.collect()
+        if metrics is not None and what == "checkpoints":
+            metrics.observe_checkpoint_pass(flow, time.monotonic() - started)
         if what and rows:
             log.info(f"{what} emitted", flow=flow.name, count=len(rows),
                      groups=sorted({r[0] for r in rows}), synced=sorted({r[0] for r in rows if r[-1]}))
@@ -117,6 +122,7 @@ class Engine:
     checkpoint_root: str
     flows: list[RunningFlow] = field(default_factory=list)
     periodic: list[StreamingQuery] = field(default_factory=list)
+    metrics: Metrics | None = None
 
     def _query(self, flow: FlowConfig, source: type, kind: str, sink: Callable, trigger: dict) -> StreamingQuery:
         df = (
@@ -139,13 +145,13 @@ class Engine:
             return {"processingTime": f"{int(seconds * 1000)} milliseconds"}
 
         for flow in flows:
-            sink = FlowSink(flow)
+            sink = FlowSink(flow, self.metrics)
             query = self._query(flow, MirrorSourceDataSource, "source", sink,
                                 every(flow.trigger_interval_ms / 1000))
             self.flows.append(RunningFlow(flow, sink, query))
             if flow.emit_checkpoints_enabled and flow.emit_offset_syncs_enabled and not until_caught_up:
                 self.periodic.append(self._query(flow, CheckpointDataSource, "checkpoint",
-                                                 _log_rows(flow, "checkpoints"),
+                                                 _log_rows(flow, "checkpoints", self.metrics),
                                                  every(flow.emit_checkpoints_interval_seconds)))
             log.info("flow started", flow=flow.name, source=flow.source.bootstrap_servers,
                      target=flow.target.bootstrap_servers)
@@ -219,7 +225,9 @@ def run(
     # Without a configured directory each run plans from the positions on the target, so a
     # lost or stale checkpoint can never disagree with what was really copied.
     root = checkpoint_dir or config.spark.get("spark.checkpoint.dir") or tempfile.mkdtemp(prefix="mm2py-ckpt-")
-    engine = Engine(config, spark, root)
+    metrics = Metrics() if config.metrics_port is not None else None
+    engine = Engine(config, spark, root, metrics=metrics)
+    server = MetricsServer(metrics, config.metrics_port, flows).start() if metrics is not None else None
     try:
         # heartbeats run on every flow into this process's clusters, enabled or not, as MM2's
         # herders do: B->A heartbeats are what make A's "heartbeats" topic, mirrored as A.heartbeats
@@ -238,6 +246,8 @@ def run(
         log.warning("Spark ended during shutdown; flows resume from their recorded positions")
         return 0
     finally:
+        if server is not None:
+            server.stop()
         engine.stop()
         with contextlib.suppress(Exception):
             spark.stop()

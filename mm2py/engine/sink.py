@@ -9,7 +9,10 @@ import structlog
 from pyspark.sql import DataFrame
 
 from mm2py.config.model import FlowConfig
+from mm2py.errors import KafkaError
 from mm2py.formats import OffsetSync
+from mm2py.kafka.admin import Admin
+from mm2py.metrics import Metrics
 from mm2py.offset_sync import OffsetSyncWriter
 from mm2py.positions import PositionStore
 from mm2py.source.planner import flow_policy
@@ -34,8 +37,10 @@ class FlowSink:
     to where the tasks report they actually copied (``next_offset``), never to planned ends.
     """
 
-    def __init__(self, flow: FlowConfig):
+    def __init__(self, flow: FlowConfig, metrics: Metrics | None = None):
         self.flow = flow
+        self.metrics = metrics
+        self.src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
         self.store = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms)
         self.syncs = OffsetSyncWriter(flow, flow_policy(flow)) if flow.emit_offset_syncs_enabled else None
         self.totals = FlowTotals()
@@ -65,6 +70,9 @@ class FlowSink:
         self.totals.records += records
         self.totals.bytes += size
         self.totals.positions.update(positions)
+        if self.metrics is not None:
+            self.metrics.observe_batch(self.flow, rows)
+        lag = self._lag(rows)
         elapsed = time.monotonic() - t0
         log.info(
             "micro-batch mirrored",
@@ -76,9 +84,27 @@ class FlowSink:
             rebuilt_batches=rebuilt,
             offset_syncs=len(syncs) if self.syncs is not None else 0,
             dropped_records=dropped,
+            lag_records=lag,
+            **self._progress(lag),
             seconds=round(elapsed, 3),
             mb_per_s=round(size / elapsed / 1e6, 1) if elapsed > 0 else None,
         )
+
+    def _progress(self, lag: int | None) -> dict:
+        """Records/s since the flow started and the time left at that rate (long backfills)."""
+        rate = self.totals.records / max(time.monotonic() - self._started, 1e-3)
+        out = {"records_per_s": round(rate)}
+        if lag:
+            out["eta_s"] = round(lag / rate) if rate > 0 else None
+        return out
+
+    def _lag(self, rows: list) -> int | None:
+        """Records still to mirror in the batch's partitions, as the source stands now."""
+        try:
+            ends = self.src.list_offsets([(r.topic, r.partition) for r in rows], "latest")
+        except KafkaError:
+            return None  # only a log field: never fail a copied micro-batch over it
+        return sum(max(ends.get((r.topic, r.partition), 0) - r.next_offset, 0) for r in rows)
 
     def close(self) -> None:
         self.store.close()

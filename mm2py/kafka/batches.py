@@ -48,6 +48,7 @@ class BatchView:
     last_offset_delta: int
     producer_id: int
     record_count: int
+    max_timestamp: int = -1  # of the newest record (v2 header; -1 for legacy message sets)
 
     @property
     def last_offset(self) -> int:
@@ -96,10 +97,10 @@ def split_batches(buf: bytes) -> Iterator[BatchView]:
         if magic == 2:
             if size < HEADER_SIZE:
                 raise CorruptBatchError(f"record batch at offset {base_offset} is {size} bytes")
-            (_, _, _, _, _, attributes, last_delta, _, _, producer_id, _, _, count) = _HEADER.unpack_from(
+            (_, _, _, _, _, attributes, last_delta, _, max_ts, producer_id, _, _, count) = _HEADER.unpack_from(
                 buf, pos
             )
-            yield BatchView(pos, size, base_offset, 2, attributes, last_delta, producer_id, count)
+            yield BatchView(pos, size, base_offset, 2, attributes, last_delta, producer_id, count, max_ts)
         else:
             # legacy message set entry: the offset is the wrapper's last inner offset for
             # compressed v1, the record's own offset otherwise; rebuild decodes it exactly

@@ -59,6 +59,8 @@ class _Partition:
     rebuilt: int = 0
     dropped: int = 0
     max_timestamp: int = -1
+    fetched_ms: int = -1
+    acked_ms: int = -1
     # linear run tracking: the next (upstream, downstream) pair that continues the run
     run_next: tuple[int, int] | None = None
     syncs: list[tuple[int, int]] = field(default_factory=list)
@@ -75,6 +77,7 @@ class _Partition:
         return RangeResult(
             r.topic, r.partition, r.start, r.end, self.next_fetch, self.records, self.bytes,
             self.batches, self.rebuilt, self.dropped, tuple(self.syncs), self.max_timestamp,
+            self.fetched_ms, self.acked_ms,
         )
 
     def acked(self, downstream_base: int, lag_max: int) -> None:
@@ -213,6 +216,8 @@ class _Copier:
                 part.dropped += view.record_count
             elif view.record_count > 0:
                 self._enqueue(part, buf, view, trim_before)
+                if view.max_timestamp > part.max_timestamp:
+                    part.max_timestamp, part.fetched_ms = view.max_timestamp, int(time.time() * 1000)
             part.next_fetch = view.next_offset
             if view.last_offset >= r.end - 1:
                 part.done = True
@@ -297,6 +302,7 @@ class _Copier:
                                          retriable=True)
                     raise err
                 part.acked(result.base_offset, self.settings.offset_lag_max)
+                part.acked_ms = int(time.time() * 1000)
             if block:
                 for part in self.parts.values():
                     if part.queue:

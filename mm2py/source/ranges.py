@@ -52,7 +52,9 @@ class RangeResult:
     dropped: int = 0  # control records and aborted-transaction records left out
     # (upstream offset, downstream offset) wherever the linear mapping starts or breaks
     syncs: tuple[tuple[int, int], ...] = field(default_factory=tuple)
-    max_timestamp: int = -1
+    max_timestamp: int = -1  # newest record timestamp copied (ms), -1 if none
+    fetched_ms: int = -1  # wall clock when the batch holding it was fetched
+    acked_ms: int = -1  # wall clock when the target acknowledged the range's last batch
 
 
 def tp_key(topic: str, partition: int) -> str:

@@ -93,7 +93,42 @@ class AuthenticationError(KafkaError):
 
 
 class AuthorizationError(KafkaError):
-    """The cluster refused an operation for lack of an ACL; the message names it."""
+    """The cluster refused an operation for lack of an ACL; the message names it.
+
+    ``operation``, ``resource_type``, ``resource_name`` and ``principal`` say which ACL is
+    missing when the failing call tells (see ``missing_acl``).
+    """
+
+    operation: str | None = None
+    resource_type: str | None = None
+    resource_name: str | None = None
+    principal: str | None = None
+
+
+def missing_acl(
+    operation: str,
+    resource_type: str,
+    resource_name: str,
+    *,
+    cluster: str,
+    principal: str | None = None,
+    topic: str | None = None,
+    cause: BaseException | None = None,
+    doing: str | None = None,
+) -> AuthorizationError:
+    """An ``AuthorizationError`` naming the ACL to add, as ``kafka-acls.sh`` would spell it."""
+    who = principal or "the client's principal"
+    op_flag = "".join(word.title() for word in operation.split("_"))
+    resource_flag = "--cluster" if resource_type == "CLUSTER" else f"--{resource_type.lower()} '{resource_name}'"
+    error = AuthorizationError(
+        (f"{doing} failed: " if doing else "")
+        + f"not authorized: missing ACL ALLOW {operation} on {resource_type} '{resource_name}' for {who} "
+        f"(kafka-acls --add --allow-principal {principal or '<principal>'} --operation {op_flag} {resource_flag})",
+        cluster=cluster, topic=topic, cause=cause,
+    )
+    error.operation, error.resource_type, error.resource_name = operation, resource_type, resource_name
+    error.principal = principal
+    return error
 
 
 class RecordTooLargeError(KafkaError):

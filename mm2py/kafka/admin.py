@@ -6,6 +6,7 @@ into ``mm2py.errors`` types here, naming the cluster and topic.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Mapping
 
@@ -31,9 +32,9 @@ from confluent_kafka.admin import (
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import (
     AuthenticationError,
-    AuthorizationError,
     ClusterUnreachableError,
     KafkaError,
+    missing_acl,
 )
 from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.kafka.retry import retrying
@@ -59,17 +60,55 @@ _TRANSIENT = {
 _STATIC_BROKER = (ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.STATIC_BROKER_CONFIG.value)
 
 
-def translate(exc: BaseException, *, cluster: str, action: str, topic: str | None = None) -> KafkaError:
-    """confluent-kafka's error -> ours, keeping what failed and where."""
+_JAAS_USER = re.compile(r'username\s*=\s*"([^"]*)"')
+
+# The operation each admin action needs (Kafka's ACL operations, by the first word of the action)
+_OPERATIONS = {
+    "listing": "DESCRIBE", "describing": "DESCRIBE", "reading": "DESCRIBE", "finding": "DESCRIBE",
+    "creating": "CREATE", "growing": "ALTER", "deleting": "DELETE", "committing": "READ",
+    "altering": "ALTER_CONFIGS",
+}
+_RESOURCES = {
+    CKafkaError.TOPIC_AUTHORIZATION_FAILED: "TOPIC",
+    CKafkaError.GROUP_AUTHORIZATION_FAILED: "GROUP",
+    CKafkaError.CLUSTER_AUTHORIZATION_FAILED: "CLUSTER",
+}
+
+
+def principal_of(settings: Mapping[str, str]) -> str | None:
+    """``User:name`` for SASL settings that name the user (PLAIN/SCRAM), else None (unknown)."""
+    if "sasl.username" in settings:
+        return f"User:{settings['sasl.username']}"
+    match = _JAAS_USER.search(settings.get("sasl.jaas.config", ""))
+    if match:
+        return f"User:{match.group(1)}"
+    if settings.get("security.protocol", "PLAINTEXT").upper() == "PLAINTEXT":
+        return "User:ANONYMOUS"
+    return None
+
+
+def translate(exc: BaseException, *, cluster: str, action: str, topic: str | None = None,
+              principal: str | None = None, group: str | None = None) -> KafkaError:
+    """confluent-kafka's error -> ours, keeping what failed and where.
+
+    An authorization failure names the ACL that is missing: the operation (from ``action``),
+    the resource (topic, group or cluster, from the error code) and the principal if known.
+    """
     err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
     code = err.code() if isinstance(err, CKafkaError) else None
     text = err.str() if isinstance(err, CKafkaError) else str(exc)
     message = f"{action} failed: {text}"
-    if code in (CKafkaError.TOPIC_AUTHORIZATION_FAILED, CKafkaError.CLUSTER_AUTHORIZATION_FAILED,
-                CKafkaError.GROUP_AUTHORIZATION_FAILED):
-        return AuthorizationError(message, cluster=cluster, topic=topic, cause=exc)
+    if code in _RESOURCES:
+        resource = _RESOURCES[code]
+        operation = _OPERATIONS.get(action.split(" ", 1)[0], "DESCRIBE")
+        if resource == "CLUSTER" and operation == "CREATE" and "ACL" in action:
+            operation = "ALTER"
+        name = {"TOPIC": topic or "?", "GROUP": group or "?", "CLUSTER": "kafka-cluster"}[resource]
+        return missing_acl(operation, resource, name, cluster=cluster, principal=principal, topic=topic,
+                           cause=exc, doing=action)
     if code in (CKafkaError._AUTHENTICATION, CKafkaError.SASL_AUTHENTICATION_FAILED):
-        return AuthenticationError(message, cluster=cluster, topic=topic, cause=exc)
+        return AuthenticationError(f"authentication failed ({action}): {text}; check the "
+                                   "sasl.*/ssl.* settings of this cluster", cluster=cluster, topic=topic, cause=exc)
     if code in (CKafkaError._TRANSPORT, CKafkaError._ALL_BROKERS_DOWN, CKafkaError._TIMED_OUT):
         return ClusterUnreachableError(message, cluster=cluster, topic=topic, cause=exc, retriable=True)
     retriable = bool(isinstance(err, CKafkaError) and (err.retriable() or code in _TRANSIENT))
@@ -87,16 +126,21 @@ class Admin:
         conf.setdefault("client.id", f"mm2py-admin-{cluster.alias}")
         self._conf = conf
         self._client = AdminClient(conf)
+        self.principal = principal_of(cluster.admin)
+
+    def _translate(self, exc: BaseException, action: str, topic: str | None = None,
+                   group: str | None = None) -> KafkaError:
+        return translate(exc, cluster=self.alias, action=action, topic=topic, principal=self.principal, group=group)
 
     @property
     def client_config(self) -> dict[str, str]:
         return dict(self._conf)
 
-    def _result(self, future: object, action: str, topic: str | None = None) -> object:
+    def _result(self, future: object, action: str, topic: str | None = None, group: str | None = None) -> object:
         try:
             return future.result(timeout=self.timeout)  # type: ignore[attr-defined]
         except KafkaException as e:
-            raise translate(e, cluster=self.alias, action=action, topic=topic) from e
+            raise self._translate(e, action, topic, group) from e
         except TimeoutError as e:
             raise ClusterUnreachableError(
                 f"{action}: no answer from {self.bootstrap} within {self.timeout:.0f} s",
@@ -108,7 +152,7 @@ class Admin:
         try:
             md = self._client.list_topics(timeout=self.timeout)
         except KafkaException as e:
-            raise translate(e, cluster=self.alias, action=f"listing topics at {self.bootstrap}") from e
+            raise self._translate(e, f"listing topics at {self.bootstrap}") from e
         out = {}
         for name, topic in md.topics.items():
             if topic.error is not None:
@@ -120,7 +164,7 @@ class Admin:
         try:
             return len(self._client.list_topics(timeout=self.timeout).brokers)
         except KafkaException as e:
-            raise translate(e, cluster=self.alias, action="describing the cluster") from e
+            raise self._translate(e, "describing the cluster") from e
 
     def create_topic(
         self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str] | None = None
@@ -133,7 +177,7 @@ class Admin:
         except KafkaException as e:
             if e.args and isinstance(e.args[0], CKafkaError) and e.args[0].code() == CKafkaError.TOPIC_ALREADY_EXISTS:
                 return False
-            raise translate(e, cluster=self.alias, action="creating topic", topic=name) from e
+            raise self._translate(e, "creating topic", name) from e
         self.wait_for_leaders(name, partitions)
         return True
 
@@ -187,7 +231,7 @@ class Admin:
     def group_state(self, group: str) -> tuple[str, int]:
         """A group's state and its number of active members (``DEAD``, 0 when absent)."""
         future = self._client.describe_consumer_groups([group], request_timeout=self.timeout)[group]
-        desc = self._result(future, f"describing group {group}")
+        desc = self._result(future, f"describing group {group}", group=group)
         return desc.state.name, len(desc.members)  # type: ignore[attr-defined]
 
     def alter_group_offsets(self, group: str, offsets: Mapping[TP, int]) -> None:
@@ -195,7 +239,7 @@ class Admin:
             return
         request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])
         future = self._client.alter_consumer_group_offsets([request], request_timeout=self.timeout)[group]
-        self._result(future, f"committing offsets of group {group}")
+        self._result(future, f"committing offsets of group {group}", group=group)
 
     def offsets_for_time(self, tps: Iterable[TP], timestamp_ms: int) -> dict[TP, int]:
         request = {TopicPartition(t, p): OffsetSpec.for_timestamp(timestamp_ms) for t, p in tps}
@@ -207,7 +251,7 @@ class Admin:
 
     def group_offsets(self, group: str) -> dict[TP, int]:
         future = self._client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
-        result = self._result(future, f"reading offsets of group {group}")
+        result = self._result(future, f"reading offsets of group {group}", group=group)
         return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}  # type: ignore[attr-defined]
 
     # -- topic configs and ACLs (mm2py.metadata) ------------------------------------------
@@ -255,7 +299,7 @@ class Admin:
         except KafkaException as e:
             if e.args and isinstance(e.args[0], CKafkaError) and e.args[0].code() == CKafkaError.SECURITY_DISABLED:
                 return None
-            raise translate(e, cluster=self.alias, action="describing topic ACLs") from e
+            raise self._translate(e, "describing topic ACLs") from e
         return [TopicAcl(b.name, b.principal, b.host, b.operation.name, b.permission_type.name,
                          b.resource_pattern_type.name) for b in bindings]
 

@@ -29,7 +29,8 @@ MIN_TASK_BYTES = 16 << 20
 RESULT_SCHEMA = (
     "topic string, partition int, start long, end long, next_offset long, records long, bytes long, "
     "batches long, rebuilt long, dropped long, syncs array<array<long>>, max_timestamp long, "
-    "fetched_ms long, acked_ms long"
+    "fetched_ms long, acked_ms long, stall_offset long, stall_bytes long, stall_reason string, "
+    "lost_start long, lost_end long"
 )
 
 
@@ -105,8 +106,7 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         client_id = f"mm2py-{self.flow.name}-{os.getpid()}"
         for result in copy_ranges(self.flow.source, self.flow.target, partition.ranges, self.settings, client_id):
             row = astuple(result)
-            yield row[:10] + ([list(s) for s in result.syncs], result.max_timestamp, result.fetched_ms,
-                              result.acked_ms)
+            yield row[:10] + ([list(s) for s in result.syncs],) + row[11:]
 
     def commit(self, end: dict) -> None:
         pass  # positions are recorded by the sink, from what tasks actually copied

@@ -55,6 +55,14 @@ class RangeResult:
     max_timestamp: int = -1  # newest record timestamp copied (ms), -1 if none
     fetched_ms: int = -1  # wall clock when the batch holding it was fetched
     acked_ms: int = -1  # wall clock when the target acknowledged the range's last batch
+    # A partition the target refused to take (mm2py.source.copier): the source offset of the
+    # batch it stopped at (next_offset is that offset), the batch's size and the reason.
+    stall_offset: int = -1
+    stall_bytes: int = -1
+    stall_reason: str = ""
+    # source offsets [lost_start, lost_end) deleted by retention before they were mirrored
+    lost_start: int = -1
+    lost_end: int = -1
 
 
 def tp_key(topic: str, partition: int) -> str:

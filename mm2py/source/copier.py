@@ -10,19 +10,29 @@ Invariants:
   requests to a broker are answered in order, and the producer id's sequences enforce it);
 - a range ends only after every batch it owns (base offset in ``[start, end)``) is acked;
 - any error fails the task; Spark's retry re-copies the ranges (at-least-once), and the
-  positions on the target move only after the whole micro-batch succeeded.
+  positions on the target move only after the whole micro-batch succeeded;
+- except where the target refuses one partition for good (a batch larger than the remote
+  topic's max.message.bytes, or the remote topic deleted): that partition *stalls*. It stops
+  at the refused batch (next_offset is its base offset, so nothing past it counts as
+  mirrored), the rest of the task goes on, and the result row carries the offset, size and
+  reason; the planner re-plans it from there (mm2py.source.stalls);
+- records deleted from the source before they were mirrored (retention) are skipped from the
+  log start on, and the lost range is reported in the result row rather than failing the flow.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import kafka.errors as kerr
 from kafka.future import Future
 
 from mm2py.config.model import ClusterConfig
-from mm2py.errors import DataLossError, KafkaError
+from mm2py.errors import AuthorizationError, DataLossError, KafkaError, RecordTooLargeError, missing_acl
 from mm2py.kafka import batches as rb
 from mm2py.kafka.wire import FetchedPartition, RawClient, TopicPartition, error_for, to_kafka_error
 from mm2py.source.aborted import AbortedFilter
@@ -30,6 +40,7 @@ from mm2py.source.clients import task_clients
 from mm2py.source.ranges import PartitionRange, RangeResult
 
 OFFSET_OUT_OF_RANGE = 1
+UNKNOWN_TOPIC_OR_PARTITION = 3
 RETRIABLE_FETCH = {3, 5, 6, 74, 75}  # unknown topic, leader n/a, not leader, fenced/unknown epoch
 
 
@@ -68,16 +79,34 @@ class _Partition:
     in_flight: deque[list[int] | tuple[int, int]] = field(default_factory=deque)
     queue: deque[tuple[rb.Pieces, list[int] | tuple[int, int]]] = field(default_factory=deque)
     queued_bytes: int = 0
+    in_flight_bytes: deque[int] = field(default_factory=deque)
+    stall_offset: int = -1
+    stall_bytes: int = -1
+    stall_reason: str = ""
+    lost: tuple[int, int] | None = None
+
+    @property
+    def stalled(self) -> bool:
+        return self.stall_offset >= 0
+
+    def stall(self, offset: int, size: int, reason: str) -> None:
+        """Stop at the batch starting at ``offset``: nothing from it on counts as mirrored."""
+        self.stall_offset, self.stall_bytes, self.stall_reason = offset, size, reason
+        self.done = True
+        self.queue.clear()
+        self.queued_bytes = 0
 
     def result(self) -> RangeResult:
         # close with where the next record will land: the index then knows the run's end
         if self.run_next is not None and self.syncs[-1] != self.run_next:
             self.syncs.append(self.run_next)
         r = self.range
+        lost_start, lost_end = self.lost or (-1, -1)
         return RangeResult(
-            r.topic, r.partition, r.start, r.end, self.next_fetch, self.records, self.bytes,
-            self.batches, self.rebuilt, self.dropped, tuple(self.syncs), self.max_timestamp,
-            self.fetched_ms, self.acked_ms,
+            r.topic, r.partition, r.start, r.end, self.stall_offset if self.stalled else self.next_fetch,
+            self.records, self.bytes, self.batches, self.rebuilt, self.dropped, tuple(self.syncs),
+            self.max_timestamp, self.fetched_ms, self.acked_ms, self.stall_offset, self.stall_bytes,
+            self.stall_reason, lost_start, lost_end,
         )
 
     def acked(self, downstream_base: int, lag_max: int) -> None:
@@ -88,6 +117,9 @@ class _Partition:
         translate MM2's way ("last sync + 1") stay close too.
         """
         upstream = self.in_flight.popleft()
+        self.in_flight_bytes.popleft()
+        if self.stalled:
+            return  # a batch sent before the stall may still be acked; it is copied again later
         if isinstance(upstream, tuple):  # (base, count) of a batch passed unchanged
             base, count = upstream
             self._sync_if_due(base, downstream_base, lag_max)
@@ -117,19 +149,53 @@ def copy_ranges(
         hashed = copy_rehashed(source, target, [r for r in ranges if r.target_partitions], settings, client_id)
         return hashed + (copy_ranges(source, target, rest, settings, client_id) if rest else [])
     with task_clients(source, target, client_id, settings.request_timeout_ms) as (src, dst):
-        return _Copier(src, dst, ranges, settings).run()
+        return _Copier(src, dst, ranges, settings, (principal_of(source), principal_of(target))).run()
 
 
 class _Copier:
-    def __init__(self, src: RawClient, dst: RawClient, ranges: list[PartitionRange], settings: CopySettings):
+    def __init__(self, src: RawClient, dst: RawClient, ranges: list[PartitionRange], settings: CopySettings,
+                 principals: tuple[str | None, str | None] = (None, None)):
         self.src, self.dst, self.settings = src, dst, settings
+        self.principals = principals
         self.parts = {
             (r.topic, r.partition): _Partition(r, (r.target_topic, r.partition), r.start) for r in ranges
         }
-        self.producer_id, self.epoch = dst.init_producer_id()
-        self.src_leaders = src.leaders({r.topic for r in ranges})
-        self.dst_leaders = dst.leaders({r.target_topic for r in ranges})
+        with self._acl("WRITE", "TOPIC", ranges[0].target_topic if ranges else "", target=True):
+            self.producer_id, self.epoch = dst.init_producer_id()
+        with self._acl("DESCRIBE", "TOPIC", ", ".join(sorted({r.topic for r in ranges}))):
+            self.src_leaders = src.leaders({r.topic for r in ranges})
+        self.dst_leaders = self._target_leaders({r.target_topic for r in ranges})
         self.produce_futures: deque[tuple[Future, int, dict[TopicPartition, _Partition]]] = deque()
+
+    @contextlib.contextmanager
+    def _acl(self, operation: str, resource_type: str, name: str, *, target: bool = False) -> Iterator[None]:
+        """Turn an authorization failure into one naming the ACL that is missing."""
+        try:
+            yield
+        except AuthorizationError as e:
+            client = self.dst if target else self.src
+            raise missing_acl(operation, resource_type, name, cluster=client.alias,
+                              principal=self.principals[1 if target else 0], cause=e) from e
+
+    def _target_leaders(self, topics: set[str]) -> dict[TopicPartition, int]:
+        """Leaders of the remote topics; partitions of a remote topic that is gone stall."""
+        with self._acl("DESCRIBE", "TOPIC", ", ".join(sorted(topics)), target=True):
+            try:
+                return self.dst.leaders(topics)
+            except KafkaError as e:
+                if "UnknownTopicOrPartition" not in str(e):
+                    raise
+            leaders: dict[TopicPartition, int] = {}
+            for topic in sorted(topics):  # one by one, to find which are missing
+                try:
+                    leaders.update(self.dst.leaders({topic}))
+                except KafkaError as e:
+                    if "UnknownTopicOrPartition" not in str(e):
+                        raise
+                    for part in self.parts.values():
+                        if part.target[0] == topic:
+                            part.stall(part.next_fetch, -1, f"remote topic {topic} does not exist on the target")
+            return leaders
 
     def run(self) -> list[RangeResult]:
         fetches: dict[int, Future] = {}
@@ -179,20 +245,29 @@ class _Copier:
     def _handle_fetched(self, tp: TopicPartition, data: FetchedPartition) -> None:
         part = self.parts[tp]
         r = part.range
+        if part.stalled:
+            return  # a fetch sent before the partition stalled
         if data.error_code == OFFSET_OUT_OF_RANGE:
             start = self.src.log_start_offset(self.src_leaders[tp], tp)
             if start <= part.next_fetch:
                 return  # the log moved under us (leader change): fetch again
-            raise DataLossError(
-                f"records [{part.next_fetch}, {start}) were deleted from the source (retention or "
-                f"delete-records) before they were mirrored; the log now starts at {start}",
-                cluster=self.src.alias, topic=r.topic, partition=r.partition, offset=part.next_fetch,
-            )
+            # gone for good: waiting cannot bring them back, and failing would stop every other
+            # partition too. Skip to the log start (as MM2 does, silently) and report the range.
+            lost_from = part.lost[0] if part.lost else part.next_fetch
+            part.lost = (lost_from, start)
+            part.next_fetch = start
+            if start >= r.end:
+                part.done = True
+            return
         if data.error_code in RETRIABLE_FETCH:
             time.sleep(0.2)
             self.src_leaders = self.src.leaders({p.range.topic for p in self.parts.values()})
             return
         if data.error_code:
+            if issubclass(error_for(data.error_code), kerr.AuthorizationError):
+                raise missing_acl("READ", "TOPIC", r.topic, cluster=self.src.alias, principal=self.principals[0],
+                                  cause=to_kafka_error(data.error_code, cluster=self.src.alias, topic=r.topic,
+                                                       partition=r.partition))
             raise to_kafka_error(
                 data.error_code, cluster=self.src.alias, topic=r.topic, partition=r.partition,
                 offset=part.next_fetch,
@@ -270,8 +345,10 @@ class _Copier:
                 if part.queue and len(part.in_flight) < 5:
                     node = self.dst_leaders[part.target]
                     payload, upstream = part.queue.popleft()
-                    part.queued_bytes -= sum(len(p) for p in payload)
+                    size = sum(len(p) for p in payload)
+                    part.queued_bytes -= size
                     part.in_flight.append(upstream)
+                    part.in_flight_bytes.append(size)
                     part.batches += 1
                     rounds.setdefault(node, {})[part.target] = part
                     payloads.setdefault(node, {})[part.target] = payload
@@ -291,6 +368,13 @@ class _Copier:
             self.produce_futures.popleft()
             for tp, result in RawClient.produced(response).items():
                 part = parts[tp]
+                if result.error_code and part.stalled:
+                    # batches sent after the refused one fail on their sequence numbers
+                    part.in_flight.popleft()
+                    part.in_flight_bytes.popleft()
+                    continue
+                if result.error_code and self._stalls(part, result.error_code, result.error_message):
+                    continue
                 if result.error_code:
                     exc = error_for(result.error_code)
                     err = to_kafka_error(
@@ -308,3 +392,29 @@ class _Copier:
                     if part.queue:
                         self._send_produce()
                         break
+
+    def _stalls(self, part: _Partition, code: int, detail: str | None) -> bool:
+        """True when the target refused ``part``'s oldest in-flight batch for good: stall it there."""
+        exc = error_for(code)
+        tp = part.target
+        if issubclass(exc, kerr.AuthorizationError):
+            raise missing_acl("WRITE", "TOPIC", tp[0], cluster=self.dst.alias, principal=self.principals[1],
+                              cause=to_kafka_error(code, cluster=self.dst.alias, topic=tp[0], partition=tp[1]))
+        error = to_kafka_error(code, cluster=self.dst.alias, topic=tp[0], partition=tp[1], detail=detail)
+        if isinstance(error, RecordTooLargeError):
+            reason = f"the target refused a batch as too large ({error_for(code).__name__})"
+        elif code == UNKNOWN_TOPIC_OR_PARTITION:
+            reason = f"remote topic {tp[0]} does not exist on the target (deleted?)"
+        else:
+            return False
+        upstream = part.in_flight.popleft()
+        size = part.in_flight_bytes.popleft()
+        part.stall(upstream[0], size, reason)  # (base, count) or the record offsets: first one either way
+        return True
+
+
+def principal_of(cluster: ClusterConfig) -> str | None:
+    """The principal a cluster's clients authenticate as, when the settings tell (SASL user)."""
+    from mm2py.kafka.admin import principal_of as admin_principal
+
+    return admin_principal(cluster.client)

@@ -4,7 +4,9 @@ Spark offsets of the source connector are a plain JSON dict::
 
     {"p": {"orders:0": 1200, ...},     # next source offset to plan, per partition
      "exact": ["orders:0", ...],       # starts that are exact record positions (see ranges.py)
-     "new": {"refunds:0": 0}}          # start of partitions first seen in this batch
+     "new": {"refunds:0": 0},          # start of partitions first seen in this batch
+     "r": {"orders:1": [800, true]}}   # restarts (offset, exact) of partitions whose last copy
+                                       # stopped short (mm2py.source.stalls)
 
 Invariants:
 - a remote topic exists with at least the source's partition count before a range of it
@@ -17,7 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -31,6 +33,7 @@ from mm2py.positions import PositionStore
 from mm2py.source.deletes import orphaned_remote_topics
 from mm2py.source.mismatch import Action, on_fewer_partitions
 from mm2py.source.ranges import PartitionRange, split_key, tp_key
+from mm2py.source.stalls import PlannedRange, PositionTail, short_ranges
 
 log = structlog.get_logger(__name__)
 
@@ -55,13 +58,18 @@ class Offsets:
     positions: dict[str, int]
     exact: frozenset[str]
     new: dict[str, int]
+    restart: dict[str, tuple[int, bool]] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: dict) -> Offsets:
-        return cls(dict(raw.get("p", {})), frozenset(raw.get("exact", ())), dict(raw.get("new", {})))
+        restart = {k: (int(v[0]), bool(v[1])) for k, v in raw.get("r", {}).items()}
+        return cls(dict(raw.get("p", {})), frozenset(raw.get("exact", ())), dict(raw.get("new", {})), restart)
 
     def to_json(self) -> dict:
-        return {"p": self.positions, "exact": sorted(self.exact), "new": self.new}
+        out = {"p": self.positions, "exact": sorted(self.exact), "new": self.new}
+        if self.restart:  # absent unless needed: offsets without it stay as they always were
+            out["r"] = {k: [offset, exact] for k, (offset, exact) in sorted(self.restart.items())}
+        return out
 
     def start_of(self, key: str) -> int | None:
         return self.positions.get(key, self.new.get(key))
@@ -89,6 +97,11 @@ class SourcePlanner:
         # per partition: bytes on the source's disk per offset, so micro-batches are sized in
         # bytes (a compressed 100-byte record may take 15 bytes, an uncompressed 1 KiB one 1 KiB)
         self.bytes_per_offset: dict[str, float] = {}
+        # ranges of the micro-batch planned last, checked against the recorded positions before
+        # the next one is planned (a copy may stop a partition short: mm2py.source.stalls)
+        self._planned: dict[str, PlannedRange] = {}
+        self._tail: PositionTail | None = None
+        self._restarted: dict[str, int] = {}  # partition -> offset last restarted from
 
     # -- topics -----------------------------------------------------------------------
 
@@ -230,16 +243,50 @@ class SourcePlanner:
         ends = self.src.list_offsets(self.all_partitions(), "latest")
         self._available_now = {tp_key(*tp): off for tp, off in ends.items()}
 
+    def _stopped_short(self) -> dict[str, tuple[int, bool]]:
+        """Partitions of the last micro-batch whose copy stopped before the planned end.
+
+        They start again where the copy stopped. In an availableNow run (--once) a partition that
+        stops at the same offset twice is left there, so the run ends; its ERROR lines say why.
+        """
+        planned, self._planned = self._planned, {}
+        if not planned:
+            return {}
+        if self._tail is None:
+            self._tail = PositionTail(self.flow.target, self.flow.source.alias, self.dst,
+                                      timeout_ms=self.flow.admin_timeout_ms)
+        recorded = self._tail.refresh()
+        short = short_ranges(planned, {k: recorded.get(split_key(k)) for k in planned})
+        restart = {}
+        for key, r in short.items():
+            again = self._restarted.get(key) == r.begin
+            if again and self._available_now is not None:
+                log.error("partition left behind in this run: its copy keeps stopping at the same offset",
+                          flow=self.flow.name, partition=key, offset=r.begin)
+                continue
+            if not again:
+                log.warning("copy stopped short of the planned end; planning the partition again from there",
+                            flow=self.flow.name, partition=key, offset=r.begin, planned_end=r.end)
+            self._restarted[key] = r.begin
+            restart[key] = (r.begin, r.exact)
+        for key in planned.keys() - short.keys():
+            self._restarted.pop(key, None)
+        return restart
+
     def latest_offsets(self, start_raw: dict, max_bytes: int | None) -> dict:
         start = Offsets.parse(start_raw)
-        self.refresh_topics()
+        restart = self._stopped_short()
+        # a remote topic deleted meanwhile stops its partitions short: a refresh re-creates it
+        self.refresh_topics(force=bool(restart))
         tps = self.all_partitions()
         keys = {tp_key(*tp): tp for tp in tps}
+        restart = {k: v for k, v in restart.items() if k in keys}
         known = {k: v for k, v in start.positions.items() if k in keys}
+        known.update({k: offset for k, (offset, _) in restart.items()})
         fresh = [tp for k, tp in keys.items() if start.start_of(k) is None]
         # partitions first seen now: their start rides along in "new" for ranges() to find
         new, new_exact = self._initial_start(fresh) if fresh else ({}, set())
-        exact = set(start.exact) | new_exact
+        exact = (set(start.exact) - set(restart)) | new_exact | {k for k, (_, ex) in restart.items() if ex}
 
         try:
             latest = self.src.list_offsets(tps, "latest")
@@ -253,7 +300,8 @@ class SourcePlanner:
         lag = {k: max(0, latest[tp] - begin[k]) for k, tp in keys.items()}
         ends = self._cap(begin, lag, max_bytes)
         planned = {k for k in keys if ends[k] > begin[k]}
-        return Offsets(ends, frozenset(k for k in exact if k not in planned), new).to_json()
+        return Offsets(ends, frozenset(k for k in exact if k not in planned), new,
+                       {k: v for k, v in restart.items() if k in planned}).to_json()
 
     def _deleted_on_source(self, topic: str | None) -> bool:
         """After an error about ``topic``: True if it was deleted from the source, now no longer planned.
@@ -282,12 +330,18 @@ class SourcePlanner:
     def ranges(self, start_raw: dict, end_raw: dict) -> list[PartitionRange]:
         start, end = Offsets.parse(start_raw), Offsets.parse(end_raw)
         out = []
+        planned = {}
         for key, stop in end.positions.items():
             begin = start.start_of(key)
             if begin is None:
                 begin = end.new.get(key, stop)
+            exact = key in start.exact
+            if key in end.restart:
+                begin, exact = end.restart[key]
             if stop > begin:
                 topic, partition = split_key(key)
                 out.append(PartitionRange(topic, partition, begin, stop, self.remote_topic(topic),
-                                          exact=key in start.exact, target_partitions=self.rehash.get(topic, 0)))
+                                          exact=exact, target_partitions=self.rehash.get(topic, 0)))
+                planned[key] = PlannedRange(begin, stop, exact)
+        self._planned = planned
         return out

@@ -66,6 +66,7 @@ class FlowSink:
         if self.syncs is not None and syncs:
             self.syncs.write(syncs)
         self.store.save(positions)
+        self._report_trouble(rows)
         self.totals.batches += 1
         self.totals.records += records
         self.totals.bytes += size
@@ -89,6 +90,37 @@ class FlowSink:
             seconds=round(elapsed, 3),
             mb_per_s=round(size / elapsed / 1e6, 1) if elapsed > 0 else None,
         )
+
+    def _report_trouble(self, rows: list) -> None:
+        """ERROR lines for stalled partitions (every micro-batch while they stay so) and lost ranges."""
+        for row in rows:
+            if row.lost_start >= 0:
+                log.error("source records deleted before they were mirrored (retention or delete-records): "
+                          "skipped to the log start", flow=self.flow.name, topic=row.topic, partition=row.partition,
+                          lost_from=row.lost_start, lost_to=row.lost_end, lost_records=row.lost_end - row.lost_start)
+            if row.stall_offset < 0:
+                continue
+            remote = self._remote(row.topic)
+            fields = dict(flow=self.flow.name, topic=row.topic, partition=row.partition, offset=row.stall_offset,
+                          remote_topic=remote, reason=row.stall_reason)
+            if row.stall_bytes >= 0 and "too large" in row.stall_reason:
+                fields.update(batch_bytes=row.stall_bytes, target_max_message_bytes=self._max_message_bytes(remote))
+                log.error("partition stalled: a source batch is larger than the remote topic accepts; raise its "
+                          "max.message.bytes (other partitions go on, this one retries every micro-batch)", **fields)
+            else:
+                log.error("partition stalled: the target refused it; retried every micro-batch", **fields)
+
+    def _remote(self, topic: str) -> str:
+        return flow_policy(self.flow).format_remote_topic(self.flow.source.alias, topic)
+
+    def _max_message_bytes(self, topic: str) -> int | None:
+        """The remote topic's max.message.bytes, for the report (None when it cannot be read)."""
+        try:
+            entries = Admin(self.flow.target, timeout_ms=self.flow.admin_timeout_ms).topic_configs([topic])
+        except KafkaError:
+            return None
+        value = next((e.value for e in entries.get(topic, ()) if e.name == "max.message.bytes"), None)
+        return int(value) if value is not None else None
 
     def _progress(self, lag: int | None) -> dict:
         """Records/s since the flow started and the time left at that rate (long backfills)."""

@@ -34,13 +34,14 @@ from kafka.future import Future
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import AuthorizationError, DataLossError, KafkaError, RecordTooLargeError, missing_acl
 from mm2py.kafka import batches as rb
-from mm2py.kafka.wire import FetchedPartition, RawClient, TopicPartition, error_for, to_kafka_error
+from mm2py.kafka.wire import FetchedPartition, RawClient, TopicPartition, error_for
 from mm2py.source.aborted import AbortedFilter
 from mm2py.source.clients import task_clients
 from mm2py.source.ranges import PartitionRange, RangeResult
 
 OFFSET_OUT_OF_RANGE = 1
 UNKNOWN_TOPIC_OR_PARTITION = 3
+TOO_LARGE = (kerr.MessageSizeTooLargeError, kerr.RecordListTooLargeError)
 RETRIABLE_FETCH = {3, 5, 6, 74, 75}  # unknown topic, leader n/a, not leader, fenced/unknown epoch
 
 
@@ -90,11 +91,19 @@ class _Partition:
         return self.stall_offset >= 0
 
     def stall(self, offset: int, size: int, reason: str) -> None:
-        """Stop at the batch starting at ``offset``: nothing from it on counts as mirrored."""
+        """Stop at the batch starting at ``offset``: nothing from it on counts as mirrored.
+
+        Queued batches after it are dropped; earlier ones (a stall found before sending) still go.
+        """
         self.stall_offset, self.stall_bytes, self.stall_reason = offset, size, reason
         self.done = True
-        self.queue.clear()
-        self.queued_bytes = 0
+        kept = deque(item for item in self.queue if item[1][0] < offset)
+        self.queue = kept
+        self.queued_bytes = sum(sum(len(p) for p in payload) for payload, _ in kept)
+
+    def past_stall(self) -> bool:
+        """True when the oldest in-flight batch starts at or after the stall (its outcome is moot)."""
+        return self.stalled and bool(self.in_flight) and self.in_flight[0][0] >= self.stall_offset
 
     def result(self) -> RangeResult:
         # close with where the next record will land: the index then knows the run's end
@@ -116,10 +125,14 @@ class _Partition:
         batch start once ``offset.lag.max`` offsets passed since the last one, so tools that
         translate MM2's way ("last sync + 1") stay close too.
         """
+        if self.past_stall():
+            # sent before the target refused an earlier batch, yet accepted (a producer id new to
+            # the partition takes any sequence): copied again after the stall, at-least-once
+            self.in_flight.popleft()
+            self.in_flight_bytes.popleft()
+            return
         upstream = self.in_flight.popleft()
         self.in_flight_bytes.popleft()
-        if self.stalled:
-            return  # a batch sent before the stall may still be acked; it is copied again later
         if isinstance(upstream, tuple):  # (base, count) of a batch passed unchanged
             base, count = upstream
             self._sync_if_due(base, downstream_base, lag_max)
@@ -179,22 +192,25 @@ class _Copier:
 
     def _target_leaders(self, topics: set[str]) -> dict[TopicPartition, int]:
         """Leaders of the remote topics; partitions of a remote topic that is gone stall."""
+        # AttributeError: wire.to_kafka_error fails on any topic error code but authorization ones
+        # (it names kafka.errors.RecordBatchTooLargeError, which kafka-python does not have)
         with self._acl("DESCRIBE", "TOPIC", ", ".join(sorted(topics)), target=True):
             try:
                 return self.dst.leaders(topics)
-            except KafkaError as e:
-                if "UnknownTopicOrPartition" not in str(e):
+            except (KafkaError, AttributeError) as e:
+                if isinstance(e, AuthorizationError) or (isinstance(e, KafkaError) and not e.topic):
                     raise
             leaders: dict[TopicPartition, int] = {}
             for topic in sorted(topics):  # one by one, to find which are missing
                 try:
                     leaders.update(self.dst.leaders({topic}))
-                except KafkaError as e:
-                    if "UnknownTopicOrPartition" not in str(e):
+                except (KafkaError, AttributeError) as e:
+                    if isinstance(e, AuthorizationError) or (isinstance(e, KafkaError) and not e.topic):
                         raise
                     for part in self.parts.values():
                         if part.target[0] == topic:
-                            part.stall(part.next_fetch, -1, f"remote topic {topic} does not exist on the target")
+                            part.stall(part.next_fetch, -1,
+                                       f"remote topic {topic} is missing on the target (or has no leader)")
             return leaders
 
     def run(self) -> list[RangeResult]:
@@ -266,9 +282,9 @@ class _Copier:
         if data.error_code:
             if issubclass(error_for(data.error_code), kerr.AuthorizationError):
                 raise missing_acl("READ", "TOPIC", r.topic, cluster=self.src.alias, principal=self.principals[0],
-                                  cause=to_kafka_error(data.error_code, cluster=self.src.alias, topic=r.topic,
+                                  cause=_error(data.error_code, cluster=self.src.alias, topic=r.topic,
                                                        partition=r.partition))
-            raise to_kafka_error(
+            raise _error(
                 data.error_code, cluster=self.src.alias, topic=r.topic, partition=r.partition,
                 offset=part.next_fetch,
             )
@@ -285,10 +301,18 @@ class _Copier:
             if self.settings.verify_crc:
                 rb.verify_crc(buf, view)
             trim_before = r.start if (r.exact and view.base_offset < r.start) else None
+            if part.lost and view.base_offset < part.lost[1]:
+                # the batch straddling the new log start: its records below it count as deleted
+                trim_before = part.lost[1]
             if view.base_offset < r.start and trim_before is None:
                 pass  # owned by the previous range, which mirrored it whole
             elif view.is_control or aborted.is_aborted(view):
                 part.dropped += view.record_count
+            elif r.max_batch_bytes and view.size > r.max_batch_bytes:
+                # never sent: batches after it would reach the target ahead of it
+                part.stall(view.base_offset, view.size,
+                           f"batch too large for the remote topic (max.message.bytes {r.max_batch_bytes})")
+                break
             elif view.record_count > 0:
                 self._enqueue(part, buf, view, trim_before)
                 if view.max_timestamp > part.max_timestamp:
@@ -368,7 +392,7 @@ class _Copier:
             self.produce_futures.popleft()
             for tp, result in RawClient.produced(response).items():
                 part = parts[tp]
-                if result.error_code and part.stalled:
+                if result.error_code and part.past_stall():
                     # batches sent after the refused one fail on their sequence numbers
                     part.in_flight.popleft()
                     part.in_flight_bytes.popleft()
@@ -377,7 +401,7 @@ class _Copier:
                     continue
                 if result.error_code:
                     exc = error_for(result.error_code)
-                    err = to_kafka_error(
+                    err = _error(
                         result.error_code, cluster=self.dst.alias, topic=tp[0], partition=tp[1],
                         detail=result.error_message,
                     )
@@ -399,10 +423,9 @@ class _Copier:
         tp = part.target
         if issubclass(exc, kerr.AuthorizationError):
             raise missing_acl("WRITE", "TOPIC", tp[0], cluster=self.dst.alias, principal=self.principals[1],
-                              cause=to_kafka_error(code, cluster=self.dst.alias, topic=tp[0], partition=tp[1]))
-        error = to_kafka_error(code, cluster=self.dst.alias, topic=tp[0], partition=tp[1], detail=detail)
-        if isinstance(error, RecordTooLargeError):
-            reason = f"the target refused a batch as too large ({error_for(code).__name__})"
+                              cause=_error(code, cluster=self.dst.alias, topic=tp[0], partition=tp[1]))
+        if exc in TOO_LARGE:
+            reason = f"the target refused a batch as too large ({exc.__name__}{': ' + detail if detail else ''})"
         elif code == UNKNOWN_TOPIC_OR_PARTITION:
             reason = f"remote topic {tp[0]} does not exist on the target (deleted?)"
         else:
@@ -418,3 +441,20 @@ def principal_of(cluster: ClusterConfig) -> str | None:
     from mm2py.kafka.admin import principal_of as admin_principal
 
     return admin_principal(cluster.client)
+
+
+def _error(code: int, *, cluster: str, topic: str | None = None, partition: int | None = None,
+           offset: int | None = None, detail: str | None = None) -> KafkaError:
+    """A broker error code as our error; wire.to_kafka_error's mapping, without its AttributeError.
+
+    (wire.to_kafka_error compares with kafka.errors.RecordBatchTooLargeError, which kafka-python
+    lacks, so it raises AttributeError for every code but authorization ones.)
+    """
+    exc = error_for(code)
+    text = exc.__name__ + (f": {detail}" if detail else "")
+    where = {"cluster": cluster, "topic": topic, "partition": partition, "offset": offset}
+    if issubclass(exc, kerr.AuthorizationError):
+        return AuthorizationError(f"not authorized ({text})", **where)
+    if exc in TOO_LARGE:
+        return RecordTooLargeError(f"batch larger than the target allows ({text})", **where)
+    return KafkaError(text, retriable=getattr(exc, "retriable", False), **where)

@@ -102,6 +102,7 @@ class SourcePlanner:
         self._planned: dict[str, PlannedRange] = {}
         self._tail: PositionTail | None = None
         self._restarted: dict[str, int] = {}  # partition -> offset last restarted from
+        self.max_batch_bytes: dict[str, int] = {}  # remote topic -> its max.message.bytes
 
     # -- topics -----------------------------------------------------------------------
 
@@ -148,8 +149,23 @@ class SourcePlanner:
                      remote=self.remote_topic(topic))
         self.partitions = wanted
         self._refreshed_at = time.monotonic()
+        self._read_batch_limits()
         self._estimate_sizes()
         self._sync_metadata()
+
+    def _read_batch_limits(self) -> None:
+        """Each remote topic's max.message.bytes: the copier stalls a partition at a larger batch."""
+        remotes = [self.remote_topic(t) for t in self.partitions if t not in self.rehash]
+        try:
+            configs = self.dst.topic_configs(remotes)
+        except KafkaError as e:
+            log.warning("could not read the remote topics' max.message.bytes; the target's refusal will tell",
+                        flow=self.flow.name, error=str(e))
+            return
+        for topic, entries in configs.items():
+            value = next((e.value for e in entries if e.name == "max.message.bytes"), None)
+            if value is not None:
+                self.max_batch_bytes[topic] = int(value)
 
     def _sync_metadata(self) -> None:
         # hash-written topics are someone else's: their configs and ACLs are left alone
@@ -340,8 +356,10 @@ class SourcePlanner:
                 begin, exact = end.restart[key]
             if stop > begin:
                 topic, partition = split_key(key)
-                out.append(PartitionRange(topic, partition, begin, stop, self.remote_topic(topic),
-                                          exact=exact, target_partitions=self.rehash.get(topic, 0)))
+                remote = self.remote_topic(topic)
+                out.append(PartitionRange(topic, partition, begin, stop, remote, exact=exact,
+                                          target_partitions=self.rehash.get(topic, 0),
+                                          max_batch_bytes=self.max_batch_bytes.get(remote, 0)))
                 planned[key] = PlannedRange(begin, stop, exact)
         self._planned = planned
         return out

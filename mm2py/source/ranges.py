@@ -26,6 +26,9 @@ class PartitionRange:
     # > 0 when the remote topic has fewer partitions than the source and partition.mismatch
     # is hash: records are spread over this many target partitions by key (mm2py.source.rehash)
     target_partitions: int = 0
+    # the remote topic's max.message.bytes when known (0: unknown): a larger batch stalls the
+    # partition before it is sent, so nothing after it reaches the target out of order
+    max_batch_bytes: int = 0
 
     @property
     def key(self) -> str:

@@ -17,12 +17,16 @@ def _run(args: argparse.Namespace) -> int:
     if not ranges:
         print("nothing mirrored yet matches: no partition to audit")
         return 0
+    from pyspark.sql import SparkSession
+
+    ours = SparkSession.getActiveSession() is None  # in-process callers (tests) may lend theirs
     spark = build_session(args.spark_master or config.spark.get("spark.master") or DEFAULT_MASTER, config.spark,
                           app_name="mm2py-verify")
     try:
         results = run_audit(spark, ranges)
     finally:
-        spark.stop()
+        if ours:
+            spark.stop()
     if args.json:
         print(json.dumps([{"flow": a.flow, "topic": a.check.topic, "partition": a.check.partition,
                            "source_range": a.source, "target_range": a.target,

@@ -41,6 +41,7 @@ def test_status_lag_before_and_after_mirroring(spark, cluster_a, cluster_b, uniq
     produce(cluster_a.bootstrap, topic, [(b"late", b"v", None, None)] * 7, partition=1)
     config = tmp_path / "mm2.properties"
     config.write_text(text)
+    capsys.readouterr()  # the flow's log lines so far
     assert main(["status", str(config), "--json"]) == 0
     [reported] = json.loads(capsys.readouterr().out)
     [row] = [t for t in reported["topics"] if t["topic"] == topic]

@@ -33,6 +33,7 @@ def test_verify_passes_on_the_mirror(spark, cluster_a, cluster_b, unique_name, t
     topic, text = mirrored(spark, cluster_a, cluster_b, unique_name, tmp_path, headers=[("h", b"x")])
     config = tmp_path / "mm2.properties"
     config.write_text(text)
+    capsys.readouterr()  # the flow's log lines so far
     assert main(["verify", str(config), "--topics", f"{topic}"]) == 0
     out = capsys.readouterr().out
     assert "3 partitions audited, 0 with differences" in out
@@ -60,6 +61,7 @@ def test_verify_catches_a_corrupted_and_a_missing_record(spark, cluster_a, clust
     assert not results[2].check.ok and (results[2].check.source.count, results[2].check.target.count) == (40, 39)
     config = tmp_path / "mm2.properties"
     config.write_text(text)
+    capsys.readouterr()
     assert main(["verify", str(config)]) == 1
     out = capsys.readouterr().out
     assert "DIFFERENT" in out and "MISSING" in out and "2 with differences" in out

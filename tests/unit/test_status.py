@@ -1,0 +1,40 @@
+"""Formatting of ``mm2py status``: the table, rates and time left, and the JSON shape (no broker)."""
+
+from __future__ import annotations
+
+import json
+
+from mm2py.commands.status import rates_between, render
+from mm2py.status import FlowStatus, TopicStatus
+
+
+def _flow(mirrored: int, end: int = 1000) -> FlowStatus:
+    return FlowStatus("A->B", [TopicStatus("orders", "A.orders", 3, end, mirrored, end - mirrored,
+                                           0.0 if mirrored == end else 4.5, ((0, end - mirrored, 4.5),))],
+                      last_checkpoint_age_s=2.0, last_heartbeat_age_s=None)
+
+
+def test_table_has_flow_summary_and_topic_rows() -> None:
+    text = render([_flow(400)])
+    assert "flow A->B   lag 600 records, 4.5s   last checkpoint 2.0s ago   last heartbeat never" in text
+    [row] = [line for line in text.splitlines() if "A.orders" in line]
+    assert row.split() == ["orders", "A.orders", "3", "1,000", "400", "600", "4.5"]
+
+
+def test_rates_and_time_left_from_two_snapshots() -> None:
+    rates = rates_between([_flow(400)], [_flow(700)], 2.0)
+    assert rates == {("A->B", "orders"): 150.0}
+    [row] = [line for line in render([_flow(700)], rates).splitlines() if "A.orders" in line]
+    assert row.split()[-2:] == ["150", "2s"], "300 records left at 150/s"
+    [done] = [line for line in render([_flow(1000)], {("A->B", "orders"): 0.0}).splitlines() if "A.orders" in line]
+    assert done.endswith("caught up")
+
+
+def test_unreachable_flow_and_json_shape() -> None:
+    assert render([FlowStatus("A->B", error="cluster A (127.0.0.1:1) unreachable")]) == \
+        "flow A->B: UNAVAILABLE: cluster A (127.0.0.1:1) unreachable"
+    out = json.loads(json.dumps(_flow(400).to_json()))
+    assert (out["flow"], out["lag_records"], out["lag_seconds"]) == ("A->B", 600, 4.5)
+    assert out["topics"][0] | {"partition_lags": None} == {
+        "topic": "orders", "remote_topic": "A.orders", "partitions": 3, "source_end": 1000, "mirrored": 400,
+        "lag_records": 600, "lag_seconds": 4.5, "partition_lags": None}

@@ -125,11 +125,29 @@ class Admin:
         conf = rdkafka_config(cluster.bootstrap_servers, cluster.admin, cluster.alias)
         conf.setdefault("client.id", f"mm2py-admin-{cluster.alias}")
         self._conf = conf
-        self._client = AdminClient(conf)
+        # librdkafka reports a refused login only through error_cb; the request itself then
+        # fails as a transport error or times out, which would read as "unreachable"
+        self._auth_failure: str | None = None
+        self._client = AdminClient({**conf, "error_cb": self._on_client_error})
         self.principal = principal_of(cluster.admin)
+
+    def _on_client_error(self, err: CKafkaError) -> None:
+        if err.code() in (CKafkaError._AUTHENTICATION, CKafkaError.SASL_AUTHENTICATION_FAILED):
+            self._auth_failure = err.str()
+
+    def _refused_login(self, action: str, cause: BaseException, topic: str | None = None) -> KafkaError | None:
+        self._client.poll(0)  # serves error_cb
+        if self._auth_failure is None:
+            return None
+        return AuthenticationError(f"authentication failed ({action}): {self._auth_failure}; check the "
+                                   "sasl.*/ssl.* settings of this cluster", cluster=self.alias, topic=topic,
+                                   cause=cause)
 
     def _translate(self, exc: BaseException, action: str, topic: str | None = None,
                    group: str | None = None) -> KafkaError:
+        refused = self._refused_login(action, exc, topic)
+        if refused is not None:
+            return refused
         return translate(exc, cluster=self.alias, action=action, topic=topic, principal=self.principal, group=group)
 
     @property
@@ -142,6 +160,9 @@ class Admin:
         except KafkaException as e:
             raise self._translate(e, action, topic, group) from e
         except TimeoutError as e:
+            refused = self._refused_login(action, e, topic)
+            if refused is not None:
+                raise refused from e
             raise ClusterUnreachableError(
                 f"{action}: no answer from {self.bootstrap} within {self.timeout:.0f} s",
                 cluster=self.alias, topic=topic, cause=e, retriable=True,

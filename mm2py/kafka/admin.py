@@ -132,8 +132,8 @@ class Admin:
         self.principal = principal_of(cluster.admin)
 
     def _on_client_error(self, err: CKafkaError) -> None:
-        if err.code() in (CKafkaError._AUTHENTICATION, CKafkaError.SASL_AUTHENTICATION_FAILED):
-            self._auth_failure = err.str()
+        if err.code() in (CKafkaError._AUTHENTICATION, CKafkaError.SASL_AUTHENTICATION_FAILED, CKafkaError._SSL):
+            self._auth_failure = err.str()  # _SSL: e.g. the broker's certificate is not trusted
 
     def _refused_login(self, action: str, cause: BaseException, topic: str | None = None) -> KafkaError | None:
         self._client.poll(0)  # serves error_cb

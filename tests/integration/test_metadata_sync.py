@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -34,10 +35,15 @@ STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 def configs(bootstrap: str, topic: str, client: dict | None = None) -> dict[str, tuple[str, bool]]:
-    """name -> (value, is_default) of a topic's configs."""
+    """name -> (value, is_default) of a topic's configs ({} while the topic does not exist)."""
     admin = AdminClient({**(client or {}), "bootstrap.servers": bootstrap})
     resource = ConfigResource(ResourceType.TOPIC, topic)
-    entries = admin.describe_configs([resource])[resource].result(30)
+    try:
+        entries = admin.describe_configs([resource])[resource].result(30)
+    except KafkaException as e:
+        if e.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return {}
+        raise
     return {e.name: (e.value, e.is_default) for e in entries.values()}
 
 

@@ -5,8 +5,10 @@ Spark offsets of the source connector are a plain JSON dict::
     {"p": {"orders:0": 1200, ...},     # next source offset to plan, per partition
      "exact": ["orders:0", ...],       # starts that are exact record positions (see ranges.py)
      "new": {"refunds:0": 0},          # start of partitions first seen in this batch
-     "r": {"orders:1": [800, true]}}   # restarts (offset, exact) of partitions whose last copy
+     "r": {"orders:1": [800, true]},   # restarts (offset, exact) of partitions whose last copy
                                        # stopped short (mm2py.source.stalls)
+     "rn": 7}                          # a count of restarts, so that a retry with no new data
+                                       # still differs from the last offsets and Spark runs it
 
 Invariants:
 - a remote topic exists with at least the source's partition count before a range of it
@@ -40,6 +42,8 @@ log = structlog.get_logger(__name__)
 TP = tuple[str, int]
 # Before the first size estimate (or for an empty log) plan as if an offset carried this much.
 ASSUMED_BYTES_PER_OFFSET = 512
+# While a partition stays stalled, topics and their limits are re-read this often.
+STALL_REFRESH_SECONDS = 30
 
 
 def flow_policy(flow: FlowConfig) -> ReplicationPolicy:
@@ -59,16 +63,19 @@ class Offsets:
     exact: frozenset[str]
     new: dict[str, int]
     restart: dict[str, tuple[int, bool]] = field(default_factory=dict)
+    restart_count: int = 0
 
     @classmethod
     def parse(cls, raw: dict) -> Offsets:
         restart = {k: (int(v[0]), bool(v[1])) for k, v in raw.get("r", {}).items()}
-        return cls(dict(raw.get("p", {})), frozenset(raw.get("exact", ())), dict(raw.get("new", {})), restart)
+        return cls(dict(raw.get("p", {})), frozenset(raw.get("exact", ())), dict(raw.get("new", {})), restart,
+                   int(raw.get("rn", 0)))
 
     def to_json(self) -> dict:
         out = {"p": self.positions, "exact": sorted(self.exact), "new": self.new}
         if self.restart:  # absent unless needed: offsets without it stay as they always were
             out["r"] = {k: [offset, exact] for k, (offset, exact) in sorted(self.restart.items())}
+            out["rn"] = self.restart_count
         return out
 
     def start_of(self, key: str) -> int | None:
@@ -102,6 +109,7 @@ class SourcePlanner:
         self._planned: dict[str, PlannedRange] = {}
         self._tail: PositionTail | None = None
         self._restarted: dict[str, int] = {}  # partition -> offset last restarted from
+        self._stall_refresh_at = 0.0
         self.max_batch_bytes: dict[str, int] = {}  # remote topic -> its max.message.bytes
 
     # -- topics -----------------------------------------------------------------------
@@ -281,6 +289,7 @@ class SourcePlanner:
                           flow=self.flow.name, partition=key, offset=r.begin)
                 continue
             if not again:
+                self._stall_refresh_at = 0.0  # new: refresh now (a deleted remote topic is re-created)
                 log.warning("copy stopped short of the planned end; planning the partition again from there",
                             flow=self.flow.name, partition=key, offset=r.begin, planned_end=r.end)
             self._restarted[key] = r.begin
@@ -292,8 +301,12 @@ class SourcePlanner:
     def latest_offsets(self, start_raw: dict, max_bytes: int | None) -> dict:
         start = Offsets.parse(start_raw)
         restart = self._stopped_short()
-        # a remote topic deleted meanwhile stops its partitions short: a refresh re-creates it
-        self.refresh_topics(force=bool(restart))
+        # A remote topic deleted meanwhile stops its partitions short: a refresh re-creates it; one
+        # raised max.message.bytes is seen by a refresh too. At once for a new stall, then every 30 s.
+        force = bool(restart) and time.monotonic() - self._stall_refresh_at >= STALL_REFRESH_SECONDS
+        if force:
+            self._stall_refresh_at = time.monotonic()
+        self.refresh_topics(force=force)
         tps = self.all_partitions()
         keys = {tp_key(*tp): tp for tp in tps}
         restart = {k: v for k, v in restart.items() if k in keys}
@@ -316,8 +329,9 @@ class SourcePlanner:
         lag = {k: max(0, latest[tp] - begin[k]) for k, tp in keys.items()}
         ends = self._cap(begin, lag, max_bytes)
         planned = {k for k in keys if ends[k] > begin[k]}
-        return Offsets(ends, frozenset(k for k in exact if k not in planned), new,
-                       {k: v for k, v in restart.items() if k in planned}).to_json()
+        restart = {k: v for k, v in restart.items() if k in planned}
+        return Offsets(ends, frozenset(k for k in exact if k not in planned), new, restart,
+                       start.restart_count + 1 if restart else 0).to_json()
 
     def _deleted_on_source(self, topic: str | None) -> bool:
         """After an error about ``topic``: True if it was deleted from the source, now no longer planned.

@@ -309,3 +309,41 @@ def test_remote_topic_deleted_while_running_is_recreated_without_loss(spark, clu
     got = [r.value for rs in consume_all(cluster_b.bootstrap, remote).values() for r in rs]
     assert sorted(v for v in got if v.startswith(b"after")) == sorted(v for _, v, _, _ in after), "no duplicates"
     assert any(remote in str(e.get("reason", "")) for e in errors_logged(logs)), errors_logged(logs)
+
+
+def test_too_large_batch_in_a_running_flow_reports_every_micro_batch_and_resumes(spark, cluster_a, cluster_b,
+                                                                                unique_name, tmp_path):
+    topic, remote = unique_name, f"A.{unique_name}"
+    create_topic(cluster_a.bootstrap, topic, 2)
+    create_topic(cluster_b.bootstrap, remote, 2, {"max.message.bytes": "4000"})
+    produce(cluster_a.bootstrap, topic, [(None, b"B" * 20000, None, None)], partition=1)
+    produce(cluster_a.bootstrap, topic, [(None, b"after", None, None)], partition=1)
+    config = load_text(properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
+                                  {"A->B": {"topics": topic, "sync.topic.configs.enabled": "false"}}))
+    engine = Engine(config, spark, str(tmp_path / "ckpt"))
+    stop = threading.Event()
+    runner = threading.Thread(target=engine.wait, args=(stop,), daemon=True)
+
+    def stalled_reports() -> list[dict]:
+        return [e for e in errors_logged(logs) if e.get("partition") == 1 and "stalled" in e["event"]]
+
+    with structlog.testing.capture_logs() as logs:
+        engine.start(config.enabled_flows)
+        try:
+            runner.start()
+            for i in range(3):  # partition 0 keeps flowing meanwhile
+                produce(cluster_a.bootstrap, topic, [(None, b"p0-%d" % i, None, None)], partition=0)
+                wait_until(lambda i=i: end_offsets(cluster_b.bootstrap, remote).get(0, 0) >= i + 1, 60,
+                           message=f"record {i} of partition 0 mirrored")
+            wait_until(lambda: len(stalled_reports()) >= 2, 60, message="the stall reported again")
+            assert end_offsets(cluster_b.bootstrap, remote).get(1, 0) == 0
+            set_topic_config(cluster_b.bootstrap, remote, "max.message.bytes", "100000")
+            wait_until(lambda: end_offsets(cluster_b.bootstrap, remote).get(1, 0) >= 2, 90,
+                       message="partition 1 resumed after the limit was raised")
+        finally:
+            stop.set()
+            engine.stop()
+    assert values(consume_all(cluster_b.bootstrap, remote)) == {
+        0: [b"p0-0", b"p0-1", b"p0-2"], 1: [b"B" * 20000, b"after"]}
+    report = stalled_reports()[0]
+    assert report["offset"] == 0 and report["target_max_message_bytes"] == 4000 and report["batch_bytes"] > 20000

@@ -31,9 +31,9 @@ def test_range_with_nothing_copied_restarts_at_its_own_start():
 def test_restarts_ride_in_the_offsets_json_only_when_present():
     plain = Offsets({"t:0": 5}, frozenset(), {})
     assert "r" not in plain.to_json()
-    with_restart = Offsets({"t:0": 20}, frozenset(), {}, {"t:0": (15, True)})
+    with_restart = Offsets({"t:0": 20}, frozenset(), {}, {"t:0": (15, True)}, 3)
     raw = with_restart.to_json()
-    assert raw["r"] == {"t:0": [15, True]}
+    assert raw["r"] == {"t:0": [15, True]} and raw["rn"] == 3
     assert Offsets.parse(raw) == with_restart
 
 

@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, TopicPartition
 from mm2py import devcluster
 from mm2py.checkpoint import load_checkpoints, run_checkpoints
 from mm2py.config import load_text
+from mm2py.heartbeat import emit_heartbeat
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import SINGLE_BROKER, mirror_once
 from tests.kafkautil import consume_all, create_topic, produce
@@ -78,6 +79,10 @@ def test_sasl_source_to_ssl_target_data_syncs_and_checkpoints(spark, secure_clus
     assert got == {(f"A.{topic}", 0): (60, 60), (f"A.{topic}", 1): (40, 40)}
     on_target = consume_all(ssl.bootstrap, "A.checkpoints.internal", client=dst_client)
     assert sum(len(p) for p in on_target.values()) >= 2, "checkpoints written to the SSL target"
+
+    beat = emit_heartbeat(flow, now_ms=1_700_000_123_000)
+    beats = consume_all(ssl.bootstrap, "heartbeats", client=dst_client)
+    assert any(r.timestamp == beat.timestamp for p in beats.values() for r in p), "heartbeat on the SSL target"
 
 
 def test_ssl_source_to_sasl_target_with_syncs_on_target(spark, secure_clusters, unique_name, tmp_path):

@@ -54,13 +54,16 @@ class PositionTail:
         self._consumer: Consumer | None = None
         self._next: dict[int, int] = {}  # positions-topic partition -> next offset to read
         self._partitions = 0
+        self._assigned = False
 
     def _open(self) -> Consumer:
         if self._consumer is None:
             conf = rdkafka_config(self.store.target.bootstrap_servers, self.store.target.client, self.alias)
             conf.update({"group.id": f"mm2py-stalls-{self.store.source_alias}", "enable.auto.commit": False,
                          "enable.partition.eof": False, "isolation.level": "read_committed",
-                         "auto.offset.reset": "earliest"})
+                         "auto.offset.reset": "earliest",
+                         # the records asked for are already there: do not let the broker wait
+                         "fetch.wait.max.ms": 5, "fetch.error.backoff.ms": 5})
             self._consumer = Consumer(conf)
         return self._consumer
 
@@ -76,13 +79,15 @@ class PositionTail:
             return self.positions
         consumer = self._open()
         try:
-            consumer.assign([TopicPartition(topic, p, self._next.get(p, 0)) for p in wanted])
+            if not self._assigned:  # once, every partition: later reads only fetch what is new
+                consumer.assign([TopicPartition(topic, p, self._next.get(p, 0)) for p in range(partitions)])
+                self._assigned = True
             deadline = time.monotonic() + self.timeout
             while wanted:
                 if time.monotonic() > deadline:
                     raise KafkaError(f"reading {topic} did not reach its end within {self.timeout:.0f} s",
                                      cluster=self.alias, topic=topic, retriable=True)
-                for msg in consumer.consume(10000, timeout=0.2):
+                for msg in consumer.consume(10000, timeout=0.002):
                     if msg.error():
                         raise KafkaError(str(msg.error()), cluster=self.alias, topic=topic)
                     self.store._apply(self.positions, msg.key(), msg.value())

@@ -67,7 +67,7 @@ def to_kafka_error(
     where = {"cluster": cluster, "topic": topic, "partition": partition, "offset": offset}
     if issubclass(exc, kerr.AuthorizationError):
         return AuthorizationError(f"not authorized ({text})", **where)
-    if exc in (kerr.MessageSizeTooLargeError, kerr.RecordBatchTooLargeError):
+    if exc in (kerr.MessageSizeTooLargeError, kerr.RecordListTooLargeError):
         return RecordTooLargeError(f"batch larger than the target allows ({text})", **where)
     return KafkaError(text, retriable=getattr(exc, "retriable", False), **where)
 

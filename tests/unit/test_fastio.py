@@ -92,3 +92,14 @@ def test_fetch_response_parsed_in_place_as_kafka_python_decodes_it():
     assert bytes(first.records) == records
     assert parts[("orders", 2)].records == b"" and parts[("orders", 2)].error_code == 1
     assert bytes(parts[("pay", 1)].records) == b"xyz"
+
+
+def test_broker_error_codes_map_to_our_errors():
+    from mm2py.errors import AuthorizationError, RecordTooLargeError
+    from mm2py.kafka.wire import to_kafka_error
+
+    assert isinstance(to_kafka_error(10, cluster="B", topic="t", partition=1), RecordTooLargeError)
+    assert isinstance(to_kafka_error(18, cluster="B"), RecordTooLargeError)
+    assert isinstance(to_kafka_error(29, cluster="A", topic="t"), AuthorizationError)
+    not_leader = to_kafka_error(6, cluster="A", topic="t", partition=2)
+    assert not_leader.retriable and "[cluster=A" in str(not_leader)

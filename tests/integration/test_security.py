@@ -26,7 +26,8 @@ from tests.kafkautil import consume_all, create_topic, produce
 
 pytestmark = pytest.mark.integration
 
-SASL_PORT, SSL_PORT = 39800 + PORT_OFFSET, 39900 + PORT_OFFSET
+# below the kernel's ephemeral range (32768+), so no client connection can hold them at start-up
+SASL_PORT, SSL_PORT = 31800 + PORT_OFFSET, 31900 + PORT_OFFSET
 
 
 @pytest.fixture(scope="module")

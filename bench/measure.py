@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psutil
 
@@ -14,6 +14,8 @@ class TreeSample:
     cpu_seconds: float = 0.0
     peak_rss: int = 0
     samples: int = 0
+    # CPU seconds by kind of process (the JVM, Spark's Python daemon and workers, ...): where it goes
+    cpu_by_kind: dict[str, float] = field(default_factory=dict)
 
 
 class TreeSampler:
@@ -28,6 +30,7 @@ class TreeSampler:
         self.interval = interval
         self.result = TreeSample()
         self._cpu: dict[int, float] = {}
+        self._kind: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -39,6 +42,9 @@ class TreeSampler:
         self._stop.set()
         self._thread.join()
         self.result.cpu_seconds = sum(self._cpu.values())
+        for pid, cpu in self._cpu.items():
+            kind = self._kind.get(pid, "?")
+            self.result.cpu_by_kind[kind] = round(self.result.cpu_by_kind.get(kind, 0.0) + cpu, 1)
 
     def _procs(self) -> list[psutil.Process]:
         try:
@@ -55,12 +61,27 @@ class TreeSampler:
                         t = proc.cpu_times()
                         # own time only: reaped children would otherwise count twice
                         self._cpu[proc.pid] = t.user + t.system
+                        if proc.pid not in self._kind:
+                            self._kind[proc.pid] = process_kind(proc.cmdline())
                         rss += proc.memory_info().rss
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
             self.result.peak_rss = max(self.result.peak_rss, rss)
             self.result.samples += 1
             self._stop.wait(self.interval)
+
+
+def process_kind(cmdline: list[str]) -> str:
+    """A short name for a replicator process: what its command line runs."""
+    if not cmdline:
+        return "?"
+    exe = cmdline[0].rsplit("/", 1)[-1]
+    if exe == "java":
+        return "jvm:" + next((a.rsplit(".", 1)[-1] for a in cmdline[1:] if not a.startswith("-") and "." in a
+                              and "/" not in a), "?")
+    if "-m" in cmdline[:-1]:
+        return "python:" + cmdline[cmdline.index("-m") + 1]
+    return exe
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -80,6 +80,7 @@ class RunResult:
     cpu_s_per_gb: float
     peak_rss_mb: float
     latency_ms: dict[str, float] = field(default_factory=dict)
+    cpu_by_kind: dict[str, float] = field(default_factory=dict)
 
 
 def topic_names(w: Workload) -> list[str]:
@@ -289,7 +290,8 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int) -> RunResult:
     cpu = sampler.result.cpu_seconds
     return RunResult(tool, w.name, pair, total, data_bytes, round((first or done) - t0, 2), round(mirror_s, 2),
                      round(total / mirror_s), round(data_bytes / mirror_s / 1e6, 1), round(cpu, 1),
-                     round(cpu / gb, 1) if gb else 0.0, round(sampler.result.peak_rss / 2**20), latency)
+                     round(cpu / gb, 1) if gb else 0.0, round(sampler.result.peak_rss / 2**20), latency,
+                     sampler.result.cpu_by_kind)
 
 
 def summarize(results: list[RunResult]) -> str:

@@ -95,6 +95,17 @@ class TopicFilter(_IncludeExclude):
     def should_replicate_topic(self, topic: str) -> bool:
         return self.matches(topic)
 
+    def named_topics(self) -> tuple[str, ...]:
+        """Include entries that spell one topic name (``orders``, ``eu.orders``) and are not excluded.
+
+        A name the operator wrote out is expected to exist; a regular expression may match nothing.
+        (A dot in a name is a regex wildcard too, and matches itself.)
+        """
+        return tuple(p for p in self.include if _TOPIC_NAME.fullmatch(p) and self.matches(p))
+
+
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
 
 class GroupFilter(_IncludeExclude):
     """``groups`` / ``groups.exclude`` (MM2's DefaultGroupFilter)."""

@@ -181,6 +181,24 @@ class Admin:
             out[name] = len(topic.partitions)
         return out
 
+    def invisible_topics(self, names: Iterable[str]) -> dict[str, str]:
+        """Of ``names``, those a topic listing leaves out, each with why: "missing" or "unauthorized".
+
+        A cluster lists only the topics the principal may DESCRIBE; asked by name, it tells
+        an unauthorized topic apart from one that does not exist.
+        """
+        out = {}
+        for name in names:
+            try:
+                md = self._client.list_topics(topic=name, timeout=self.timeout)
+            except KafkaException as e:
+                raise self._translate(e, f"describing topic {name}", topic=name) from e
+            error = md.topics[name].error if name in md.topics else None
+            if error is None:
+                continue
+            out[name] = "unauthorized" if error.code() == CKafkaError.TOPIC_AUTHORIZATION_FAILED else "missing"
+        return out
+
     def broker_count(self) -> int:
         try:
             return len(self._client.list_topics(timeout=self.timeout).brokers)

@@ -8,6 +8,9 @@ responses give each batch's target base offset, from which the exact offset sync
 Invariants:
 - batches of one partition reach the target in source order (one in flight per request,
   requests to a broker are answered in order, and the producer id's sequences enforce it);
+- a partition's first batch is alone in flight until acknowledged: a broker takes any
+  sequence from a producer id new to a partition, so a refused first batch would otherwise
+  let the next one land ahead of it;
 - a range ends only after every batch it owns (base offset in ``[start, end)``) is acked;
 - any error fails the task; Spark's retry re-copies the ranges (at-least-once), and the
   positions on the target move only after the whole micro-batch succeeded;
@@ -32,9 +35,9 @@ import kafka.errors as kerr
 from kafka.future import Future
 
 from mm2py.config.model import ClusterConfig
-from mm2py.errors import AuthorizationError, DataLossError, KafkaError, RecordTooLargeError, missing_acl
+from mm2py.errors import AuthorizationError, DataLossError, KafkaError, missing_acl
 from mm2py.kafka import batches as rb
-from mm2py.kafka.wire import FetchedPartition, RawClient, TopicPartition, error_for
+from mm2py.kafka.wire import FetchedPartition, RawClient, TopicPartition, error_for, to_kafka_error
 from mm2py.source.aborted import AbortedFilter
 from mm2py.source.clients import task_clients
 from mm2py.source.ranges import PartitionRange, RangeResult
@@ -43,6 +46,8 @@ OFFSET_OUT_OF_RANGE = 1
 UNKNOWN_TOPIC_OR_PARTITION = 3
 TOO_LARGE = (kerr.MessageSizeTooLargeError, kerr.RecordListTooLargeError)
 RETRIABLE_FETCH = {3, 5, 6, 74, 75}  # unknown topic, leader n/a, not leader, fenced/unknown epoch
+# the broker keeps sequence state for the last 5 batches of a producer per partition
+MAX_IN_FLIGHT_PER_PARTITION = 5
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class _Partition:
     max_timestamp: int = -1
     fetched_ms: int = -1
     acked_ms: int = -1
+    answered: bool = False  # the target answered a batch: its sequences now enforce order
     # linear run tracking: the next (upstream, downstream) pair that continues the run
     run_next: tuple[int, int] | None = None
     syncs: list[tuple[int, int]] = field(default_factory=list)
@@ -97,9 +103,19 @@ class _Partition:
         """
         self.stall_offset, self.stall_bytes, self.stall_reason = offset, size, reason
         self.done = True
-        kept = deque(item for item in self.queue if item[1][0] < offset)
+        kept: deque[tuple[rb.Pieces, list[int] | tuple[int, int]]] = deque()
+        for payload, upstream in self.queue:
+            if upstream[0] < offset:
+                kept.append((payload, upstream))
+            else:
+                self.uncount(upstream, sum(len(p) for p in payload))
         self.queue = kept
         self.queued_bytes = sum(sum(len(p) for p in payload) for payload, _ in kept)
+
+    def uncount(self, upstream: list[int] | tuple[int, int], size: int) -> None:
+        """Take back a batch counted as copied when it was queued, which will not be."""
+        self.records -= upstream[1] if isinstance(upstream, tuple) else len(upstream)
+        self.bytes -= size
 
     def past_stall(self) -> bool:
         """True when the oldest in-flight batch starts at or after the stall (its outcome is moot)."""
@@ -125,9 +141,8 @@ class _Partition:
         batch start once ``offset.lag.max`` offsets passed since the last one, so tools that
         translate MM2's way ("last sync + 1") stay close too.
         """
-        if self.past_stall():
-            # sent before the target refused an earlier batch, yet accepted (a producer id new to
-            # the partition takes any sequence): copied again after the stall, at-least-once
+        self.answered = True
+        if self.past_stall():  # cannot happen once the first batch was acked alone; kept as a guard
             self.in_flight.popleft()
             self.in_flight_bytes.popleft()
             return
@@ -192,20 +207,18 @@ class _Copier:
 
     def _target_leaders(self, topics: set[str]) -> dict[TopicPartition, int]:
         """Leaders of the remote topics; partitions of a remote topic that is gone stall."""
-        # AttributeError: wire.to_kafka_error fails on any topic error code but authorization ones
-        # (it names kafka.errors.RecordBatchTooLargeError, which kafka-python does not have)
         with self._acl("DESCRIBE", "TOPIC", ", ".join(sorted(topics)), target=True):
             try:
                 return self.dst.leaders(topics)
-            except (KafkaError, AttributeError) as e:
-                if isinstance(e, AuthorizationError) or (isinstance(e, KafkaError) and not e.topic):
+            except KafkaError as e:
+                if isinstance(e, AuthorizationError) or not e.topic:
                     raise
             leaders: dict[TopicPartition, int] = {}
             for topic in sorted(topics):  # one by one, to find which are missing
                 try:
                     leaders.update(self.dst.leaders({topic}))
-                except (KafkaError, AttributeError) as e:
-                    if isinstance(e, AuthorizationError) or (isinstance(e, KafkaError) and not e.topic):
+                except KafkaError as e:
+                    if isinstance(e, AuthorizationError) or not e.topic:
                         raise
                     for part in self.parts.values():
                         if part.target[0] == topic:
@@ -282,9 +295,9 @@ class _Copier:
         if data.error_code:
             if issubclass(error_for(data.error_code), kerr.AuthorizationError):
                 raise missing_acl("READ", "TOPIC", r.topic, cluster=self.src.alias, principal=self.principals[0],
-                                  cause=_error(data.error_code, cluster=self.src.alias, topic=r.topic,
+                                  cause=to_kafka_error(data.error_code, cluster=self.src.alias, topic=r.topic,
                                                        partition=r.partition))
-            raise _error(
+            raise to_kafka_error(
                 data.error_code, cluster=self.src.alias, topic=r.topic, partition=r.partition,
                 offset=part.next_fetch,
             )
@@ -366,7 +379,7 @@ class _Copier:
             rounds: dict[int, dict[TopicPartition, _Partition]] = {}
             payloads: dict[int, dict[TopicPartition, rb.Pieces]] = {}
             for part in self.parts.values():
-                if part.queue and len(part.in_flight) < 5:
+                if part.queue and len(part.in_flight) < (MAX_IN_FLIGHT_PER_PARTITION if part.answered else 1):
                     node = self.dst_leaders[part.target]
                     payload, upstream = part.queue.popleft()
                     size = sum(len(p) for p in payload)
@@ -394,21 +407,13 @@ class _Copier:
                 part = parts[tp]
                 if result.error_code and part.past_stall():
                     # batches sent after the refused one fail on their sequence numbers
-                    part.in_flight.popleft()
-                    part.in_flight_bytes.popleft()
+                    part.uncount(part.in_flight.popleft(), part.in_flight_bytes.popleft())
                     continue
                 if result.error_code and self._stalls(part, result.error_code, result.error_message):
                     continue
                 if result.error_code:
-                    exc = error_for(result.error_code)
-                    err = _error(
-                        result.error_code, cluster=self.dst.alias, topic=tp[0], partition=tp[1],
-                        detail=result.error_message,
-                    )
-                    if getattr(exc, "retriable", False):
-                        err = KafkaError(str(err), cluster=self.dst.alias, topic=tp[0], partition=tp[1],
-                                         retriable=True)
-                    raise err
+                    raise to_kafka_error(result.error_code, cluster=self.dst.alias, topic=tp[0], partition=tp[1],
+                                         detail=result.error_message)
                 part.acked(result.base_offset, self.settings.offset_lag_max)
                 part.acked_ms = int(time.time() * 1000)
             if block:
@@ -423,7 +428,7 @@ class _Copier:
         tp = part.target
         if issubclass(exc, kerr.AuthorizationError):
             raise missing_acl("WRITE", "TOPIC", tp[0], cluster=self.dst.alias, principal=self.principals[1],
-                              cause=_error(code, cluster=self.dst.alias, topic=tp[0], partition=tp[1]))
+                              cause=to_kafka_error(code, cluster=self.dst.alias, topic=tp[0], partition=tp[1]))
         if exc in TOO_LARGE:
             reason = f"the target refused a batch as too large ({exc.__name__}{': ' + detail if detail else ''})"
         elif code == UNKNOWN_TOPIC_OR_PARTITION:
@@ -432,6 +437,7 @@ class _Copier:
             return False
         upstream = part.in_flight.popleft()
         size = part.in_flight_bytes.popleft()
+        part.uncount(upstream, size)
         part.stall(upstream[0], size, reason)  # (base, count) or the record offsets: first one either way
         return True
 
@@ -441,20 +447,3 @@ def principal_of(cluster: ClusterConfig) -> str | None:
     from mm2py.kafka.admin import principal_of as admin_principal
 
     return admin_principal(cluster.client)
-
-
-def _error(code: int, *, cluster: str, topic: str | None = None, partition: int | None = None,
-           offset: int | None = None, detail: str | None = None) -> KafkaError:
-    """A broker error code as our error; wire.to_kafka_error's mapping, without its AttributeError.
-
-    (wire.to_kafka_error compares with kafka.errors.RecordBatchTooLargeError, which kafka-python
-    lacks, so it raises AttributeError for every code but authorization ones.)
-    """
-    exc = error_for(code)
-    text = exc.__name__ + (f": {detail}" if detail else "")
-    where = {"cluster": cluster, "topic": topic, "partition": partition, "offset": offset}
-    if issubclass(exc, kerr.AuthorizationError):
-        return AuthorizationError(f"not authorized ({text})", **where)
-    if exc in TOO_LARGE:
-        return RecordTooLargeError(f"batch larger than the target allows ({text})", **where)
-    return KafkaError(text, retriable=getattr(exc, "retriable", False), **where)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from mm2py.config.model import FlowConfig
-from mm2py.errors import KafkaError
+from mm2py.errors import KafkaError, missing_acl
 from mm2py.filters import TopicFilter
 from mm2py.kafka.admin import Admin
 from mm2py.metadata.sync import MetadataSync
@@ -109,8 +109,12 @@ class SourcePlanner:
         self._planned: dict[str, PlannedRange] = {}
         self._tail: PositionTail | None = None
         self._restarted: dict[str, int] = {}  # partition -> offset last restarted from
+        # partition -> (offset, exact, monotonic time) of a partition stalled twice at one offset:
+        # not planned until then (mm2py.source.stalls)
+        self._held: dict[str, tuple[int, bool, float]] = {}
         self._stall_refresh_at = 0.0
         self.max_batch_bytes: dict[str, int] = {}  # remote topic -> its max.message.bytes
+        self._reported_missing: set[str] = set()
 
     # -- topics -----------------------------------------------------------------------
 
@@ -126,6 +130,7 @@ class SourcePlanner:
             self._sync_metadata()
             return
         source_topics = self.src.topics()
+        self._report_invisible(source_topics)
         wanted = {t: n for t, n in source_topics.items() if self._mirrored(t)}
         target_topics = self.dst.topics()
         rf_cap = None
@@ -160,6 +165,33 @@ class SourcePlanner:
         self._read_batch_limits()
         self._estimate_sizes()
         self._sync_metadata()
+
+    def _report_invisible(self, listed: dict[str, int]) -> None:
+        """Name every topic the config spells out that the source does not list.
+
+        MM2 passes over such topics in silence. A missing DESCRIBE ACL hides a topic from the
+        listing: that is an error (logged at each refresh, naming the ACL). The broker answers
+        the same for a topic that does not exist, so as not to tell. Where the principal may
+        look, a topic that does not exist (yet, or a typo) is a warning, once.
+        """
+        named = [t for t in self.filter.named_topics() if t not in listed]
+        if not named:
+            return
+        try:
+            invisible = self.src.invisible_topics(named)
+        except KafkaError as e:
+            log.warning("could not describe configured topics", flow=self.flow.name, topics=named, error=str(e))
+            return
+        for topic, why in sorted(invisible.items()):
+            if why == "unauthorized":
+                error = missing_acl("DESCRIBE", "TOPIC", topic, cluster=self.flow.source.alias,
+                                    principal=self.src.principal, topic=topic)
+                log.error("configured topic is not mirrored: the source hides it (or it does not exist): "
+                          + str(error), flow=self.flow.name, topic=topic, cluster=self.flow.source.alias)
+            elif topic not in self._reported_missing:
+                log.warning("configured topic does not exist on the source (yet); it is mirrored once created",
+                            flow=self.flow.name, topic=topic, cluster=self.flow.source.alias)
+                self._reported_missing.add(topic)
 
     def _read_batch_limits(self) -> None:
         """Each remote topic's max.message.bytes: the copier stalls a partition at a larger batch."""
@@ -288,7 +320,12 @@ class SourcePlanner:
                 log.error("partition left behind in this run: its copy keeps stopping at the same offset",
                           flow=self.flow.name, partition=key, offset=r.begin)
                 continue
-            if not again:
+            if again:
+                # the same refusal twice: what would change it (a raised limit, a re-created topic) is
+                # seen by the stall refresh, so try again after it rather than at every micro-batch
+                self._held[key] = (r.begin, r.exact, time.monotonic() + STALL_REFRESH_SECONDS)
+                continue
+            else:
                 self._stall_refresh_at = 0.0  # new: refresh now (a deleted remote topic is re-created)
                 log.warning("copy stopped short of the planned end; planning the partition again from there",
                             flow=self.flow.name, partition=key, offset=r.begin, planned_end=r.end)
@@ -303,30 +340,43 @@ class SourcePlanner:
         restart = self._stopped_short()
         # A remote topic deleted meanwhile stops its partitions short: a refresh re-creates it; one
         # raised max.message.bytes is seen by a refresh too. At once for a new stall, then every 30 s.
-        force = bool(restart) and time.monotonic() - self._stall_refresh_at >= STALL_REFRESH_SECONDS
+        # A partition held after stalling twice is tried again once its hold ends, after a refresh.
+        now = time.monotonic()
+        retrying = bool(restart) or any(until <= now for _, _, until in self._held.values())
+        force = retrying and now - self._stall_refresh_at >= STALL_REFRESH_SECONDS
         if force:
-            self._stall_refresh_at = time.monotonic()
+            self._stall_refresh_at = now
         self.refresh_topics(force=force)
+        # Spark's offset of a held partition moved to the end planned for it; its copy stopped here
+        stopped = {k: (offset, ex) for k, (offset, ex, _) in self._held.items()}
+        stopped.update(restart)
+        self._held = {k: v for k, v in self._held.items() if v[2] > now}
+        return self._plan(start, restart, stopped, set(self._held), max_bytes)
+
+    def _plan(self, start: Offsets, restart: dict[str, tuple[int, bool]], stopped: dict[str, tuple[int, bool]],
+              held: set[str], max_bytes: int | None) -> dict:
+        """The next micro-batch's end offsets; ``stopped`` partitions begin where their copy stopped."""
         tps = self.all_partitions()
         keys = {tp_key(*tp): tp for tp in tps}
         restart = {k: v for k, v in restart.items() if k in keys}
         known = {k: v for k, v in start.positions.items() if k in keys}
-        known.update({k: offset for k, (offset, _) in restart.items()})
+        known.update({k: offset for k, (offset, _) in stopped.items() if k in keys})
         fresh = [tp for k, tp in keys.items() if start.start_of(k) is None]
         # partitions first seen now: their start rides along in "new" for ranges() to find
         new, new_exact = self._initial_start(fresh) if fresh else ({}, set())
-        exact = (set(start.exact) - set(restart)) | new_exact | {k for k, (_, ex) in restart.items() if ex}
+        exact = ((set(start.exact) - set(stopped)) | new_exact
+                 | {k for k, (_, ex) in stopped.items() if ex and k in keys})
 
         try:
             latest = self.src.list_offsets(tps, "latest")
         except KafkaError as e:
             if not self._deleted_on_source(e.topic):
                 raise
-            return self.latest_offsets(start_raw, max_bytes)  # planned again without it
+            return self._plan(start, restart, stopped, held, max_bytes)  # planned again without it
         if self._available_now is not None:
             latest = {tp: min(off, self._available_now.get(tp_key(*tp), 0)) for tp, off in latest.items()}
         begin = {k: known.get(k, new.get(k, 0)) for k in keys}
-        lag = {k: max(0, latest[tp] - begin[k]) for k, tp in keys.items()}
+        lag = {k: 0 if k in held else max(0, latest[tp] - begin[k]) for k, tp in keys.items()}
         ends = self._cap(begin, lag, max_bytes)
         planned = {k for k in keys if ends[k] > begin[k]}
         restart = {k: v for k, v in restart.items() if k in planned}

@@ -54,7 +54,6 @@ class PositionTail:
         self._consumer: Consumer | None = None
         self._next: dict[int, int] = {}  # positions-topic partition -> next offset to read
         self._partitions = 0
-        self._assigned = False
 
     def _open(self) -> Consumer:
         if self._consumer is None:
@@ -79,9 +78,8 @@ class PositionTail:
             return self.positions
         consumer = self._open()
         try:
-            if not self._assigned:  # once, every partition: later reads only fetch what is new
-                consumer.assign([TopicPartition(topic, p, self._next.get(p, 0)) for p in range(partitions)])
-                self._assigned = True
+            # from where the last read stopped, so only what is new is fetched
+            consumer.assign([TopicPartition(topic, p, self._next.get(p, 0)) for p in range(partitions)])
             deadline = time.monotonic() + self.timeout
             while wanted:
                 if time.monotonic() > deadline:
@@ -94,6 +92,9 @@ class PositionTail:
                     self._next[msg.partition()] = msg.offset() + 1
                     if msg.offset() + 1 >= wanted.get(msg.partition(), 0):
                         wanted.pop(msg.partition(), None)
+            # unassigned between refreshes: an assigned consumer fetches in the background without
+            # end, every fetch.wait.max.ms (5 ms here), a load on the target broker for nothing
+            consumer.unassign()
         except KafkaException as e:
             raise translate(e, cluster=self.alias, action="reading positions", topic=topic) from e
         return self.positions

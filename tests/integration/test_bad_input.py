@@ -38,6 +38,9 @@ from mm2py.engine.driver import Engine
 from mm2py.errors import AuthenticationError, AuthorizationError, ClusterUnreachableError, Mm2pyError
 from mm2py.kafka.admin import Admin
 from mm2py.positions import PositionStore
+from mm2py.source.copier import CopySettings, copy_ranges
+from mm2py.source.planner import SourcePlanner
+from mm2py.source.ranges import PartitionRange
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import REPO, mirror_once, properties
 from tests.kafkautil import consume_all, create_topic, delete_topic, end_offsets, list_topics, produce, wait_until
@@ -190,6 +193,35 @@ def test_missing_write_acl_on_remote_topic_is_named(spark, acl_cluster, cluster_
     message = str(err.value)
     assert f"missing ACL ALLOW WRITE on TOPIC '{remote}' for User:alice" in message, message
     assert "cluster=B" in message
+
+
+def test_named_topic_hidden_by_a_missing_describe_acl_is_named(acl_cluster, cluster_a, cluster_b, unique_name):
+    """A topic the principal may not DESCRIBE is left out of every listing; MM2 skips it silently."""
+    hidden, absent = f"{unique_name}-hidden", f"{unique_name}-absent"
+    create_topic(acl_cluster.bootstrap, hidden, 1, client=acl_cluster.rdkafka_config())
+    text = (properties({"A": acl_cluster.bootstrap, "B": cluster_b.bootstrap},
+                       {"A->B": {"topics": f"{hidden}, other-.*"}})
+            + sasl_lines("A", "alice", ALICE["alice"]))
+    planner = SourcePlanner(load_text(text).enabled_flows[0])
+    with structlog.testing.capture_logs() as logs:
+        planner.refresh_topics(force=True)
+        planner.refresh_topics(force=True)
+    errors = [e for e in errors_logged(logs) if e.get("topic") == hidden]
+    assert len(errors) == 2, "named at every refresh"
+    assert (f"missing ACL ALLOW DESCRIBE on TOPIC '{hidden}' for User:alice" in errors[0]["event"]
+            and errors[0]["cluster"] == "A"), errors
+    assert not planner.partitions
+
+    # where nothing hides topics, a named topic that does not exist is a warning, once, and not created
+    text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": absent}})
+    planner = SourcePlanner(load_text(text).enabled_flows[0])
+    with structlog.testing.capture_logs() as logs:
+        planner.refresh_topics(force=True)
+        planner.refresh_topics(force=True)
+    warnings = [e for e in logs if e.get("topic") == absent and e.get("log_level") == "warning"]
+    assert len(warnings) == 1 and "does not exist" in warnings[0]["event"], logs
+    assert not errors_logged(logs)
+    assert absent not in list_topics(cluster_a.bootstrap), "asking by name did not create it"
 
 
 def test_missing_describe_acl_on_group_is_named(acl_cluster, unique_name):
@@ -347,3 +379,32 @@ def test_too_large_batch_in_a_running_flow_reports_every_micro_batch_and_resumes
         0: [b"p0-0", b"p0-1", b"p0-2"], 1: [b"B" * 20000, b"after"]}
     report = stalled_reports()[0]
     assert report["offset"] == 0 and report["target_max_message_bytes"] == 4000 and report["batch_bytes"] > 20000
+
+
+def test_target_refusing_a_partitions_first_batch_lets_nothing_after_it_land(cluster_a, cluster_b, unique_name):
+    """The remote topic's limit dropped after planning (the range carries no limit): the broker refuses.
+
+    A producer id new to a partition would take any sequence, so a batch sent behind the refused
+    first one could land ahead of it; the copier keeps a partition's first batch alone in flight.
+    """
+    topic, remote = unique_name, f"A.{unique_name}"
+    create_topic(cluster_a.bootstrap, topic, 1)
+    create_topic(cluster_b.bootstrap, remote, 1, {"max.message.bytes": "4000"})
+    produce(cluster_a.bootstrap, topic, [(b"k", b"B" * 20000, None, None)], partition=0)  # offset 0
+    for i in range(5):  # five more batches, one record each
+        produce(cluster_a.bootstrap, topic, [(b"k", b"s%d" % i, None, None)], partition=0)
+    text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic}})
+    clusters = load_text(text).clusters
+    ranges = [PartitionRange(topic, 0, 0, 6, remote)]  # max_batch_bytes unknown: only the broker can tell
+
+    [result] = copy_ranges(clusters["A"], clusters["B"], ranges, CopySettings(), "refused-first")
+
+    assert (result.stall_offset, result.next_offset) == (0, 0)
+    assert "too large" in result.stall_reason and result.stall_bytes > 20000
+    assert end_offsets(cluster_b.bootstrap, remote) == {0: 0}, "nothing after the refused batch landed"
+    assert result.records == 0 and result.syncs == ()
+
+    set_topic_config(cluster_b.bootstrap, remote, "max.message.bytes", "100000")
+    [again] = copy_ranges(clusters["A"], clusters["B"], ranges, CopySettings(), "refused-first-2")
+    assert again.stall_offset == -1 and again.next_offset == 6
+    assert values(consume_all(cluster_b.bootstrap, remote)) == {0: [b"B" * 20000] + [b"s%d" % i for i in range(5)]}

@@ -6,6 +6,7 @@ boundary into these, keeping the cluster, topic, partition, offset and the origi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -145,3 +146,30 @@ class DevClusterError(Mm2pyError):
 
 class FormatError(Mm2pyError):
     """Bytes that do not decode as the MM2 record type they should be."""
+
+
+_RAISED_IN_TASK = re.compile(r"^mm2py\.errors\.(\w+): (.+)$", re.M)
+_WHERE = re.compile(r"\[cluster=(\S+)(?: topic=(\S+))?(?: partition=(\d+))?(?: offset=(\d+))?\]")
+
+
+def from_task_failure(what: str, description: str) -> Mm2pyError:
+    """Our error raised inside a Spark task (or Python data source), out of Spark's failure text.
+
+    Spark reports it as a StreamingQueryException whose description holds the Python traceback
+    of the task; the operator needs its last line, and callers its class and where it happened.
+    """
+    found = _RAISED_IN_TASK.findall(description)
+    if not found:
+        first = next((line for line in description.splitlines() if line.strip()), description)
+        return Mm2pyError(f"{what} failed: {first.strip()}")
+    name, text = found[-1]
+    cls = globals().get(name)
+    if not (isinstance(cls, type) and issubclass(cls, Mm2pyError)) or cls is ConfigError:
+        cls = KafkaError if name.endswith("Error") and "cluster=" in text else Mm2pyError
+    error = cls(f"{what} failed: {text}")
+    where = _WHERE.search(text)
+    if where and isinstance(error, KafkaError):
+        error.cluster, error.topic = where.group(1), where.group(2)
+        error.partition = int(where.group(3)) if where.group(3) else None
+        error.offset = int(where.group(4)) if where.group(4) else None
+    return error

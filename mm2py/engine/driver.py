@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -21,9 +22,10 @@ from connectors.heartbeat import HeartbeatDataSource
 from connectors.source import MirrorSourceDataSource, encode_flow
 from connectors.warmup import WarmupDataSource
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
+from mm2py.engine.jvmcache import DriverArchive
 from mm2py.engine.sink import FlowSink
 from mm2py.engine.sparkhome import use_lean_spark_home
-from mm2py.errors import Mm2pyError
+from mm2py.errors import Mm2pyError, from_task_failure
 from mm2py.metrics import Metrics, MetricsServer
 from mm2py.topology import check_topology
 
@@ -68,12 +70,16 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "mm2py")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]
     settings.update({k: v for k, v in conf.items() if k != "spark.master"})
+    spark_home = use_lean_spark_home()
+    archive = DriverArchive(JVM_OPTIONS, spark_home)
     for key in JVM_OPTION_KEYS:
-        settings[key] = f"{JVM_OPTIONS} {settings.get(key, '')}".strip()
-    use_lean_spark_home()
+        cds = archive.option() if key == "spark.driver.extraJavaOptions" else ""
+        settings[key] = f"{JVM_OPTIONS} {cds} {settings.get(key, '')}".strip()
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    gateway = getattr(spark.sparkContext._gateway, "proc", None)  # spark-submit exec's into the JVM
+    archive.started(getattr(gateway, "pid", None))
     spark.sparkContext.setLogLevel("ERROR")
     for source in (MirrorSourceDataSource, CheckpointDataSource, HeartbeatDataSource, WarmupDataSource):
         spark.dataSource.register(source)
@@ -165,10 +171,13 @@ class Engine:
     def await_caught_up(self, timeout: float) -> None:
         """With ``until_caught_up``: wait until every query finished; raise on failure or timeout."""
         for running in self.flows:
-            running.query.awaitTermination(timeout)
+            try:
+                running.query.awaitTermination(timeout)
+            except StreamingQueryException as e:
+                raise from_task_failure(f"flow {running.flow.name}", e.desc) from None
             exc = running.query.exception()
             if exc is not None:
-                raise Mm2pyError(f"flow {running.flow.name} failed: {exc.desc}") from None
+                raise from_task_failure(f"flow {running.flow.name}", exc.desc) from None
             if running.query.isActive:
                 raise Mm2pyError(f"flow {running.flow.name} still running after {timeout} s")
 
@@ -179,7 +188,7 @@ class Engine:
                 if not query.isActive:
                     exc = query.exception()
                     if exc is not None:
-                        raise Mm2pyError(f"{query.name} failed: {exc.desc}") from None
+                        raise from_task_failure(query.name, exc.desc) from None
             if all(not r.query.isActive for r in self.flows):
                 return
             stop.wait(0.5)

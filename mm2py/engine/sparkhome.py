@@ -22,7 +22,7 @@ PACKAGE = Path(pyspark.__file__).resolve().parent
 LINKED = ("bin", "jars", "sbin")
 
 
-def _cache_root() -> Path:
+def cache_root() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     root = Path(base) / "mm2py"
     try:
@@ -35,7 +35,7 @@ def _cache_root() -> Path:
 def lean_spark_home(package: Path = PACKAGE) -> Path:
     """Create (once) and return the lean home for ``package``; safe to call from many processes."""
     tag = hashlib.sha1(str(package).encode()).hexdigest()[:10]
-    home = _cache_root() / f"spark-home-{pyspark.__version__}-{tag}"
+    home = cache_root() / f"spark-home-{pyspark.__version__}-{tag}"
     if (home / ".complete").exists():
         return home
     lib = home / "python" / "lib"

@@ -35,6 +35,7 @@ from mm2py.positions import PositionStore
 from mm2py.source.deletes import orphaned_remote_topics
 from mm2py.source.mismatch import Action, on_fewer_partitions
 from mm2py.source.ranges import PartitionRange, split_key, tp_key
+from mm2py.source.sizing import BatchSizer
 from mm2py.source.stalls import PlannedRange, PositionTail, short_ranges
 
 log = structlog.get_logger(__name__)
@@ -115,6 +116,7 @@ class SourcePlanner:
         self._stall_refresh_at = 0.0
         self.max_batch_bytes: dict[str, int] = {}  # remote topic -> its max.message.bytes
         self._reported_missing: set[str] = set()
+        self.sizer = BatchSizer(flow.max_batch_bytes, flow.batch_duration_ms / 1000)
 
     # -- topics -----------------------------------------------------------------------
 
@@ -377,7 +379,14 @@ class SourcePlanner:
             latest = {tp: min(off, self._available_now.get(tp_key(*tp), 0)) for tp, off in latest.items()}
         begin = {k: known.get(k, new.get(k, 0)) for k in keys}
         lag = {k: 0 if k in held else max(0, latest[tp] - begin[k]) for k, tp in keys.items()}
-        ends = self._cap(begin, lag, max_bytes)
+        now = time.monotonic()
+        budget = self.sizer.next_budget(now) if max_bytes else None
+        if budget is not None and max_bytes is not None:
+            budget = min(budget, max_bytes)
+        ends = self._cap(begin, lag, budget)
+        if budget is not None:
+            size = sum((ends[k] - begin[k]) * self.bytes_per_offset.get(k, ASSUMED_BYTES_PER_OFFSET) for k in keys)
+            self.sizer.planned(now, size, budget)
         planned = {k for k in keys if ends[k] > begin[k]}
         restart = {k: v for k, v in restart.items() if k in planned}
         return Offsets(ends, frozenset(k for k in exact if k not in planned), new, restart,

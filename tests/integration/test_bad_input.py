@@ -142,7 +142,7 @@ def test_wrong_sasl_password_names_the_cluster_within_admin_timeout(spark, acl_c
     assert time.monotonic() - started < 5 + 10
     assert "authentication failed" in str(err.value) and "cluster=A" in str(err.value)
 
-    with pytest.raises(Exception) as err:  # noqa: B017 - a failed query arrives as Spark's exception
+    with pytest.raises(AuthenticationError) as err:
         mirror_once(spark, text, tmp_path, timeout=120)
     assert "authentication failed" in str(err.value) and "cluster=A" in str(err.value), str(err.value)
 
@@ -159,7 +159,7 @@ def test_missing_read_acl_on_source_topic_is_named(spark, acl_cluster, cluster_b
     text = (properties({"A": acl_cluster.bootstrap, "B": cluster_b.bootstrap},
                        {"A->B": {"topics": unique_name, "sync.topic.acls.enabled": "false"}})
             + sasl_lines("A", "alice", ALICE["alice"]))
-    with pytest.raises(Exception) as err:  # noqa: B017 - a failed query arrives as Spark's exception
+    with pytest.raises(AuthorizationError) as err:
         mirror_once(spark, text, tmp_path, timeout=180)
     message = str(err.value)
     assert f"missing ACL ALLOW READ on TOPIC '{unique_name}' for User:alice" in message, message
@@ -188,7 +188,7 @@ def test_missing_write_acl_on_remote_topic_is_named(spark, acl_cluster, cluster_
                        {"A->B": {"topics": unique_name, "sync.topic.acls.enabled": "false",
                                  "sync.topic.configs.enabled": "false"}})
             + sasl_lines("B", "alice", ALICE["alice"]))
-    with pytest.raises(Exception) as err:  # noqa: B017 - a failed query arrives as Spark's exception
+    with pytest.raises(AuthorizationError) as err:
         mirror_once(spark, text, tmp_path, timeout=180)
     message = str(err.value)
     assert f"missing ACL ALLOW WRITE on TOPIC '{remote}' for User:alice" in message, message

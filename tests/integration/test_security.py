@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, TopicPartition
 from mm2py import devcluster
 from mm2py.checkpoint import load_checkpoints, run_checkpoints
 from mm2py.config import load_text
+from mm2py.errors import AuthenticationError
 from mm2py.heartbeat import emit_heartbeat
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import SINGLE_BROKER, mirror_once
@@ -105,7 +106,7 @@ def test_ssl_without_the_ca_is_refused_naming_the_cluster(spark, secure_clusters
     sasl, ssl = secure_clusters
     text = file_text(sasl, ssl, f"A->B.enabled = true\nA->B.topics = {unique_name}\nadmin.timeout.ms = 8000\n")
     text = "\n".join(line for line in text.splitlines() if not line.startswith("B.ssl.truststore")) + "\n"
-    with pytest.raises(Exception) as err:  # noqa: B017 - a failed query arrives as Spark's exception
+    with pytest.raises(AuthenticationError) as err:
         mirror_once(spark, text, tmp_path, timeout=120)
     message = str(err.value)
     assert "authentication failed" in message and "certificate verify failed" in message, message

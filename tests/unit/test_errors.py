@@ -1,0 +1,37 @@
+"""Errors raised inside Spark tasks reach the operator as ours, in one line."""
+
+from mm2py.errors import AuthorizationError, Mm2pyError, RecordTooLargeError, from_task_failure
+
+SPARK_DESC = """[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: Job aborted.
+org.apache.spark.api.python.PythonException: Traceback (most recent call last):
+  File "/work/main/connectors/source.py", line 104, in read
+    for result in copy_ranges(...):
+  File "/work/main/mm2py/source/copier.py", line 288, in _handle_fetched
+    raise missing_acl(...)
+mm2py.errors.AuthorizationError: not authorized: missing ACL ALLOW READ on TOPIC 'orders' for User:alice \
+(kafka-acls --add --allow-principal User:alice --operation Read --topic 'orders') [cluster=A topic=orders]
+\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:600)
+"""
+
+
+def test_our_error_comes_out_of_sparks_description_with_its_class_and_place():
+    error = from_task_failure("flow A->B", SPARK_DESC)
+    assert isinstance(error, AuthorizationError)
+    assert str(error).startswith("flow A->B failed: not authorized: missing ACL ALLOW READ on TOPIC 'orders'")
+    assert "Traceback" not in str(error) and "\n" not in str(error)
+    assert (error.cluster, error.topic, error.partition) == ("A", "orders", None)
+
+
+def test_the_innermost_of_chained_errors_and_partition_offset_are_kept():
+    desc = ("mm2py.errors.KafkaError: request failed [cluster=B]\n"
+            "mm2py.errors.RecordTooLargeError: batch larger than the target allows [cluster=B topic=A.t "
+            "partition=3 offset=120]\n")
+    error = from_task_failure("flow A->B", desc)
+    assert isinstance(error, RecordTooLargeError)
+    assert (error.topic, error.partition, error.offset) == ("A.t", 3, 120)
+
+
+def test_a_failure_that_is_not_ours_keeps_sparks_first_line():
+    error = from_task_failure("heartbeats", "\n[STREAM_FAILED] something in the JVM\n  at x\n")
+    assert type(error) is Mm2pyError
+    assert str(error) == "heartbeats failed: [STREAM_FAILED] something in the JVM"

@@ -1,0 +1,61 @@
+"""The driver JVM's class archive: written by one run at a time, used once its writer has exited."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mm2py.engine import jvmcache
+from mm2py.engine.jvmcache import DriverArchive
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(jvmcache, "cache_root", lambda: tmp_path)
+    monkeypatch.delenv(jvmcache.DISABLE_ENV, raising=False)
+    return tmp_path
+
+
+def exited_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_first_run_writes_others_start_without_until_the_writer_exited(cache):
+    first = DriverArchive("-XX:TieredStopAtLevel=1", "/spark")
+    option = first.option()
+    assert option.startswith(f"-XX:ArchiveClassesAtExit={first.partial} ")
+    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        first.started(writer.pid)
+        first.partial.write_bytes(b"archive")  # what the JVM writes at its exit
+        assert DriverArchive("-XX:TieredStopAtLevel=1", "/spark").option() == "", "one writer at a time"
+        assert not first.final.exists()
+    finally:
+        writer.kill()
+        writer.wait()
+    after = DriverArchive("-XX:TieredStopAtLevel=1", "/spark").option()
+    assert after.startswith(f"-XX:SharedArchiveFile={first.final} ")
+    assert first.final.read_bytes() == b"archive" and not first.lock.exists()
+
+
+def test_a_writer_that_left_no_archive_lets_the_next_run_write(cache):
+    first = DriverArchive("", "/spark")
+    first.option()
+    first.started(exited_pid())  # killed before its exit could write anything
+    second = DriverArchive("", "/spark")
+    assert second.option().startswith("-XX:ArchiveClassesAtExit=")
+    assert not second.final.exists()
+
+
+def test_archives_are_apart_per_jvm_options_and_spark_home(cache):
+    paths = {DriverArchive(opts, home).final for opts in ("", "-Xmx1g") for home in ("/a", "/b")}
+    assert len(paths) == 4
+
+
+def test_can_be_turned_off(cache, monkeypatch):
+    monkeypatch.setenv(jvmcache.DISABLE_ENV, "0")
+    assert DriverArchive("", "/spark").option() == ""
+    assert not os.listdir(cache)

@@ -1,0 +1,47 @@
+"""Admission control: micro-batches sized to about a second of data at the measured rate."""
+
+from mm2py.source.sizing import FIRST_BATCH_BYTES, MIN_BATCH_BYTES, BatchSizer
+
+MB = 1 << 20
+
+
+def test_budget_follows_one_second_at_the_measured_rate_up_at_once_down_halfway():
+    sizer = BatchSizer(ceiling=512 * MB, duration_s=1.0)
+    assert sizer.next_budget(0.0) == FIRST_BATCH_BYTES
+    sizer.planned(0.0, FIRST_BATCH_BYTES, FIRST_BATCH_BYTES)
+    assert sizer.next_budget(3.0) == FIRST_BATCH_BYTES, "the first batch (start-up) measures nothing"
+    sizer.planned(3.0, FIRST_BATCH_BYTES, FIRST_BATCH_BYTES)
+    # the full 128 MB batch took 0.5 s: 256 MB/s
+    assert sizer.next_budget(3.5) == 256 * MB
+    assert sizer.next_budget(3.5) == 256 * MB, "no full batch since: nothing new measured"
+    sizer.planned(4.0, 256 * MB, 256 * MB)
+    assert sizer.next_budget(6.0) == (256 + 128) // 2 * MB  # 2 s for 256 MB: down halfway
+
+
+def test_a_batch_smaller_than_its_budget_measures_nothing():
+    sizer = BatchSizer(ceiling=512 * MB, duration_s=1.0)
+    budget = sizer.next_budget(0.0)
+    sizer.planned(0.0, budget, budget)
+    sizer.next_budget(5.0)
+    sizer.planned(5.0, 1 * MB, budget)  # caught up: only 1 MB had arrived
+    assert sizer.next_budget(10.0) == budget
+
+
+def test_budget_stays_within_floor_and_ceiling():
+    sizer = BatchSizer(ceiling=100 * MB, duration_s=1.0)
+    assert sizer.next_budget(0.0) == 100 * MB, "the first budget is within the ceiling too"
+    sizer.planned(0.0, sizer.budget, int(sizer.budget))  # the first, not measured
+    for i in range(10):
+        sizer.planned(i, sizer.budget, int(sizer.budget))
+        assert sizer.next_budget(i + 0.01) <= 100 * MB  # 100x faster than a second's worth
+    assert sizer.budget == 100 * MB
+    for i in range(10, 30):
+        sizer.planned(i, sizer.budget, int(sizer.budget))
+        assert sizer.next_budget(i + 100.0) >= MIN_BATCH_BYTES  # very slow
+    assert sizer.budget == MIN_BATCH_BYTES
+
+
+def test_duration_zero_is_always_the_ceiling():
+    sizer = BatchSizer(ceiling=128 * MB, duration_s=0)
+    sizer.planned(0.0, 128 * MB, 128 * MB)
+    assert sizer.next_budget(5.0) == 128 * MB

@@ -167,7 +167,8 @@ def from_task_failure(what: str, description: str) -> Mm2pyError:
     if not (isinstance(cls, type) and issubclass(cls, Mm2pyError)) or cls is ConfigError:
         cls = KafkaError if name.endswith("Error") and "cluster=" in text else Mm2pyError
     error = cls(f"{what} failed: {text}")
-    where = _WHERE.search(text)
+    # the message may hold its cause's place too ("... [cluster=A]: ... [cluster=A topic=t partition=0]")
+    where = max(_WHERE.finditer(text), key=lambda m: sum(g is not None for g in m.groups()), default=None)
     if where and isinstance(error, KafkaError):
         error.cluster, error.topic = where.group(1), where.group(2)
         error.partition = int(where.group(3)) if where.group(3) else None

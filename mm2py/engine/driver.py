@@ -174,10 +174,10 @@ class Engine:
             try:
                 running.query.awaitTermination(timeout)
             except StreamingQueryException as e:
-                raise from_task_failure(f"flow {running.flow.name}", e.desc) from None
+                raise from_task_failure(f"flow {running.flow.name}", str(e)) from None
             exc = running.query.exception()
             if exc is not None:
-                raise from_task_failure(f"flow {running.flow.name}", exc.desc) from None
+                raise from_task_failure(f"flow {running.flow.name}", str(exc)) from None
             if running.query.isActive:
                 raise Mm2pyError(f"flow {running.flow.name} still running after {timeout} s")
 
@@ -188,7 +188,7 @@ class Engine:
                 if not query.isActive:
                     exc = query.exception()
                     if exc is not None:
-                        raise from_task_failure(query.name, exc.desc) from None
+                        raise from_task_failure(query.name, str(exc)) from None
             if all(not r.query.isActive for r in self.flows):
                 return
             stop.wait(0.5)

@@ -163,7 +163,18 @@ def test_missing_read_acl_on_source_topic_is_named(spark, acl_cluster, cluster_b
         mirror_once(spark, text, tmp_path, timeout=180)
     message = str(err.value)
     assert f"missing ACL ALLOW READ on TOPIC '{unique_name}' for User:alice" in message, message
-    assert "cluster=A" in message
+    assert "cluster=A" in message and err.value.topic == unique_name
+    assert "Traceback" not in message and "\n" not in message, "one line, not Spark's stack trace"
+
+    # the CLI, running continuously, ends with that line and exit 1 (above it, Spark's own log of the failure)
+    config = tmp_path / "mm2.properties"
+    config.write_text(text)
+    cli = subprocess.run([sys.executable, "-m", "mm2py", "run", str(config)], capture_output=True, text=True,
+                         cwd=REPO, timeout=300)
+    assert cli.returncode == 1, cli.stderr[-2000:]
+    last = cli.stderr.strip().splitlines()[-1]
+    assert last.startswith("mm2py: error: source A->B failed: not authorized: missing ACL ALLOW READ on TOPIC "
+                           f"'{unique_name}' for User:alice"), cli.stderr[-2000:]
     # nothing counts as mirrored: the next run, with the ACL, copies everything
     assert PositionStore(load_text(text).clusters["B"], "A").load().get((unique_name, 0)) is None
     allow(acl_cluster, ResourceType.TOPIC, unique_name, AclOperation.READ)

@@ -35,3 +35,10 @@ def test_a_failure_that_is_not_ours_keeps_sparks_first_line():
     error = from_task_failure("heartbeats", "\n[STREAM_FAILED] something in the JVM\n  at x\n")
     assert type(error) is Mm2pyError
     assert str(error) == "heartbeats failed: [STREAM_FAILED] something in the JVM"
+
+
+def test_the_fullest_place_in_the_message_wins():
+    desc = ("mm2py.errors.AuthorizationError: not authorized: missing ACL ALLOW READ on TOPIC 't' [cluster=A]: "
+            "not authorized (TopicAuthorizationFailedError) [cluster=A topic=t partition=0]\n")
+    error = from_task_failure("flow A->B", desc)
+    assert (error.cluster, error.topic, error.partition) == ("A", "t", 0)

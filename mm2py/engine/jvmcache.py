@@ -12,7 +12,8 @@ changed class path, a damaged file) ignores it and starts as it would without.
 
 Invariants:
 - at most one JVM writes an archive at a time (an exclusive lock file naming the writer);
-- an archive becomes visible under its final name only after its writer exited.
+- an archive becomes visible under its final name only after its writer exited, and only if
+  a JVM starts with it (a writer killed mid-dump leaves a file that would crash every JVM).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import contextlib
 import hashlib
 import os
 import shutil
+import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,6 +56,23 @@ def archive_path(jvm_options: str, spark_home: str) -> Path:
     parts = [_java_identity(), pyspark.__version__, str(PACKAGE), spark_home, jvm_options]
     tag = hashlib.sha1("\n".join(parts).encode())
     return cache_root() / "jvm" / f"spark-driver-{tag.hexdigest()[:12]}.jsa"
+
+
+def usable(archive: Path) -> bool:
+    """True when a JVM starts with ``archive`` mapped.
+
+    A writer killed while dumping leaves a truncated archive, and a JVM that maps one dies of
+    SIGBUS (exit 134) instead of ignoring it, as it ignores a mismatched one: checked on this
+    JDK 17 with the first 160 MB of a 168 MB archive. Starting ``java -version`` with it tells.
+    """
+    java = _java_identity().split(":", 1)[0]
+    try:
+        # a crashing JVM writes hs_err_pid*.log into its working directory: not into the operator's
+        run = subprocess.run([java, f"-XX:SharedArchiveFile={archive}", QUIET, "-XX:ErrorFile=/dev/null",
+                              "-version"], capture_output=True, timeout=60, cwd=tempfile.gettempdir())
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return run.returncode == 0
 
 
 def _alive(pid: int) -> bool:
@@ -105,7 +125,8 @@ class DriverArchive:
         if writer and _alive(writer) and not stale:
             return
         with contextlib.suppress(OSError):
-            if self.partial.exists() and self.partial.stat().st_size > 0 and not self.final.exists():
+            if (self.partial.exists() and self.partial.stat().st_size > 0 and not self.final.exists()
+                    and usable(self.partial)):
                 self.partial.rename(self.final)
             self.partial.unlink(missing_ok=True)
             self.lock.unlink()

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from mm2py.engine.jvmcache import DriverArchive
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setattr(jvmcache, "cache_root", lambda: tmp_path)
+    monkeypatch.setattr(jvmcache, "usable", lambda path: path.read_bytes() == b"archive")
     monkeypatch.delenv(jvmcache.DISABLE_ENV, raising=False)
     return tmp_path
 
@@ -59,3 +61,26 @@ def test_can_be_turned_off(cache, monkeypatch):
     monkeypatch.setenv(jvmcache.DISABLE_ENV, "0")
     assert DriverArchive("", "/spark").option() == ""
     assert not os.listdir(cache)
+
+
+def test_an_archive_no_jvm_starts_with_is_dropped_not_used(cache):
+    first = DriverArchive("", "/spark")
+    first.option()
+    first.partial.write_bytes(b"trunc")  # the writer was killed while dumping
+    first.started(exited_pid())
+    second = DriverArchive("", "/spark")
+    assert second.option().startswith("-XX:ArchiveClassesAtExit="), "written again"
+    assert not second.final.exists()
+
+
+def test_the_start_check_refuses_an_archive_cut_short(tmp_path):
+    """With this machine's java: a JVM maps a whole archive, and would crash (SIGBUS) on a cut one."""
+    java = jvmcache._java_identity().split(":", 1)[0]
+    whole = tmp_path / "whole.jsa"
+    subprocess.run([java, f"-XX:ArchiveClassesAtExit={whole}", jvmcache.QUIET, "-version"], check=True,
+                   capture_output=True, timeout=120)
+    cut = tmp_path / "cut.jsa"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    assert jvmcache.usable(whole)
+    assert not jvmcache.usable(cut)
+    assert not list(Path.cwd().glob("hs_err_pid*.log")), "the crash report went nowhere near the caller"

@@ -337,13 +337,13 @@ def prime_mm2py() -> None:
     archive = DriverArchive(JVM_OPTIONS, use_lean_spark_home())
     if archive.final.exists():
         return
-    topic = "bench-prime"
+    prime = Workload("prime", 1, 1, 0, 0, "none")
+    topic = topic_names(prime)[0]
     admin = Admin(ClusterConfig("A", f"127.0.0.1:{A_PORT}"))
     if topic not in admin.topics():
         admin.create_topic(topic, 1, 1)
     config = WORK / "prime.properties"
-    config.write_text(mm2_properties("prime", Workload("prime", 1, 1, 0, 0, "none"), "mm2py")
-                      .replace("bench-prime.*", topic))
+    config.write_text(mm2_properties("prime", prime, "mm2py"))
     subprocess.run([*command("mm2py", config), "--once"], cwd=REPO, check=True, capture_output=True)
     deadline = time.monotonic() + 120
     while not archive.final.exists() and time.monotonic() < deadline:

@@ -165,7 +165,7 @@ def from_task_failure(what: str, description: str) -> Mm2pyError:
     name, text = found[-1]
     cls = globals().get(name)
     if not (isinstance(cls, type) and issubclass(cls, Mm2pyError)) or cls is ConfigError:
-        cls = KafkaError if name.endswith("Error") and "cluster=" in text else Mm2pyError
+        cls = Mm2pyError  # ConfigError words its message itself; a name we no longer have
     error = cls(f"{what} failed: {text}")
     # the message may hold its cause's place too ("... [cluster=A]: ... [cluster=A topic=t partition=0]")
     where = max(_WHERE.finditer(text), key=lambda m: sum(g is not None for g in m.groups()), default=None)

@@ -39,17 +39,22 @@ STALE_LOCK_SECONDS = 24 * 3600
 QUIET = "-Xlog:cds*=error"
 
 
-def _java_identity() -> str:
-    """The java binary Spark's launcher runs (JAVA_HOME's, else the one on PATH), and its mtime."""
+def _java() -> str | None:
+    """The java binary Spark's launcher runs: JAVA_HOME's, else the one on PATH."""
     home = os.environ.get("JAVA_HOME")
     java = os.path.join(home, "bin", "java") if home else shutil.which("java")
-    if not java:
+    return os.path.realpath(java) if java else None
+
+
+def _java_identity() -> str:
+    """That binary and its mtime: a changed JDK gets an archive of its own."""
+    java = _java()
+    if java is None:
         return "no java"
-    real = os.path.realpath(java)
     try:
-        return f"{real}:{os.stat(real).st_mtime_ns}"
+        return f"{java}:{os.stat(java).st_mtime_ns}"
     except OSError:
-        return real
+        return java
 
 
 def archive_path(jvm_options: str, spark_home: str) -> Path:
@@ -65,7 +70,9 @@ def usable(archive: Path) -> bool:
     SIGBUS (exit 134) instead of ignoring it, as it ignores a mismatched one: checked on this
     JDK 17 with the first 160 MB of a 168 MB archive. Starting ``java -version`` with it tells.
     """
-    java = _java_identity().split(":", 1)[0]
+    java = _java()
+    if java is None:
+        return False
     try:
         # a crashing JVM writes hs_err_pid*.log into its working directory: not into the operator's
         run = subprocess.run([java, f"-XX:SharedArchiveFile={archive}", QUIET, "-XX:ErrorFile=/dev/null",
@@ -80,8 +87,8 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # someone else's process: alive
+        pass
     return True
 
 
@@ -119,9 +126,9 @@ class DriverArchive:
     def promote_finished(self) -> None:
         try:
             writer = int(self.lock.read_text().strip() or 0)
+            stale = time.time() - self.lock.stat().st_mtime > STALE_LOCK_SECONDS
         except (OSError, ValueError):
             return
-        stale = time.time() - self.lock.stat().st_mtime > STALE_LOCK_SECONDS if self.lock.exists() else True
         if writer and _alive(writer) and not stale:
             return
         with contextlib.suppress(OSError):

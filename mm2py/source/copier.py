@@ -107,10 +107,11 @@ class _Partition:
         for payload, upstream in self.queue:
             if upstream[0] < offset:
                 kept.append((payload, upstream))
-            else:
-                self.uncount(upstream, sum(len(p) for p in payload))
+                continue
+            size = sum(len(p) for p in payload)
+            self.uncount(upstream, size)
+            self.queued_bytes -= size
         self.queue = kept
-        self.queued_bytes = sum(sum(len(p) for p in payload) for payload, _ in kept)
 
     def uncount(self, upstream: list[int] | tuple[int, int], size: int) -> None:
         """Take back a batch counted as copied when it was queued, which will not be."""

@@ -327,10 +327,9 @@ class SourcePlanner:
                 # seen by the stall refresh, so try again after it rather than at every micro-batch
                 self._held[key] = (r.begin, r.exact, time.monotonic() + STALL_REFRESH_SECONDS)
                 continue
-            else:
-                self._stall_refresh_at = 0.0  # new: refresh now (a deleted remote topic is re-created)
-                log.warning("copy stopped short of the planned end; planning the partition again from there",
-                            flow=self.flow.name, partition=key, offset=r.begin, planned_end=r.end)
+            self._stall_refresh_at = 0.0  # new: refresh now (a deleted remote topic is re-created)
+            log.warning("copy stopped short of the planned end; planning the partition again from there",
+                        flow=self.flow.name, partition=key, offset=r.begin, planned_end=r.end)
             self._restarted[key] = r.begin
             restart[key] = (r.begin, r.exact)
         for key in planned.keys() - short.keys():
@@ -380,13 +379,10 @@ class SourcePlanner:
         begin = {k: known.get(k, new.get(k, 0)) for k in keys}
         lag = {k: 0 if k in held else max(0, latest[tp] - begin[k]) for k, tp in keys.items()}
         now = time.monotonic()
-        budget = self.sizer.next_budget(now) if max_bytes else None
-        if budget is not None and max_bytes is not None:
-            budget = min(budget, max_bytes)
-        ends = self._cap(begin, lag, budget)
+        budget = min(self.sizer.next_budget(now), max_bytes) if max_bytes else None
+        ends, planned_bytes = self._cap(begin, lag, budget)
         if budget is not None:
-            size = sum((ends[k] - begin[k]) * self.bytes_per_offset.get(k, ASSUMED_BYTES_PER_OFFSET) for k in keys)
-            self.sizer.planned(now, size, budget)
+            self.sizer.planned(now, planned_bytes, budget)
         planned = {k for k in keys if ends[k] > begin[k]}
         restart = {k: v for k, v in restart.items() if k in planned}
         return Offsets(ends, frozenset(k for k in exact if k not in planned), new, restart,
@@ -403,18 +399,23 @@ class SourcePlanner:
         self.refresh_topics(force=True)
         return topic not in self.partitions
 
-    def _cap(self, begin: dict[str, int], lag: dict[str, int], max_bytes: int | None) -> dict[str, int]:
-        size = {k: self.bytes_per_offset.get(k, ASSUMED_BYTES_PER_OFFSET) for k in begin}
+    def _cap(self, begin: dict[str, int], lag: dict[str, int], max_bytes: int | None) -> tuple[dict[str, int], float]:
+        """End offsets within ``max_bytes`` of estimated source bytes, and the bytes they plan."""
+        size = {k: self._bytes_per_offset(k) for k in begin}
         total = sum(lag[k] * size[k] for k in begin)
         if not max_bytes or total <= max_bytes:
-            return {k: begin[k] + lag[k] for k in begin}
+            return {k: begin[k] + lag[k] for k in begin}, total
         # share the byte budget in proportion to each partition's backlog, so none starves
         share = max_bytes / total
-        return {k: begin[k] + (max(1, int(lag[k] * share)) if lag[k] else 0) for k in begin}
+        ends = {k: begin[k] + (max(1, int(lag[k] * share)) if lag[k] else 0) for k in begin}
+        return ends, sum((ends[k] - begin[k]) * size[k] for k in begin)
+
+    def _bytes_per_offset(self, key: str) -> float:
+        return self.bytes_per_offset.get(key, ASSUMED_BYTES_PER_OFFSET)
 
     def estimated_bytes(self, r: PartitionRange) -> float:
         """Source bytes of a range, from the partition's measured bytes per offset."""
-        return r.size * self.bytes_per_offset.get(r.key, ASSUMED_BYTES_PER_OFFSET)
+        return r.size * self._bytes_per_offset(r.key)
 
     def ranges(self, start_raw: dict, end_raw: dict) -> list[PartitionRange]:
         start, end = Offsets.parse(start_raw), Offsets.parse(end_raw)

@@ -75,7 +75,7 @@ def test_an_archive_no_jvm_starts_with_is_dropped_not_used(cache):
 
 def test_the_start_check_refuses_an_archive_cut_short(tmp_path):
     """With this machine's java: a JVM maps a whole archive, and would crash (SIGBUS) on a cut one."""
-    java = jvmcache._java_identity().split(":", 1)[0]
+    java = jvmcache._java()
     whole = tmp_path / "whole.jsa"
     subprocess.run([java, f"-XX:ArchiveClassesAtExit={whole}", jvmcache.QUIET, "-version"], check=True,
                    capture_output=True, timeout=120)

@@ -19,6 +19,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from mm2py.config.model import FlowConfig
+from mm2py.engine import workergc
 from mm2py.source.copier import CopySettings, copy_ranges
 from mm2py.source.ranges import PartitionRange, assign
 
@@ -107,6 +108,7 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         for result in copy_ranges(self.flow.source, self.flow.target, partition.ranges, self.settings, client_id):
             row = astuple(result)
             yield row[:10] + ([list(s) for s in result.syncs],) + row[11:]
+        workergc.settle()
 
     def commit(self, end: dict) -> None:
         pass  # positions are recorded by the sink, from what tasks actually copied

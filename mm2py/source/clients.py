@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Iterator
 
 from mm2py.config.model import ClusterConfig
+from mm2py.engine import workergc
 from mm2py.kafka.wire import RawClient
 
 _kept: dict[tuple, RawClient] = {}
@@ -40,6 +41,7 @@ def _drop(client: RawClient) -> None:
             del _kept[key]
     with contextlib.suppress(Exception):
         client.close()
+    workergc.thaw()  # the client was frozen with the worker's long-lived objects
 
 
 @contextlib.contextmanager

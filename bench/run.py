@@ -150,6 +150,8 @@ def command(tool: str, config: Path) -> list[str]:
         libs = devcluster.ensure_kafka_jars()
         return ["java", "-Xmx2g", f"-Dlog4j2.configurationFile={WORK / 'log4j2.yaml'}", "-cp", f"{libs}/*",
                 "org.apache.kafka.connect.mirror.MirrorMaker", str(config)]
+    if tool == "copier":  # mm2py's copy path without Spark: the machine's ceiling (bench.copier)
+        return [sys.executable, "-m", "bench.copier", str(config)]
     level = os.environ.get("BENCH_MM2PY_LOG", "WARNING")
     return [sys.executable, "-m", "mm2py", "run", str(config), "--log-level", level]
 
@@ -356,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the issue's record counts")
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--workloads", default="a,b,c,d")
-    parser.add_argument("--tools", default="mm2,mm2py")
+    parser.add_argument("--tools", default="mm2,mm2py",
+                        help="mm2, mm2py and copier (mm2py's copy path alone, without Spark)")
     args = parser.parse_args(argv)
     WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "log4j2.yaml").write_text(
@@ -375,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
             for pair in range(1, args.pairs + 1):
                 tools = args.tools.split(",")
                 for tool in (tools if pair % 2 else list(reversed(tools))):
+                    if tool == "copier" and w.steady_rate:
+                        continue  # it copies what is there and exits: no steady state to measure
                     r = run_one(tool, w, pair, data)
                     results.append(r)
                     print(json.dumps(asdict(r)), flush=True)

@@ -1,0 +1,73 @@
+"""mm2py's copy path alone, without Spark: how fast this machine lets any mm2py run go.
+
+``python -m bench.copier CONFIG`` reads the same properties file as a bench run, creates the
+remote topics of its one enabled flow, and copies every partition from offset 0 to its end
+offset now with ``mm2py.source.copier.copy_ranges``, as Spark tasks do, in one process per
+core. Nothing else runs: no Spark, no positions or offset syncs, no checkpoints or heartbeats.
+
+The bench runs it as the tool ``copier`` (``--tools mm2,mm2py,copier``). Its row is the
+ceiling of the data path on these brokers and cores; the distance from it to the mm2py row
+is what Spark's scheduling and the other connectors cost.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from collections.abc import Sequence
+
+from mm2py import config as mm2config
+from mm2py.config.model import FlowConfig
+from mm2py.filters import TopicFilter
+from mm2py.kafka.admin import Admin
+from mm2py.policy import load_policy
+from mm2py.source.copier import CopySettings, copy_ranges
+from mm2py.source.ranges import PartitionRange
+
+
+def plan(flow: FlowConfig) -> list[PartitionRange]:
+    """Every partition of the flow's topics, from 0 to its end offset; remote topics created."""
+    src, dst = Admin(flow.source), Admin(flow.target)
+    policy = load_policy(flow.replication_policy_class, separator=flow.replication_policy_separator,
+                         internal_topic_separator_enabled=flow.internal_topic_separator_enabled,
+                         source_cluster_alias=flow.source.alias)
+    wanted = TopicFilter(flow.topics, flow.topics_exclude)
+    topics = {t: n for t, n in src.topics().items() if wanted.should_replicate_topic(t)}
+    if not topics:
+        raise SystemExit(f"bench.copier: no source topic matches {flow.topics} on {flow.source.alias}")
+    existing = dst.topics()
+    ranges = []
+    for topic, partitions in sorted(topics.items()):
+        remote = policy.format_remote_topic(flow.source.alias, topic)
+        if remote not in existing:
+            dst.create_topic(remote, partitions, 1)
+        ends = src.list_offsets([(topic, p) for p in range(partitions)])
+        ranges += [PartitionRange(topic, p, 0, ends[(topic, p)], remote) for p in range(partitions)]
+    return ranges
+
+
+def _copy(flow: FlowConfig, ranges: Sequence[PartitionRange], worker: int) -> int:
+    results = copy_ranges(flow.source, flow.target, list(ranges), CopySettings(), f"bench-copier-{worker}")
+    short = [r for r in results if r.next_offset < r.end]
+    if short:
+        raise RuntimeError(f"copier stopped short: {short[0]}")
+    return sum(r.records for r in results)
+
+
+def main(argv: list[str]) -> int:
+    flows = mm2config.load(argv[0]).enabled_flows
+    if len(flows) != 1:
+        raise SystemExit(f"bench.copier: {argv[0]} must enable exactly one flow, not {len(flows)}")
+    flow = flows[0]
+    ranges = [r for r in plan(flow) if r.end > r.start]
+    workers = min(int(os.environ.get("BENCH_COPIER_PROCESSES", 0)) or os.cpu_count() or 1, len(ranges))
+    groups = [ranges[i::workers] for i in range(workers)]
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        copied = sum(pool.starmap(_copy, [(flow, group, i) for i, group in enumerate(groups)]))
+    print(f"bench.copier: {copied} records in {len(ranges)} partitions, {workers} processes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -27,6 +27,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bench.measure import TreeSampler, percentile
@@ -81,6 +82,9 @@ class RunResult:
     peak_rss_mb: float
     latency_ms: dict[str, float] = field(default_factory=dict)
     cpu_by_kind: dict[str, float] = field(default_factory=dict)
+    # CPU seconds per GB the source and target brokers spent over the same run: on a small
+    # machine they share the cores with the replicator, and bound how fast any of them can go
+    broker_cpu_s_per_gb: dict[str, float] = field(default_factory=dict)
 
 
 def topic_names(w: Workload) -> list[str]:
@@ -221,7 +225,12 @@ def warm_up(topic: str, remote: str, partitions: int, dst: Admin, deadline: floa
     time.sleep(2)  # let the periodic connectors settle into their rhythm too
 
 
-def run_one(tool: str, w: Workload, pair: int, data_bytes: int) -> RunResult:
+def broker_cpu(brokers: dict[str, int]) -> dict[str, float]:
+    """CPU seconds used so far by each broker process, by role (source, target)."""
+    return {role: sum(psutil.Process(pid).cpu_times()[:2]) for role, pid in brokers.items()}
+
+
+def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: dict[str, int]) -> RunResult:
     alias = f"r{pair}{tool.replace('py', 'p')}{w.name[0]}"
     remote = [f"{alias}.{t}" for t in topic_names(w)]
     dst = Admin(ClusterConfig("tgt", f"127.0.0.1:{B_PORT}"))
@@ -229,6 +238,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int) -> RunResult:
     config = WORK / f"{alias}.properties"
     config.write_text(mm2_properties(alias, w, tool))
     log = open(WORK / f"{alias}.log", "wb")  # noqa: SIM115 - closed below
+    brokers_before = broker_cpu(brokers)
     t0 = time.monotonic()
     proc = subprocess.Popen(command(tool, config), stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
                             start_new_session=True)
@@ -267,6 +277,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int) -> RunResult:
                     raise RuntimeError(f"{tool} did not finish {w.name}")
                 time.sleep(0.2)
             done = time.monotonic()
+            broker_used = {k: v - brokers_before[k] for k, v in broker_cpu(brokers).items()}
             if probe is not None:
                 time.sleep(2)
                 probe.stop.set()
@@ -293,7 +304,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int) -> RunResult:
     return RunResult(tool, w.name, pair, total, data_bytes, round((first or done) - t0, 2), round(mirror_s, 2),
                      round(total / mirror_s), round(data_bytes / mirror_s / 1e6, 1), round(cpu, 1),
                      round(cpu / gb, 1) if gb else 0.0, round(sampler.result.peak_rss / 2**20), latency,
-                     sampler.result.cpu_by_kind)
+                     sampler.result.cpu_by_kind, {k: round(v / gb, 1) for k, v in broker_used.items()} if gb else {})
 
 
 def summarize(results: list[RunResult]) -> str:
@@ -301,9 +312,13 @@ def summarize(results: list[RunResult]) -> str:
              "Medians over alternating pairs. Throughput counts from the first mirrored record to the last; "
              "start-up is listed apart. CPU is the replicator's whole process tree (JVM, Python workers), "
              "start-up included. Latency (steady workload): producer send to arrival on the target, for "
-             "records sent after the first 20 s at the steady rate (the same warm-up for both tools).", "",
-             "| workload | tool | records/s | MB/s | CPU s/GB | peak RSS MB | start-up s | latency p50/p99/max ms |",
-             "|---|---|---|---|---|---|---|---|"]
+             "records sent after the first 20 s at the steady rate (the same warm-up for both tools). "
+             "Brokers: CPU seconds per GB of the source + target broker over the same run (they share the "
+             "machine's cores with the replicator). Tool copier: mm2py's copy path alone, without Spark "
+             "(bench/copier.py).", "",
+             "| workload | tool | records/s | MB/s | CPU s/GB | brokers CPU s/GB | peak RSS MB | start-up s | "
+             "latency p50/p99/max ms |",
+             "|---|---|---|---|---|---|---|---|---|"]
     by: dict[tuple[str, str], list[RunResult]] = {}
     for r in results:
         by.setdefault((r.workload, r.tool), []).append(r)
@@ -313,8 +328,13 @@ def summarize(results: list[RunResult]) -> str:
         lat = "-"
         if rs[0].latency_ms:
             lat = "/".join(f"{statistics.median(r.latency_ms[k] for r in rs):.0f}" for k in ("p50", "p99", "max"))
+        brokers = "-"
+        if rs[0].broker_cpu_s_per_gb:
+            brokers = " + ".join(f"{statistics.median(r.broker_cpu_s_per_gb[k] for r in rs):.1f}"
+                                 for k in ("source", "target"))
         lines.append(f"| {workload} | {tool} | {med('records_per_s'):,.0f} | {med('mb_per_s'):.1f} | "
-                     f"{med('cpu_s_per_gb'):.1f} | {med('peak_rss_mb'):.0f} | {med('startup_s'):.1f} | {lat} |")
+                     f"{med('cpu_s_per_gb'):.1f} | {brokers} | {med('peak_rss_mb'):.0f} | {med('startup_s'):.1f} | "
+                     f"{lat} |")
     lines += ["", "| workload | throughput mm2py/MM2 | CPU per GB mm2py/MM2 |", "|---|---|---|"]
     for workload in sorted({w for w, _ in by}):
         py, mm = by.get((workload, "mm2py")), by.get((workload, "mm2"))
@@ -366,8 +386,8 @@ def main(argv: list[str] | None = None) -> int:
         "Configuration:\n  Appenders:\n    Console:\n      name: OUT\n      PatternLayout:\n"
         "        Pattern: \"[%d] %p %m (%c)%n\"\n  Loggers:\n    Root:\n      level: WARN\n"
         "      AppenderRef:\n        - ref: OUT\n")
-    for name, port in (("bench-a", A_PORT), ("bench-b", B_PORT)):
-        devcluster.start_cluster(name, port, heap="1g")
+    brokers = {role: devcluster.start_cluster(name, port, heap="1g").pid
+               for role, name, port in (("source", "bench-a", A_PORT), ("target", "bench-b", B_PORT))}
     results: list[RunResult] = []
     try:
         if "mm2py" in args.tools.split(","):
@@ -380,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
                 for tool in (tools if pair % 2 else list(reversed(tools))):
                     if tool == "copier" and w.steady_rate:
                         continue  # it copies what is there and exits: no steady state to measure
-                    r = run_one(tool, w, pair, data)
+                    r = run_one(tool, w, pair, data, brokers)
                     results.append(r)
                     print(json.dumps(asdict(r)), flush=True)
                     (REPO / "bench" / "results.json").write_text(json.dumps([asdict(x) for x in results], indent=1))

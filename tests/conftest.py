@@ -17,10 +17,11 @@ import pytest
 from mm2py import devcluster
 
 PORT_OFFSET = int(os.environ.get("MM2PY_TEST_PORT_OFFSET", "0"))
-# clusters the fixtures share, and spare ports for tests that start their own
+# clusters the fixtures share, and spare ports for tests that start their own; all below the
+# kernel's ephemeral range (32768-60999), where a client's outgoing connection can hold the port
 TEST_PORTS = {name: port + PORT_OFFSET for name, port in
-              {"a": 39092, "b": 39192, "c": 39292, "cli": 39392, "sasl": 39492, "ssl": 39592,
-                                   "crash": 39692, "acl-a": 39792, "acl-b": 39892}.items()}
+              {"a": 30092, "b": 30192, "c": 30292, "cli": 30392, "sasl": 30492, "ssl": 30592,
+               "crash": 30692, "acl-a": 30792, "acl-b": 30892}.items()}
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -47,7 +47,7 @@ from tests.kafkautil import consume_all, create_topic, delete_topic, end_offsets
 
 pytestmark = pytest.mark.integration
 
-ACL_PORT = 39850 + PORT_OFFSET
+ACL_PORT = 30850 + PORT_OFFSET
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ALICE = {"alice": "alice-secret"}
 

@@ -13,9 +13,9 @@ class Node:
 
 @pytest.fixture
 def thawed():
-    gc.unfreeze()
+    workergc.thaw()
     yield
-    gc.unfreeze()
+    workergc.thaw()
 
 
 def _cycle() -> weakref.ref:

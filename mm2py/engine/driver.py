@@ -201,9 +201,17 @@ class Engine:
             try:
                 running.query.stop()
             except Exception as e:  # noqa: BLE001 - keep stopping the others
-                log.warning("stopping a query failed", flow=running.flow.name, error=str(e).splitlines()[0])
+                log.warning("stopping a query failed", flow=running.flow.name, error=_first_line(e))
             running.sink.close()
         log.info("flows stopped", flows=[r.flow.name for r in self.flows])
+
+
+def _first_line(exc: BaseException) -> str:
+    """``str(exc)``'s first line; a py4j error asks the JVM for its text, and the JVM may be gone."""
+    try:
+        return (str(exc).splitlines() or [""])[0]
+    except Exception:  # noqa: BLE001 - ConnectionRefusedError and kin, from py4j
+        return type(exc).__name__
 
 
 def run(

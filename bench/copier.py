@@ -21,17 +21,15 @@ from mm2py import config as mm2config
 from mm2py.config.model import FlowConfig
 from mm2py.filters import TopicFilter
 from mm2py.kafka.admin import Admin
-from mm2py.policy import load_policy
 from mm2py.source.copier import CopySettings, copy_ranges
+from mm2py.source.planner import flow_policy
 from mm2py.source.ranges import PartitionRange
 
 
 def plan(flow: FlowConfig) -> list[PartitionRange]:
     """Every partition of the flow's topics, from 0 to its end offset; remote topics created."""
     src, dst = Admin(flow.source), Admin(flow.target)
-    policy = load_policy(flow.replication_policy_class, separator=flow.replication_policy_separator,
-                         internal_topic_separator_enabled=flow.internal_topic_separator_enabled,
-                         source_cluster_alias=flow.source.alias)
+    policy = flow_policy(flow)
     wanted = TopicFilter(flow.topics, flow.topics_exclude)
     topics = {t: n for t, n in src.topics().items() if wanted.should_replicate_topic(t)}
     if not topics:

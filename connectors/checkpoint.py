@@ -7,9 +7,8 @@ from collections.abc import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from connectors.source import decode_flow
+from connectors.options import decode_flow
 from connectors.ticker import TickingReader
-from mm2py.checkpoint import run_checkpoints
 
 
 class CheckpointDataSource(DataSource):
@@ -27,6 +26,8 @@ class CheckpointDataSource(DataSource):
 
 class CheckpointReader(TickingReader):
     def work(self, tick: int) -> Iterator[tuple]:
+        from mm2py.checkpoint import run_checkpoints  # in the task: the query's planner never needs it
+
         report = run_checkpoints(self.flow)
         synced = set(report.synced_groups)
         for cp in report.emitted:

@@ -17,7 +17,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit
 from pyspark.sql.types import StructType
 
-from connectors.source import decode_flow
+from connectors.options import decode_flow
 from mm2py.config.model import FlowConfig
 from mm2py.errors import Mm2pyError
 from mm2py.heartbeat import HeartbeatEmitter

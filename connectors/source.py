@@ -8,9 +8,7 @@ positions on the target and offset syncs.
 
 from __future__ import annotations
 
-import base64
 import os
-import pickle
 from collections.abc import Iterator
 from dataclasses import astuple
 
@@ -18,6 +16,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from connectors.options import decode_flow
 from mm2py.config.model import FlowConfig
 from mm2py.engine import workergc
 from mm2py.source.copier import CopySettings, copy_ranges
@@ -33,15 +32,6 @@ RESULT_SCHEMA = (
     "fetched_ms long, acked_ms long, stall_offset long, stall_bytes long, stall_reason string, "
     "lost_start long, lost_end long"
 )
-
-
-def encode_flow(flow: FlowConfig) -> str:
-    """Data source options are strings: the frozen flow travels pickled."""
-    return base64.b64encode(pickle.dumps(flow)).decode("ascii")
-
-
-def decode_flow(text: str) -> FlowConfig:
-    return pickle.loads(base64.b64decode(text))
 
 
 class RangeGroup(InputPartition):

@@ -19,7 +19,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from connectors.checkpoint import CheckpointDataSource
 from connectors.heartbeat import HeartbeatDataSource
-from connectors.source import MirrorSourceDataSource, encode_flow
+from connectors.options import encode_flow
+from connectors.source import MirrorSourceDataSource
 from connectors.warmup import WarmupDataSource
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.engine.jvmcache import DriverArchive

@@ -238,6 +238,8 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: dict[st
     config = WORK / f"{alias}.properties"
     config.write_text(mm2_properties(alias, w, tool))
     log = open(WORK / f"{alias}.log", "wb")  # noqa: SIM115 - closed below
+    # seconds since start and records on the target, per poll: where a run's time went
+    timeline = open(WORK / f"{alias}.timeline", "w")  # noqa: SIM115 - closed below
     brokers_before = broker_cpu(brokers)
     t0 = time.monotonic()
     proc = subprocess.Popen(command(tool, config), stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
@@ -267,6 +269,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: dict[st
             deadline = time.monotonic() + 1800
             while True:
                 mirrored = target_total(dst, remote)
+                timeline.write(f"{time.monotonic() - t0:.2f} {mirrored}\n")
                 if first is None and mirrored > 0:
                     first = time.monotonic()
                 if mirrored >= total:
@@ -289,6 +292,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: dict[st
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
         log.close()
+        timeline.close()
     for topic in remote:
         with contextlib.suppress(Exception):  # freeing disk is best effort
             dst.delete_topic(topic)

@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 
 from mm2py import config as mm2config
 from mm2py.config.model import FlowConfig
@@ -61,8 +62,11 @@ def main(argv: list[str]) -> int:
     ranges = [r for r in plan(flow) if r.end > r.start]
     workers = min(int(os.environ.get("BENCH_COPIER_PROCESSES", 0)) or os.cpu_count() or 1, len(ranges))
     groups = [ranges[i::workers] for i in range(workers)]
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        copied = sum(pool.starmap(_copy, [(flow, group, i) for i, group in enumerate(groups)]))
+    # spawned, not forked: plan() ran librdkafka clients here, and a child forked beside their
+    # threads segfaulted in libc now and then (twice in a day); a process pool also raises when
+    # a worker dies, where multiprocessing.Pool waited forever for its lost task
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        copied = sum(pool.map(_copy, [flow] * workers, groups, range(workers)))
     print(f"bench.copier: {copied} records in {len(ranges)} partitions, {workers} processes")
     return 0
 

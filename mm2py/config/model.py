@@ -121,10 +121,7 @@ class FlowConfig:
     # mm2py additions (not in MM2)
     partition_mismatch: str = "error"  # "error" | "hash"
     sync_topic_deletes_enabled: bool = False
-    # admission control: most source bytes per micro-batch. A ceiling, not the size: at 512 MiB
-    # it cut b's batches to 1.5-2 s at 300+ MB/s, under batch.duration.ms, and each batch
-    # boundary costs ~0.3 s (Spark's logs, planning, task launch)
-    max_batch_bytes: int = 1024 * 1024 * 1024
+    max_batch_bytes: int = 512 * 1024 * 1024  # admission control: most source bytes per micro-batch
     batch_duration_ms: int = 3000  # ... and about this much time of data at the measured rate
     trigger_interval_ms: int = 500  # minimum time between micro-batches
     # every resolved key (including unknown ones), for plugins and diagnostics

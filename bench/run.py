@@ -241,7 +241,7 @@ def warm_source(w: Workload) -> tuple[int, float]:
     assert cluster is not None
     started, size = time.monotonic(), 0
     for topic in topic_names(w):
-        for folder in (cluster.directory / "data").glob(f"{topic}-*"):
+        for folder in cluster.data.glob(f"{topic}-*"):
             for file in folder.glob("*.log"):
                 with open(file, "rb") as f:
                     while chunk := f.read(8 << 20):

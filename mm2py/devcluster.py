@@ -132,6 +132,11 @@ class DevCluster:
         return self.directory / "broker.log"
 
     @property
+    def data(self) -> Path:
+        """The broker's log.dirs: one folder per partition."""
+        return self.directory / "data"
+
+    @property
     def running(self) -> bool:
         return self.pid is not None and _is_our_broker(self.pid, self.directory)
 
@@ -571,7 +576,7 @@ def stop_cluster(name: str, workdir: Path | None = None, *, keep_data: bool = Fa
         _terminate(cluster, timeout)
     (cluster.directory / "broker.pid").unlink(missing_ok=True)
     if not keep_data:
-        shutil.rmtree(cluster.directory / "data", ignore_errors=True)
+        shutil.rmtree(cluster.data, ignore_errors=True)
     return was_running
 
 

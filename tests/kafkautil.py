@@ -47,20 +47,26 @@ def create_topic(bootstrap: str, name: str, partitions: int, config: Mapping[str
     """Create ``name`` (replication factor 1) and wait until its metadata is visible."""
     admin = _admin(bootstrap, client)  # must outlive the future: a collected client cancels its requests
     admin.create_topics([NewTopic(name, partitions, 1, config=dict(config or {}))])[name].result(30)
+    _wait_served(bootstrap, name, partitions, client)
 
+
+def add_partitions(bootstrap: str, name: str, total: int, *, client: ClientConfig = None) -> None:
+    """Grow ``name`` to ``total`` partitions and wait until the new ones are served too."""
+    admin = _admin(bootstrap, client)
+    admin.create_partitions([NewPartitions(name, total)])[name].result(30)
+    _wait_served(bootstrap, name, total, client)
+
+
+def _wait_served(bootstrap: str, name: str, partitions: int, client: ClientConfig) -> None:
     def served() -> bool:
-        # every partition's leader answers ListOffsets: right after creation it may still say NOT_LEADER
+        # every partition's leader answers ListOffsets: right after creation it may still say
+        # NOT_LEADER, and a producer's metadata may not know the partition yet (_UNKNOWN_PARTITION)
         try:
             return len(end_offsets(bootstrap, name, client=client)) == partitions
         except KafkaException:
             return False
 
     wait_until(served, 30, message=f"topic {name} with {partitions} partitions served by their leaders")
-
-
-def add_partitions(bootstrap: str, name: str, total: int, *, client: ClientConfig = None) -> None:
-    admin = _admin(bootstrap, client)
-    admin.create_partitions([NewPartitions(name, total)])[name].result(30)
 
 
 def delete_topic(bootstrap: str, name: str, *, client: ClientConfig = None) -> None:

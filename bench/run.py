@@ -14,7 +14,6 @@ the steady rate has run for a warm-up period.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -26,6 +25,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -38,6 +38,15 @@ from mm2py.kafka.admin import Admin
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / "work"
 A_PORT, B_PORT = 29092, 29192
+TMPFS = Path("/dev/shm")
+# left for the processes when broker logs live in memory: two brokers (1 GiB heaps), MM2 (2 GiB
+# heap, ~2.6 GB RSS measured) or mm2py (~2.2 GB), the load producer's buffers, the OS
+PROCESS_HEADROOM = 8 << 30
+BROKER_PROPERTIES = {
+    # a mirrored topic is deleted after each run; its files must leave before the next run, not
+    # a minute later (the default delay), or two runs' copies share the disk or the memory
+    "file.delete.delay.ms": 1000,
+}
 
 
 @dataclass(frozen=True)
@@ -87,14 +96,79 @@ class RunResult:
     broker_cpu_s_per_gb: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Brokers:
+    """The bench's two broker processes and the folder that holds their clusters."""
+
+    workdir: Path
+    pids: dict[str, int]  # by role: source, target
+    NAMES: ClassVar[dict[str, str]] = {"source": "bench-a", "target": "bench-b"}
+
+    def data(self, role: str) -> Path:
+        cluster = devcluster.cluster_status(self.NAMES[role], self.workdir)
+        assert cluster is not None
+        return cluster.data
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds used so far by each broker process, by role."""
+        return {role: sum(psutil.Process(pid).cpu_times()[:2]) for role, pid in self.pids.items()}
+
+    def wait_deleted(self, role: str, topics: list[str], timeout: float = 120) -> None:
+        """Until the deleted topics' log folders are gone (renamed *-delete, then removed)."""
+        data, deadline = self.data(role), time.monotonic() + timeout
+        prefixes = tuple(f"{t}-" for t in topics)
+        while any(f.name.startswith(prefixes) for f in data.iterdir()):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the {role} broker still holds log folders of deleted topics {topics[:3]}... "
+                                   f"after {timeout:.0f} s in {data}")
+            time.sleep(0.5)
+
+
 def topic_names(w: Workload) -> list[str]:
     return [f"bench-{w.name}"] if w.topics == 1 else [f"bench-{w.name}-{i:03d}" for i in range(w.topics)]
 
 
-def load(w: Workload, bootstrap: str) -> int:
-    """Write the workload into A; returns its size in bytes (values)."""
+def log_bytes(w: Workload) -> int:
+    """An upper bound of the workload's log size: values uncompressed, plus keys and batch framing."""
+    return int(w.records * w.topics * (w.size + 80) * 1.05)
+
+
+def choose_broker_dir(requested: str, chosen: list[Workload]) -> tuple[Path, str]:
+    """Where the bench brokers keep their logs, and why: (work folder, reason for results.md).
+
+    ``auto`` picks memory (tmpfs) when it holds every chosen workload's source log plus the
+    largest one's copy on the target, with PROCESS_HEADROOM to spare. On this machine the page
+    cache of a log on disk is reclaimed at ~50 MB/s while idle, so a run read 70-200 MB/s from
+    disk or not, depending on what ran before: runs of the same tool swung 4x. In memory both
+    tools read and write the same way every time; the brokers' own cost is unchanged.
+    """
+    if requested != "auto":
+        return Path(requested).resolve(), f"broker logs in {requested} (--broker-dir)"
+    need = sum(log_bytes(w) for w in chosen if not w.steady_rate) + max(log_bytes(w) for w in chosen)
+    shm = TMPFS / "mm2py-bench"
+    if TMPFS.is_dir():
+        free = min(os.statvfs(TMPFS).f_bavail * os.statvfs(TMPFS).f_frsize, psutil.virtual_memory().available)
+        if free >= need + PROCESS_HEADROOM:
+            return shm, f"broker logs in memory ({shm}, tmpfs): {need / 1e9:.1f} GB needed"
+        why = f"{free / 1e9:.1f} GB free in {TMPFS} and memory, {(need + PROCESS_HEADROOM) / 1e9:.1f} GB needed"
+    else:
+        why = f"no {TMPFS}"
+    return devcluster.default_workdir(), f"broker logs on disk ({why}); page-cache reclaim may swing runs"
+
+
+def load(w: Workload, bootstrap: str, brokers: Brokers) -> int:
+    """Write the workload into A; returns its size in bytes (values).
+
+    A topic left by an interrupted bench is reused only when it holds exactly this workload's
+    records (another --scale leaves other counts): the figures per GB count on that.
+    """
     admin = Admin(ClusterConfig("A", bootstrap))
     existing = admin.topics()
+    for topic in topic_names(w):
+        if topic in existing and target_total(admin, [topic]) != w.records:
+            admin.delete_topic(topic)
+            brokers.wait_deleted("source", [topic])
+            del existing[topic]
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1 << 20,
                          "compression.type": w.compression, "acks": 1, "log_level": 0,
                          "queue.buffering.max.kbytes": 1 << 20})
@@ -225,23 +299,17 @@ def warm_up(topic: str, remote: str, partitions: int, dst: Admin, deadline: floa
     time.sleep(2)  # let the periodic connectors settle into their rhythm too
 
 
-def broker_cpu(brokers: dict[str, int]) -> dict[str, float]:
-    """CPU seconds used so far by each broker process, by role (source, target)."""
-    return {role: sum(psutil.Process(pid).cpu_times()[:2]) for role, pid in brokers.items()}
-
-
-def warm_source(w: Workload) -> tuple[int, float]:
+def warm_source(w: Workload, brokers: Brokers) -> tuple[int, float]:
     """Read the workload's source log files once, so the run finds them in memory: (bytes, seconds).
 
     This machine reclaims cold page cache at ~50 MB/s (Cached fell 2398 -> 785 MB in 57 s of
     idle), so between runs much of a 5 GB log left memory, and whichever tool ran next read it
     from disk: runs swung 4x. Reading it just before each run gives every tool the same start.
     """
-    cluster = devcluster.cluster_status("bench-a")
-    assert cluster is not None
     started, size = time.monotonic(), 0
+    data = brokers.data("source")
     for topic in topic_names(w):
-        for folder in cluster.data.glob(f"{topic}-*"):
+        for folder in data.glob(f"{topic}-*"):
             for file in folder.glob("*.log"):
                 with open(file, "rb") as f:
                     while chunk := f.read(8 << 20):
@@ -249,7 +317,7 @@ def warm_source(w: Workload) -> tuple[int, float]:
     return size, time.monotonic() - started
 
 
-def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: dict[str, int]) -> RunResult:
+def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunResult:
     alias = f"r{pair}{tool.replace('py', 'p')}{w.name[0]}"
     remote = [f"{alias}.{t}" for t in topic_names(w)]
     dst = Admin(ClusterConfig("tgt", f"127.0.0.1:{B_PORT}"))
@@ -257,12 +325,12 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: dict[st
     config = WORK / f"{alias}.properties"
     config.write_text(mm2_properties(alias, w, tool))
     if not w.steady_rate:
-        size, seconds = warm_source(w)
+        size, seconds = warm_source(w, brokers)
         print(f"{alias}: {size / 1e6:.0f} MB of source log read into memory in {seconds:.1f} s", flush=True)
     log = open(WORK / f"{alias}.log", "wb")  # noqa: SIM115 - closed below
     # seconds since start and records on the target, per poll: where a run's time went
     timeline = open(WORK / f"{alias}.timeline", "w")  # noqa: SIM115 - closed below
-    brokers_before = broker_cpu(brokers)
+    brokers_before = brokers.cpu()
     t0 = time.monotonic()
     proc = subprocess.Popen(command(tool, config), stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
                             start_new_session=True)
@@ -302,7 +370,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: dict[st
                     raise RuntimeError(f"{tool} did not finish {w.name}")
                 time.sleep(0.2)
             done = time.monotonic()
-            broker_used = {k: v - brokers_before[k] for k, v in broker_cpu(brokers).items()}
+            broker_used = {k: v - brokers_before[k] for k, v in brokers.cpu().items()}
             if probe is not None:
                 time.sleep(2)
                 probe.stop.set()
@@ -316,8 +384,8 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: dict[st
         log.close()
         timeline.close()
     for topic in remote:
-        with contextlib.suppress(Exception):  # freeing disk is best effort
-            dst.delete_topic(topic)
+        dst.delete_topic(topic)
+    brokers.wait_deleted("target", remote)  # the next run starts with the same free memory or disk
     if probe is not None:
         total -= w.partitions  # report what the probe sent, not the warm-up records
     mirror_s = max(done - (first or t0), 1e-6)
@@ -333,8 +401,8 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: dict[st
                      sampler.result.cpu_by_kind, {k: round(v / gb, 1) for k, v in broker_used.items()} if gb else {})
 
 
-def summarize(results: list[RunResult]) -> str:
-    lines = ["# mm2py vs Apache MirrorMaker 2 (same machine, same run)", "",
+def summarize(results: list[RunResult], setting: str) -> str:
+    lines = ["# mm2py vs Apache MirrorMaker 2 (same machine, same run)", "", f"Setting: {setting}.", "",
              "Medians over alternating pairs. Throughput counts from the first mirrored record to the last; "
              "start-up is listed apart. CPU is the replicator's whole process tree (JVM, Python workers), "
              "start-up included. Latency (steady workload): producer send to arrival on the target, for "
@@ -406,21 +474,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default="a,b,c,d")
     parser.add_argument("--tools", default="mm2,mm2py",
                         help="mm2, mm2py and copier (mm2py's copy path alone, without Spark)")
+    parser.add_argument("--broker-dir", default="auto",
+                        help="folder for the two bench clusters; auto: in memory (/dev/shm) when it fits, else var/")
     args = parser.parse_args(argv)
+    chosen = [workloads(args.scale)[key] for key in args.workloads.split(",")]
+    workdir, where = choose_broker_dir(args.broker_dir, chosen)
+    setting = f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Kafka " \
+              f"{devcluster.KAFKA_VERSION}, {where}"
+    print(setting, flush=True)
     WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "log4j2.yaml").write_text(
         "Configuration:\n  Appenders:\n    Console:\n      name: OUT\n      PatternLayout:\n"
         "        Pattern: \"[%d] %p %m (%c)%n\"\n  Loggers:\n    Root:\n      level: WARN\n"
         "      AppenderRef:\n        - ref: OUT\n")
-    brokers = {role: devcluster.start_cluster(name, port, heap="1g").pid
-               for role, name, port in (("source", "bench-a", A_PORT), ("target", "bench-b", B_PORT))}
+    brokers = Brokers(workdir, {
+        role: devcluster.start_cluster(Brokers.NAMES[role], port, workdir=workdir, heap="1g",
+                                       extra_properties=BROKER_PROPERTIES).pid
+        for role, port in (("source", A_PORT), ("target", B_PORT))})
     results: list[RunResult] = []
     try:
         if "mm2py" in args.tools.split(","):
             prime_mm2py()
-        for key in args.workloads.split(","):
-            w = workloads(args.scale)[key]
-            data = load(w, f"127.0.0.1:{A_PORT}") if not w.steady_rate else 0
+        for w in chosen:
+            data = load(w, f"127.0.0.1:{A_PORT}", brokers) if not w.steady_rate else 0
             for pair in range(1, args.pairs + 1):
                 tools = args.tools.split(",")
                 for tool in (tools if pair % 2 else list(reversed(tools))):
@@ -430,11 +506,11 @@ def main(argv: list[str] | None = None) -> int:
                     results.append(r)
                     print(json.dumps(asdict(r)), flush=True)
                     (REPO / "bench" / "results.json").write_text(json.dumps([asdict(x) for x in results], indent=1))
-                    (REPO / "bench" / "results.md").write_text(summarize(results))
+                    (REPO / "bench" / "results.md").write_text(summarize(results, setting))
     finally:
-        for name in ("bench-a", "bench-b"):
-            devcluster.stop_cluster(name)
-    print(summarize(results))
+        for name in Brokers.NAMES.values():
+            devcluster.stop_cluster(name, workdir)  # and its data: in memory it would pin GBs of RAM
+    print(summarize(results, setting))
     return 0
 
 

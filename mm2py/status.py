@@ -60,8 +60,9 @@ class FlowStatus:
 
 def _consumer(cluster: ClusterConfig) -> Consumer:
     conf = rdkafka_config(cluster.bootstrap_servers, cluster.consumer, cluster.alias)
+    # "earliest": records that retention removed are not waiting; the oldest one left is the lag
     conf.update({"group.id": "mm2py-status", "enable.auto.commit": False, "isolation.level": "read_committed",
-                 "enable.partition.eof": False})
+                 "enable.partition.eof": False, "auto.offset.reset": "earliest"})
     return Consumer(conf)
 
 

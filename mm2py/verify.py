@@ -11,7 +11,8 @@ import struct
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import KafkaError as KafkaErrorCode
 
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError
@@ -49,7 +50,10 @@ def digest_ranges(cluster: ClusterConfig, topic: str, ranges: dict[int, tuple[in
                   timeout: float = 120) -> dict[int, PartitionDigest]:
     """Digest of the records of each partition ``p`` of ``topic`` in ``[start, end)`` of ``ranges[p]``."""
     conf = rdkafka_config(cluster.bootstrap_servers, cluster.consumer, cluster.alias)
-    conf.update({"group.id": "mm2py-verify", "enable.auto.commit": False, "isolation.level": "read_committed"})
+    # "error": a range whose records left the log (retention, DeleteRecords) after it was planned
+    # must fail and say so; the default reset would jump to the end and wait for them forever
+    conf.update({"group.id": "mm2py-verify", "enable.auto.commit": False, "isolation.level": "read_committed",
+                 "auto.offset.reset": "error"})
     consumer = Consumer(conf)
     try:
         hashes = {p: hashlib.sha256() for p in ranges}
@@ -66,7 +70,7 @@ def digest_ranges(cluster: ClusterConfig, topic: str, ranges: dict[int, tuple[in
                                  topic=topic, retriable=True)
             for msg in consumer.consume(10000, timeout=0.5):
                 if msg.error():
-                    raise KafkaError(str(msg.error()), cluster=cluster.alias, topic=topic)
+                    raise _read_error(msg, cluster, topic, ranges)
                 p = msg.partition()
                 if p not in remaining or msg.offset() >= remaining[p]:
                     continue
@@ -86,6 +90,17 @@ def digest_ranges(cluster: ClusterConfig, topic: str, ranges: dict[int, tuple[in
         return {p: PartitionDigest(counts[p], hashes[p].hexdigest()) for p in ranges}
     finally:
         consumer.close()
+
+
+def _read_error(msg: Message, cluster: ClusterConfig, topic: str,
+                ranges: dict[int, tuple[int, int]]) -> KafkaError:
+    err, p = msg.error(), msg.partition()
+    if err.code() == KafkaErrorCode._AUTO_OFFSET_RESET and p in ranges:
+        start, end = ranges[p]
+        return KafkaError(f"records in [{start}, {end}) are no longer in the log (deleted by retention or "
+                          f"DeleteRecords since the check was planned); run it again: {err.str()}",
+                          cluster=cluster.alias, topic=topic, partition=p, offset=start)
+    return KafkaError(err.str(), cluster=cluster.alias, topic=topic, partition=p)
 
 
 def digest_partitions(cluster: ClusterConfig, topic: str, timeout: float = 120) -> dict[int, PartitionDigest]:

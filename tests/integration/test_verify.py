@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from mm2py.audit import plan_audit, run_audit
 from mm2py.cli import main
 from mm2py.config import load_text
+from mm2py.config.model import ClusterConfig
+from mm2py.errors import KafkaError
+from mm2py.verify import digest_ranges
 from tests.integration.mirror_helpers import mirror_once, properties
-from tests.kafkautil import consume_all, create_topic, delete_topic, produce, wait_until
+from tests.kafkautil import TS0, consume_all, create_topic, delete_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -18,7 +25,7 @@ def mirrored(spark, cluster_a, cluster_b, unique_name, tmp_path, headers=None): 
     create_topic(cluster_a.bootstrap, topic, 3)
     for p in range(3):
         produce(cluster_a.bootstrap, topic,
-                [(b"k%d" % i, b"v%d-%d" % (p, i), headers, 1_700_000_000_000 + i) for i in range(40)], partition=p)
+                [(b"k%d" % i, b"v%d-%d" % (p, i), headers, TS0 + i) for i in range(40)], partition=p)
     text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic}},
                       "emit.checkpoints.enabled = false\n")
     mirror_once(spark, text, tmp_path)
@@ -74,3 +81,19 @@ def _recreated(bootstrap: str, topic: str) -> bool:
         return True
     except Exception:  # noqa: BLE001 - still being deleted
         return False
+
+
+def test_verify_fails_fast_on_records_deleted_after_planning(cluster_a, unique_name):
+    # the range [0, 10) was planned, then retention (here: DeleteRecords) took it: the read must
+    # say so at once, not jump to the log's end and wait for offsets that will never come
+    topic = f"{unique_name}-t"
+    create_topic(cluster_a.bootstrap, topic, 1)
+    produce(cluster_a.bootstrap, topic, [(b"k%d" % i, b"v%d" % i, None, TS0 + i) for i in range(10)], partition=0)
+    admin = AdminClient({"bootstrap.servers": cluster_a.bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, 10)]).values():
+        future.result(30)
+    started = time.monotonic()
+    with pytest.raises(KafkaError, match=r"records in \[0, 10\) are no longer in the log") as caught:
+        digest_ranges(ClusterConfig("A", cluster_a.bootstrap), topic, {0: (0, 10)}, timeout=60)
+    assert (caught.value.topic, caught.value.partition, caught.value.offset) == (topic, 0, 0)
+    assert time.monotonic() - started < 30

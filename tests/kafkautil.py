@@ -156,6 +156,10 @@ def _high_watermark(consumer: Consumer, tp: TopicPartition, attempts: int = 20) 
     raise AssertionError("unreachable")
 
 
+# a base for explicit record timestamps: the brokers' 7-day retention deletes older records
+# within minutes, mid-test (a 2023 timestamp once made `verify` wait for deleted records)
+TS0 = int(time.time() * 1000) - 3_600_000
+
 _LEADER_ERRORS = {"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PART"}
 
 

@@ -21,7 +21,7 @@ from confluent_kafka.admin import (
 from mm2py import devcluster
 from mm2py.errors import DevClusterError
 from tests.conftest import TEST_PORTS
-from tests.kafkautil import consume_all, create_topic, end_offsets, list_topics, produce, wait_until
+from tests.kafkautil import TS0, consume_all, create_topic, end_offsets, list_topics, produce, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +48,7 @@ def running(pid: int) -> bool:
 
 def test_shared_clusters_round_trip_and_are_independent(cluster_a, cluster_b, unique_name):
     assert cluster_a.bootstrap == f"127.0.0.1:{cluster_a.port}" and cluster_a.name == "test-a"
-    sent = [(f"k{i}".encode(), f"v{i}".encode(), [("h", f"{i}".encode()), ("empty", None)], 1_700_000_000_000 + i)
+    sent = [(f"k{i}".encode(), f"v{i}".encode(), [("h", f"{i}".encode()), ("empty", None)], TS0 + i)
             for i in range(100)]
     create_topic(cluster_a.bootstrap, unique_name, 2)
     produce(cluster_a.bootstrap, unique_name, sent[:60], partition=0, compression="zstd")

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
-from tests.kafkautil import consume_all, create_topic, end_offsets, list_topics, produce
+from tests.kafkautil import TS0, consume_all, create_topic, end_offsets, list_topics, produce
 
 pytestmark = pytest.mark.integration
-
-# recent timestamps: old ones would be deleted by the brokers' 7-day retention mid-test
-TS0 = int(time.time() * 1000) - 3_600_000
 
 
 def records(topic: str, partition: int, count: int, start: int = 0):

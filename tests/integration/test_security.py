@@ -23,7 +23,7 @@ from mm2py.errors import AuthenticationError
 from mm2py.heartbeat import emit_heartbeat
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import SINGLE_BROKER, mirror_once
-from tests.kafkautil import consume_all, create_topic, produce
+from tests.kafkautil import TS0, consume_all, create_topic, produce
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +55,7 @@ def test_sasl_source_to_ssl_target_data_syncs_and_checkpoints(spark, secure_clus
     topic, group = f"{unique_name}-t", f"{unique_name}-g"
     src_client, dst_client = sasl.rdkafka_config(), ssl.rdkafka_config()
     create_topic(sasl.bootstrap, topic, 2, client=src_client)
-    records = [(b"k%d" % i, b"v%d" % i, [("h", b"1")], 1_700_000_000_000 + i) for i in range(200)]
+    records = [(b"k%d" % i, b"v%d" % i, [("h", b"1")], TS0 + i) for i in range(200)]
     produce(sasl.bootstrap, topic, records, client=src_client)
     consumer = Consumer({**src_client, "group.id": group, "enable.auto.commit": False})
     consumer.commit(offsets=[TopicPartition(topic, 0, 60), TopicPartition(topic, 1, 40)], asynchronous=False)

@@ -20,12 +20,20 @@ from mm2py.engine.driver import Engine
 from mm2py.formats import OffsetSync
 from mm2py.source.rehash import key_partition
 from tests.integration.mirror_helpers import REPO, Replicator, mirror_once, wait_for
-from tests.kafkautil import add_partitions, consume_all, create_topic, delete_topic, end_offsets, list_topics, produce
+from tests.kafkautil import (
+    TS0,
+    add_partitions,
+    consume_all,
+    create_topic,
+    delete_topic,
+    end_offsets,
+    list_topics,
+    produce,
+)
 
 pytestmark = pytest.mark.integration
 
 EXAMPLES = REPO / "examples"
-TS0 = int(time.time() * 1000) - 3_600_000
 # fast refreshes and no checkpoint connector: these tests are about where records go
 FAST = {"refresh.topics.interval.seconds": "1", "emit.checkpoints.enabled": "false",
         "emit.heartbeats.interval.seconds": "1", "trigger.interval.ms": "200"}

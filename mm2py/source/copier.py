@@ -306,6 +306,7 @@ class _Copier:
         aborted = AbortedFilter(data.aborted)
         progressed = False
         for view in rb.split_batches(buf):
+            left_out = aborted.left_out(view)  # every batch, in order: it tracks transactions' state
             if view.next_offset <= part.next_fetch:
                 continue  # the fetch starts at the batch holding fetch_offset
             if view.base_offset >= r.end:
@@ -320,7 +321,7 @@ class _Copier:
                 trim_before = part.lost[1]
             if view.base_offset < r.start and trim_before is None:
                 pass  # owned by the previous range, which mirrored it whole
-            elif view.is_control or aborted.is_aborted(view):
+            elif left_out:
                 part.dropped += view.record_count
             elif r.max_batch_bytes and view.size > r.max_batch_bytes:
                 # never sent: batches after it would reach the target ahead of it

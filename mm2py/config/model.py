@@ -122,7 +122,7 @@ class FlowConfig:
     partition_mismatch: str = "error"  # "error" | "hash"
     sync_topic_deletes_enabled: bool = False
     max_batch_bytes: int = 512 * 1024 * 1024  # admission control: most source bytes per micro-batch
-    batch_duration_ms: int = 3000  # ... and about this much time of data at the measured rate
+    batch_duration_ms: int = 1000  # ... and about this much time of data at the measured rate
     trigger_interval_ms: int = 500  # minimum time between micro-batches
     # every resolved key (including unknown ones), for plugins and diagnostics
     raw: Mapping[str, str] = field(default_factory=frozen_map)

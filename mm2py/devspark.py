@@ -117,13 +117,16 @@ def start_standalone(
     logdir: Path | None = None,
     *,
     workers: int = 2,
-    port: int = 40077,
+    port: int = 27077,
     webui_port: int | None = None,
     worker_cores: int = 1,
     worker_memory: str = "1g",
     timeout: float = 90,
 ) -> StandaloneSpark:
     """Start a master on 127.0.0.1:``port`` and ``workers`` workers; returns once every worker registered.
+
+    The default ports lie below Linux's ephemeral range (32768-60999): at 40077 the master once
+    found its port taken by a listening socket that another process had been given by the kernel.
 
     Logs and the workers' work dirs (executor stdout/stderr) go to ``logdir`` (default
     ``var/spark-standalone``). Ports: ``port``, ``webui_port`` (default port+3), and for worker i

@@ -5,8 +5,8 @@ mirrored to B by MM2 (dedicated mode, tuned per its docs) and by mm2py, alternat
 times. Each run uses its own source alias, so runs never share remote topics or positions.
 Before the pairs of a workload, each tool runs it once unmeasured (``--warmup-runs``): the
 brokers' JIT compilers then have compiled the fetch and produce paths every tool uses, and
-no tool pays for that inside its measured window (a first run on fresh brokers spent ~6
-CPU-seconds of it, in both brokers, on 2 cores).
+no tool pays for that inside its measured window (during a first run on fresh brokers their
+compiler threads took 11.8% of a 2-core machine's CPU, about 8 CPU-seconds).
 Writes bench/results.json and bench/results.md.
 
 Measured per run: records/s and MB/s from the first mirrored record to the last (start-up

@@ -51,6 +51,18 @@ BROKER_PROPERTIES = {
     # a minute later (the default delay), or two runs' copies share the disk or the memory
     "file.delete.delay.ms": 1000,
 }
+# The brokers' JVM as Kafka's own scripts start it (kafka-server-start.sh: -Xms = -Xmx;
+# kafka-run-class.sh: G1 settings), with the 16 MB G1 regions of Kafka's documented production
+# settings. With a 1 GB heap's default 1 MB regions every multi-MB produce request is a
+# humongous object, and the target broker's concurrent marking took 9% of the machine during an
+# mm2py b run; without -Xms the heap shrank between runs and grew back through page faults.
+BROKER_HEAP = "1g"
+BROKER_JVM = ("-Xms1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+              "-XX:+ExplicitGCInvokesConcurrent", "-XX:G1HeapRegionSize=16M")
+# memory touched before a catch-up run besides the workload's size: the replicator's own
+# (MM2 ~2.6 GB, mm2py ~2.2 GB), and what the host takes back while the tool starts
+TOUCH_HEADROOM = 6 << 30
+TOUCH_CHUNK = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -151,7 +163,10 @@ def choose_broker_dir(requested: str, chosen: list[Workload]) -> tuple[Path, str
     need = sum(log_bytes(w) for w in chosen if not w.steady_rate) + max(log_bytes(w) for w in chosen)
     shm = TMPFS / "mm2py-bench"
     if TMPFS.is_dir():
-        free = min(os.statvfs(TMPFS).f_bavail * os.statvfs(TMPFS).f_frsize, psutil.virtual_memory().available)
+        fs = os.statvfs(TMPFS)
+        # an interrupted bench's clusters are reused, their source logs included: that room is ours
+        ours = sum(f.stat().st_size for f in shm.rglob("*") if f.is_file()) if shm.is_dir() else 0
+        free = min(fs.f_bavail * fs.f_frsize, psutil.virtual_memory().available) + ours
         if free >= need + PROCESS_HEADROOM:
             return shm, f"broker logs in memory ({shm}, tmpfs): {need / 1e9:.1f} GB needed"
         why = f"{free / 1e9:.1f} GB free in {TMPFS} and memory, {(need + PROCESS_HEADROOM) / 1e9:.1f} GB needed"
@@ -321,6 +336,30 @@ def warm_source(w: Workload, brokers: Brokers) -> tuple[int, float]:
     return size, time.monotonic() - started
 
 
+def touch_memory(w: Workload) -> tuple[int, float]:
+    """Write to the memory the run will need, just before it: (bytes touched, seconds).
+
+    This machine is a VM whose host takes back the guest's free memory (free page reporting):
+    writing to such memory again cost 1.5-2.1 CPU-seconds per GB here (0.3 for memory the guest
+    used recently). The target broker writes the whole mirrored log, so a run's speed depended
+    on how much warm memory was left: mm2py's micro-batches of b ran at 700-800 MB/s and fell to
+    ~330 MB/s, with the target broker at 1.3-1.8 cores, once ~3-4.5 GB had been written. Memory
+    touched and freed here is handed out first (the kernel reports free memory to the host a
+    part at a time, and puts what it reported at the back), so each tool starts alike.
+    """
+    free = psutil.virtual_memory().free - (1 << 30)  # free, not available: the source log's cache stays
+    want = min(free, log_bytes(w) + TOUCH_HEADROOM)
+    started, touched = time.monotonic(), 0
+    chunks = []
+    while touched < want:
+        chunk = bytearray(TOUCH_CHUNK)
+        chunk[::4096] = b"\1" * (TOUCH_CHUNK // 4096)  # a write to every page
+        chunks.append(chunk)
+        touched += TOUCH_CHUNK
+    del chunks
+    return touched, time.monotonic() - started
+
+
 def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunResult:
     run = f"r{pair}" if pair > 0 else f"w{1 - pair}"  # warm-up runs: w1, w2...
     alias = f"{run}{tool.replace('py', 'p')}{w.name[0]}"
@@ -332,6 +371,8 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
     if not w.steady_rate:
         size, seconds = warm_source(w, brokers)
         print(f"{alias}: {size / 1e6:.0f} MB of source log read into memory in {seconds:.1f} s", flush=True)
+        touched, seconds = touch_memory(w)
+        print(f"{alias}: {touched / 1e9:.1f} GB of memory touched in {seconds:.1f} s", flush=True)
     log = open(WORK / f"{alias}.log", "wb")  # noqa: SIM115 - closed below
     # seconds since start and records on the target, per poll: where a run's time went
     timeline = open(WORK / f"{alias}.timeline", "w")  # noqa: SIM115 - closed below
@@ -489,7 +530,10 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [workloads(args.scale)[key] for key in args.workloads.split(",")]
     workdir, where = choose_broker_dir(args.broker_dir, chosen)
     setting = f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Kafka " \
-              f"{devcluster.KAFKA_VERSION}, {where}, {args.warmup_runs} unmeasured warm-up run(s) per tool and workload"
+              f"{devcluster.KAFKA_VERSION}, {where}, {args.warmup_runs} unmeasured warm-up run(s) per tool and " \
+              "workload, " \
+              f"the workload's size + {TOUCH_HEADROOM >> 30} GiB of memory touched before each catch-up run, " \
+              f"brokers' JVM: -Xmx{BROKER_HEAP} {' '.join(BROKER_JVM)}"
     print(setting, flush=True)
     WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "log4j2.yaml").write_text(
@@ -497,8 +541,8 @@ def main(argv: list[str] | None = None) -> int:
         "        Pattern: \"[%d] %p %m (%c)%n\"\n  Loggers:\n    Root:\n      level: WARN\n"
         "      AppenderRef:\n        - ref: OUT\n")
     brokers = Brokers(workdir, {
-        role: devcluster.start_cluster(Brokers.NAMES[role], port, workdir=workdir, heap="1g",
-                                       extra_properties=BROKER_PROPERTIES).pid
+        role: devcluster.start_cluster(Brokers.NAMES[role], port, workdir=workdir, heap=BROKER_HEAP,
+                                       jvm_options=BROKER_JVM, extra_properties=BROKER_PROPERTIES).pid
         for role, port in (("source", A_PORT), ("target", B_PORT))})
     results: list[RunResult] = []
     try:

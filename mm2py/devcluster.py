@@ -437,12 +437,14 @@ def start_cluster(
     sasl_users: Mapping[str, str] | None = None,
     controller_port: int | None = None,
     heap: str = "512m",
+    jvm_options: tuple[str, ...] = (),
     wait_timeout: float = 90,
 ) -> DevCluster:
     """Start cluster ``name`` on 127.0.0.1:``port``; returns once the broker accepts requests.
 
     Idempotent: a cluster of that name already running on ``port`` is returned as it is. Data
     left by ``stop_cluster(keep_data=True)`` or a crash is reused, so a restart recovers the logs.
+    ``jvm_options`` go to the broker's JVM after ``-Xmx``.
     """
     workdir = Path(workdir) if workdir is not None else default_workdir()
     controller_port = controller_port if controller_port is not None else port + 1
@@ -474,7 +476,7 @@ def start_cluster(
             _format(name, directory, libs)
         for attempt in range(1, _BIND_ATTEMPTS + 1):
             wait_ports_free([port, controller_port], f"cluster {name}")
-            _launch(directory, libs, heap)
+            _launch(directory, libs, heap, jvm_options)
             cluster = _read(name, workdir)
             assert cluster is not None
             try:
@@ -504,13 +506,13 @@ def _format(name: str, directory: Path, libs: Path) -> None:
         raise DevClusterError(f"formatting {name}'s log directory failed:\n" + "\n".join(brief))
 
 
-def _launch(directory: Path, libs: Path, heap: str) -> int:
+def _launch(directory: Path, libs: Path, heap: str, jvm_options: tuple[str, ...] = ()) -> int:
     for log in ("broker.log", "stdout.log"):  # a failure report must show this run only; keep one before
         with contextlib.suppress(FileNotFoundError):
             (directory / log).replace(directory / f"{log}.previous")
     with open(directory / "stdout.log", "wb") as out:
         proc = subprocess.Popen(
-            ["java", f"-Xmx{heap}", f"-Dlog4j2.configurationFile={directory / 'log4j2.yaml'}",
+            ["java", f"-Xmx{heap}", *jvm_options, f"-Dlog4j2.configurationFile={directory / 'log4j2.yaml'}",
              "-cp", f"{libs}/*", "kafka.Kafka", str(directory / "server.properties")],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=directory,
             start_new_session=True,  # its own session: ^C or the caller's exit leaves it running

@@ -43,8 +43,8 @@ REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / "work"
 A_PORT, B_PORT = 29092, 29192
 TMPFS = Path("/dev/shm")
-# left for the processes when broker logs live in memory: two brokers (1 GiB heaps), MM2 (2 GiB
-# heap, ~2.6 GB RSS measured) or mm2py (~2.2 GB), the load producer's buffers, the OS
+# left for the processes when broker logs live in memory: two brokers (1 GiB heaps), MM2 (3 GiB
+# heap; ~2.6 GB RSS measured with 2 GiB) or mm2py (~2.2 GB), the load producer's buffers, the OS
 PROCESS_HEADROOM = 8 << 30
 BROKER_PROPERTIES = {
     # a mirrored topic is deleted after each run; its files must leave before the next run, not
@@ -63,6 +63,11 @@ BROKER_JVM = ("-Xms1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:Initiati
 # (MM2 ~2.6 GB, mm2py ~2.2 GB), and what the host takes back while the tool starts
 TOUCH_HEADROOM = 6 << 30
 TOUCH_CHUNK = 256 << 20
+# MM2's tuning below (16 tasks, each consumer fetching up to 64 MB) needs more than 2 GB of heap:
+# with 2 GB a warm-up run of b died of OutOfMemoryError in its tasks on the faster brokers
+MM2_HEAP = "3g"
+# a run whose target count stands still this long after its first record has failed
+STALL_SECONDS = 120
 
 
 @dataclass(frozen=True)
@@ -245,7 +250,7 @@ def mm2_properties(alias: str, w: Workload, tool: str) -> str:
 def command(tool: str, config: Path) -> list[str]:
     if tool == "mm2":
         libs = devcluster.ensure_kafka_jars()
-        return ["java", "-Xmx2g", f"-Dlog4j2.configurationFile={WORK / 'log4j2.yaml'}", "-cp", f"{libs}/*",
+        return ["java", f"-Xmx{MM2_HEAP}", f"-Dlog4j2.configurationFile={WORK / 'log4j2.yaml'}", "-cp", f"{libs}/*",
                 "org.apache.kafka.connect.mirror.MirrorMaker", str(config)]
     if tool == "copier":  # mm2py's copy path without Spark: the machine's ceiling (bench.copier)
         return [sys.executable, "-m", "bench.copier", str(config)]
@@ -403,6 +408,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
                 data_bytes = sent * w.size
                 total = sent + w.partitions  # the warm-up records are on the target too
             deadline = time.monotonic() + 1800
+            seen, moved = -1, time.monotonic()
             while True:
                 mirrored = target_total(dst, remote)
                 timeline.write(f"{time.monotonic() - t0:.2f} {mirrored}\n")
@@ -410,10 +416,16 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
                     first = time.monotonic()
                 if mirrored >= total:
                     break
+                if mirrored != seen:
+                    seen, moved = mirrored, time.monotonic()
                 if proc.poll() is not None:
                     raise RuntimeError(f"{tool} exited with {proc.returncode}; see {log.name}")
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{tool} did not finish {w.name}")
+                if first is not None and time.monotonic() - moved > STALL_SECONDS:
+                    # a tool whose task died (MM2 keeps running after a task's OutOfMemoryError)
+                    raise RuntimeError(f"{tool} stopped at {mirrored} of {total} records of {w.name} for "
+                                       f"{STALL_SECONDS} s; see {log.name}")
                 time.sleep(0.2)
             done = time.monotonic()
             broker_used = {k: v - brokers_before[k] for k, v in brokers.cpu().items()}

@@ -6,7 +6,9 @@ times. Each run uses its own source alias, so runs never share remote topics or 
 Before the pairs of a workload, each tool runs it once unmeasured (``--warmup-runs``): the
 brokers' JIT compilers then have compiled the fetch and produce paths every tool uses, and
 no tool pays for that inside its measured window (during a first run on fresh brokers their
-compiler threads took 11.8% of a 2-core machine's CPU, about 8 CPU-seconds).
+compiler threads took 11.8% of a 2-core machine's CPU, about 8 CPU-seconds). The brokers run
+with the JVM options of Kafka's own start scripts, and each catch-up run starts with the memory
+it needs recently touched (``touch_memory``): two costs of this machine, not of any replicator.
 Writes bench/results.json and bench/results.md.
 
 Measured per run: records/s and MB/s from the first mirrored record to the last (start-up

@@ -59,7 +59,7 @@ BROKER_PROPERTIES = {
 # humongous object, and the target broker's concurrent marking took 9% of the machine during an
 # mm2py b run; without -Xms the heap shrank between runs and grew back through page faults.
 BROKER_HEAP = "1g"
-BROKER_JVM = ("-Xms1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+BROKER_JVM = (f"-Xms{BROKER_HEAP}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
               "-XX:+ExplicitGCInvokesConcurrent", "-XX:G1HeapRegionSize=16M")
 # memory touched before a catch-up run besides the workload's size: the replicator's own
 # (MM2 ~2.6 GB, mm2py ~2.2 GB), and what the host takes back while the tool starts
@@ -357,7 +357,7 @@ def touch_memory(w: Workload) -> tuple[int, float]:
     free = psutil.virtual_memory().free - (1 << 30)  # free, not available: the source log's cache stays
     want = min(free, log_bytes(w) + TOUCH_HEADROOM)
     started, touched = time.monotonic(), 0
-    chunks = []
+    chunks = []  # all held until the end: a chunk freed at once would hand its pages to the next
     while touched < want:
         chunk = bytearray(TOUCH_CHUNK)
         chunk[::4096] = b"\1" * (TOUCH_CHUNK // 4096)  # a write to every page

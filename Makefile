@@ -27,7 +27,7 @@ $(JARS_STAMP): build/kafka/pom.xml
 jars: $(JARS_STAMP)
 
 demo: $(VENV_STAMP) $(JARS_STAMP)
-	$(PY) -m mm2py.demo
+	$(PY) -m mm2py.dev.demo
 
 test: $(VENV_STAMP) $(JARS_STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests

@@ -22,15 +22,15 @@ from mm2py import config as mm2config
 from mm2py.config.model import FlowConfig
 from mm2py.filters import TopicFilter
 from mm2py.kafka.admin import Admin
+from mm2py.policy import policy_for
 from mm2py.source.copier import CopySettings, copy_ranges
-from mm2py.source.planner import flow_policy
 from mm2py.source.ranges import PartitionRange
 
 
 def plan(flow: FlowConfig) -> list[PartitionRange]:
     """Every partition of the flow's topics, from 0 to its end offset; remote topics created."""
     src, dst = Admin(flow.source), Admin(flow.target)
-    policy = flow_policy(flow)
+    policy = policy_for(flow)
     wanted = TopicFilter(flow.topics, flow.topics_exclude)
     topics = {t: n for t, n in src.topics().items() if wanted.should_replicate_topic(t)}
     if not topics:

@@ -37,8 +37,8 @@ import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bench.measure import TreeSampler, percentile
-from mm2py import devcluster
 from mm2py.config.model import ClusterConfig
+from mm2py.dev import cluster as devcluster
 from mm2py.kafka.admin import Admin
 
 REPO = Path(__file__).resolve().parent.parent

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from mm2py.connectors.options import decode_flow
+from mm2py.connectors.ticker import TickingReader
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.types import StructType
-
-from connectors.options import decode_flow
-from connectors.ticker import TickingReader
 
 
 class CheckpointDataSource(DataSource):
@@ -26,7 +25,7 @@ class CheckpointDataSource(DataSource):
 
 class CheckpointReader(TickingReader):
     def work(self, tick: int) -> Iterator[tuple]:
-        from mm2py.checkpoint import run_checkpoints  # in the task: the query's planner never needs it
+        from mm2py.checkpoint.task import run_checkpoints  # in the task: the query's planner never needs it
 
         report = run_checkpoints(self.flow)
         synced = set(report.synced_groups)

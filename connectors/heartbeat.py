@@ -13,14 +13,14 @@ import time
 from collections.abc import Iterator
 
 import structlog
+from mm2py.connectors.options import decode_flow
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
 from pyspark.sql.types import StructType
 
-from connectors.options import decode_flow
 from mm2py.config.model import FlowConfig
 from mm2py.errors import Mm2pyError
-from mm2py.heartbeat import HeartbeatEmitter
+from mm2py.heartbeat.emitter import HeartbeatEmitter
 
 log = structlog.get_logger(__name__)
 

@@ -12,13 +12,13 @@ import os
 from collections.abc import Iterator
 from dataclasses import astuple
 
+from mm2py.connectors.options import decode_flow
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from connectors.options import decode_flow
+from mm2py import worker
 from mm2py.config.model import FlowConfig
-from mm2py.engine import workergc
 from mm2py.source.copier import CopySettings, copy_ranges
 from mm2py.source.ranges import PartitionRange, assign
 
@@ -98,7 +98,7 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         for result in copy_ranges(self.flow.source, self.flow.target, partition.ranges, self.settings, client_id):
             row = astuple(result)
             yield row[:10] + ([list(s) for s in result.syncs],) + row[11:]
-        workergc.settle()
+        worker.settle()
 
     def commit(self, end: dict) -> None:
         pass  # positions are recorded by the sink, from what tasks actually copied

@@ -41,8 +41,8 @@ class WarmupReader(DataSourceReader):
         import pyarrow  # noqa: F401 - rows go back to the JVM as Arrow
 
         import mm2py.source.copier  # noqa: F401 - importing is the point
-        from mm2py.engine import workergc
+        from mm2py import worker
 
         assert isinstance(partition, Slot)
         yield (partition.slot,)
-        workergc.settle()  # the imports are long-lived: the first copy task's collection skips them
+        worker.settle()  # the imports are long-lived: the first copy task's collection skips them

@@ -11,10 +11,9 @@ from mm2py.config.model import ClusterConfig, MirrorMakerConfig
 from mm2py.errors import ConfigError, ConfigProblem
 from mm2py.formats import Checkpoint
 from mm2py.kafka.admin import Admin
-from mm2py.kafka.internal_topics import read_all
+from mm2py.kafka.compacted import read_all
 from mm2py.policy import ReplicationPolicy, load_policy
-
-TP = tuple[str, int]
+from mm2py.types import TP
 
 
 class MirrorClient:

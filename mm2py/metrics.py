@@ -11,7 +11,7 @@ newest record was fetched and when the target acknowledged the range, so
   ``WINDOW`` micro-batches of the partition;
 - ``record_rate`` / ``byte_rate``: per second between the last two micro-batches that copied;
 - ``lag_records`` / ``lag_bytes`` / ``lag_seconds`` and ``heartbeat_age_seconds``: refreshed
-  every ``REFRESH_SECONDS`` by a background thread from the clusters (mm2py.status), so they
+  every ``REFRESH_SECONDS`` by a background thread from the clusters (mm2py.ops.status), so they
   stay true while no micro-batch runs.
 
 ``checkpoint_latency_ms`` is the time a checkpoint pass took, from its tick to its records
@@ -112,7 +112,7 @@ class Metrics:
             gauge.labels(*labels, stat).set(value)
 
     def observe_status(self, flows: Iterable[object]) -> None:
-        """Lag and heartbeat age from ``mm2py.status.FlowStatus`` snapshots."""
+        """Lag and heartbeat age from ``mm2py.ops.status.FlowStatus`` snapshots."""
         for f in flows:
             if f.error:  # type: ignore[attr-defined]
                 continue
@@ -149,7 +149,7 @@ class MetricsServer:
         return self
 
     def _refresh(self) -> None:
-        from mm2py.status import status
+        from mm2py.ops.status import status
 
         while not self._stop.is_set():
             try:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
-from typing import Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from mm2py.errors import ConfigError, ConfigProblem
+
+if TYPE_CHECKING:
+    from mm2py.config.model import ClusterConfig, FlowConfig
 
 HEARTBEATS = "heartbeats"
 
@@ -201,8 +204,8 @@ class IdentityReplicationPolicy(DefaultReplicationPolicy):
     Any name ending ``heartbeats`` is handled as the Default policy would (MM2 tests the
     suffix, so ``myheartbeats`` too). Every other topic is its own upstream topic and comes from
     ``source_cluster_alias`` (None when unset), so ``is_cycle`` is always false: ``A->B`` plus
-    ``B->A`` would loop forever. mm2py refuses such topologies before starting (``find_cycle``);
-    MM2 does not.
+    ``B->A`` would loop forever. mm2py refuses such topologies before starting
+    (``mm2py.topology``); MM2 does not.
     """
 
     def __init__(
@@ -294,31 +297,19 @@ def load_policy(
     return policy
 
 
-def find_cycle(flows: Iterable[tuple[str, str]]) -> list[str] | None:
-    """A directed cycle among cluster aliases, e.g. ``["A", "B", "A"]``, or None.
+def policy_for(flow: FlowConfig) -> ReplicationPolicy:
+    """The policy of one flow, configured from its keys (the source alias included, as MM2 does)."""
+    return load_policy(
+        flow.replication_policy_class,
+        separator=flow.replication_policy_separator,
+        internal_topic_separator_enabled=flow.internal_topic_separator_enabled,
+        source_cluster_alias=flow.source.alias,
+    )
 
-    Deterministic (aliases visited in sorted order) so error messages do not flicker.
-    """
-    graph: dict[str, list[str]] = {}
-    for src, tgt in flows:
-        graph.setdefault(src, []).append(tgt)
-    done: set[str] = set()
-    path: list[str] = []
-    on_path: set[str] = set()
 
-    def visit(node: str) -> list[str] | None:
-        path.append(node)
-        on_path.add(node)
-        for nxt in sorted(set(graph.get(node, ()))):
-            if nxt in on_path:
-                return path[path.index(nxt):] + [nxt]
-            if nxt not in done and (found := visit(nxt)):
-                return found
-        on_path.discard(path.pop())
-        done.add(node)
-        return None
-
-    for start in sorted(graph):
-        if start not in done and (found := visit(start)):
-            return found
-    return None
+def offset_syncs_location(flow: FlowConfig) -> tuple[ClusterConfig, str]:
+    """The cluster holding a flow's offset syncs (``offset-syncs.topic.location``) and the topic there."""
+    policy = policy_for(flow)
+    if flow.offset_syncs_topic_location == "target":
+        return flow.target, policy.offset_syncs_topic(flow.source.alias)
+    return flow.source, policy.offset_syncs_topic(flow.target.alias)

@@ -16,19 +16,14 @@ from collections.abc import Iterable
 
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.policy import load_policy
+from mm2py.policy import policy_for
 
 _PROBE = "mm2py-topology-probe"
 
 
 def is_blind(flow: FlowConfig) -> bool:
     """True when the flow's policy cannot trace a remote topic back to its source cluster."""
-    policy = load_policy(
-        flow.replication_policy_class,
-        separator=flow.replication_policy_separator,
-        internal_topic_separator_enabled=flow.internal_topic_separator_enabled,
-        source_cluster_alias=flow.source.alias,
-    )
+    policy = policy_for(flow)
     remote = policy.format_remote_topic(flow.source.alias, _PROBE)
     upstream = policy.upstream_topic(remote)
     return policy.topic_source(remote) is None or upstream is None or upstream == remote

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mm2py import devcluster
+from mm2py.dev import cluster as devcluster
 
 PORT_OFFSET = int(os.environ.get("MM2PY_TEST_PORT_OFFSET", "0"))
 # clusters the fixtures share, and spare ports for tests that start their own; all below the

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mm2py import devcluster
+from mm2py.dev import cluster as devcluster
 from mm2py.errors import DevClusterError
 
 

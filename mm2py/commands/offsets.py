@@ -21,7 +21,7 @@ def _time_ms(text: str) -> int:
 
 
 def _translate(args: argparse.Namespace) -> int:
-    from mm2py.failover import plan_failover, render
+    from mm2py.ops.failover import plan_failover, render
 
     plan = plan_failover(load(args.config), args.group, args.source, args.target)
     if args.json:
@@ -32,7 +32,7 @@ def _translate(args: argparse.Namespace) -> int:
 
 
 def _failover(args: argparse.Namespace, back: bool = False) -> int:
-    from mm2py.failover import apply_plan, plan_failback, plan_failover, render
+    from mm2py.ops.failover import apply_plan, plan_failback, plan_failover, render
 
     config = load(args.config)
     if back:

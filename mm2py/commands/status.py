@@ -8,7 +8,7 @@ import sys
 import time
 
 from mm2py.config import load
-from mm2py.status import FlowStatus, status
+from mm2py.ops.status import FlowStatus, status
 
 RateKey = tuple[str, str]
 

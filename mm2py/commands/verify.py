@@ -7,9 +7,9 @@ import json
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mm2py.audit import plan_audit, render, run_audit
     from mm2py.config import load
     from mm2py.engine.driver import DEFAULT_MASTER, build_session
+    from mm2py.ops.verify import plan_audit, render, run_audit
 
     config = load(args.config)
     ranges = [r for flow in config.flows_into(tuple(args.clusters) if args.clusters else None)

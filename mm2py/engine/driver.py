@@ -17,12 +17,12 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from connectors.checkpoint import CheckpointDataSource
-from connectors.heartbeat import HeartbeatDataSource
-from connectors.options import encode_flow
-from connectors.source import MirrorSourceDataSource
-from connectors.warmup import WarmupDataSource
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
+from mm2py.connectors.checkpoint import CheckpointDataSource
+from mm2py.connectors.heartbeat import HeartbeatDataSource
+from mm2py.connectors.options import encode_flow
+from mm2py.connectors.source import MirrorSourceDataSource
+from mm2py.connectors.warmup import WarmupDataSource
 from mm2py.engine.jvmcache import DriverArchive
 from mm2py.engine.sink import FlowSink
 from mm2py.engine.sparkhome import use_lean_spark_home

@@ -13,9 +13,9 @@ from mm2py.errors import KafkaError
 from mm2py.formats import OffsetSync
 from mm2py.kafka.admin import Admin
 from mm2py.metrics import Metrics
-from mm2py.offset_sync import OffsetSyncWriter
-from mm2py.positions import PositionStore
-from mm2py.source.planner import flow_policy
+from mm2py.policy import policy_for
+from mm2py.source.positions import PositionStore
+from mm2py.source.sync_writer import OffsetSyncWriter
 
 log = structlog.get_logger(__name__)
 
@@ -42,7 +42,7 @@ class FlowSink:
         self.metrics = metrics
         self.src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
         self.store = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms)
-        self.syncs = OffsetSyncWriter(flow, flow_policy(flow)) if flow.emit_offset_syncs_enabled else None
+        self.syncs = OffsetSyncWriter(flow) if flow.emit_offset_syncs_enabled else None
         self.totals = FlowTotals()
         self._started = time.monotonic()
 
@@ -111,7 +111,7 @@ class FlowSink:
                 log.error("partition stalled: the target refused it; retried every micro-batch", **fields)
 
     def _remote(self, topic: str) -> str:
-        return flow_policy(self.flow).format_remote_topic(self.flow.source.alias, topic)
+        return policy_for(self.flow).format_remote_topic(self.flow.source.alias, topic)
 
     def _max_message_bytes(self, topic: str) -> int | None:
         """The remote topic's max.message.bytes, for the report (None when it cannot be read)."""

@@ -40,9 +40,7 @@ from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.kafka.retry import retrying
 from mm2py.metadata.acls import TopicAcl
 from mm2py.metadata.configs import TopicConfigEntry
-
-TP = tuple[str, int]
-
+from mm2py.types import TP
 
 # Leadership and metadata settle shortly after a topic is created or a broker restarts;
 # librdkafka does not always flag these as retriable in per-partition results.

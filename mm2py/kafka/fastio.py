@@ -37,7 +37,8 @@ import kafka.errors as kerr
 from kafka.protocol.parser import KafkaProtocol
 from kafka.protocol.producer import ProduceRequest
 
-from mm2py.kafka.fetch_response import FetchedPartition, MalformedResponse, TopicPartition, parse_fetch_v12
+from mm2py.kafka.fetch_response import FetchedPartition, MalformedResponse, parse_fetch_v12
+from mm2py.types import TP
 
 Pieces = tuple[bytes | memoryview, ...]
 
@@ -61,7 +62,7 @@ class RawFetch:
     """A FetchResponse v12 whose partitions' records are views of the frame it arrived in."""
 
     error_code: int
-    partitions: dict[TopicPartition, FetchedPartition]
+    partitions: dict[TP, FetchedPartition]
 
 
 def _capacity(size: int) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-TopicPartition = tuple[str, int]
+from mm2py.types import TP
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -72,7 +72,7 @@ class _Reader:
             self.view(self.uvarint())
 
 
-def parse_fetch_v12(frame: memoryview) -> tuple[int, int, dict[TopicPartition, FetchedPartition]]:
+def parse_fetch_v12(frame: memoryview) -> tuple[int, int, dict[TP, FetchedPartition]]:
     """(correlation id, top-level error code, partitions) of a FetchResponse v12 frame (after its size)."""
     r = _Reader(frame)
     try:
@@ -81,7 +81,7 @@ def parse_fetch_v12(frame: memoryview) -> tuple[int, int, dict[TopicPartition, F
         r.pos += 4  # throttle_time_ms
         (error,) = r.fixed(_I16)
         r.pos += 4  # session_id
-        out: dict[TopicPartition, FetchedPartition] = {}
+        out: dict[TP, FetchedPartition] = {}
         for _ in range(max(r.uvarint() - 1, 0)):
             topic = str(r.view(r.uvarint() - 1), "utf-8")
             for _ in range(max(r.uvarint() - 1, 0)):

@@ -31,8 +31,7 @@ from mm2py.errors import (
 from mm2py.kafka import fastio
 from mm2py.kafka.clientconf import kafka_python_config
 from mm2py.kafka.fetch_response import FetchedPartition
-
-TopicPartition = tuple[str, int]
+from mm2py.types import TP
 
 FETCH = FetchRequest[12]
 METADATA = MetadataRequest[12]
@@ -147,7 +146,7 @@ class RawClient:
 
     # -- metadata ---------------------------------------------------------------------
 
-    def leaders(self, topics: Iterable[str]) -> dict[TopicPartition, int]:
+    def leaders(self, topics: Iterable[str]) -> dict[TP, int]:
         """Current leader broker of every partition of ``topics``."""
         names = sorted(set(topics))
         request = METADATA(
@@ -156,7 +155,7 @@ class RawClient:
             include_topic_authorized_operations=False,
         )
         response = self.wait(self._send(self.any_node(), request))
-        leaders: dict[TopicPartition, int] = {}
+        leaders: dict[TP, int] = {}
         for topic in response.topics:
             if topic.error_code:
                 raise to_kafka_error(topic.error_code, cluster=self.alias, topic=topic.name)
@@ -169,7 +168,7 @@ class RawClient:
     def fetch(
         self,
         node: int,
-        positions: Mapping[TopicPartition, int],
+        positions: Mapping[TP, int],
         *,
         partition_max_bytes: int,
         max_bytes: int,
@@ -202,10 +201,10 @@ class RawClient:
         return self._send(node, request)
 
     @staticmethod
-    def fetched(response: object) -> dict[TopicPartition, FetchedPartition]:
+    def fetched(response: object) -> dict[TP, FetchedPartition]:
         if isinstance(response, fastio.RawFetch):  # read in place by an adapted connection
             return response.partitions
-        out: dict[TopicPartition, FetchedPartition] = {}
+        out: dict[TP, FetchedPartition] = {}
         for topic in response.responses:
             for p in topic.partitions:
                 aborted = tuple((a.producer_id, a.first_offset) for a in (p.aborted_transactions or ()))
@@ -221,25 +220,25 @@ class RawClient:
 
     # -- produce ----------------------------------------------------------------------
 
-    def produce(self, node: int, batches: Mapping[TopicPartition, fastio.Pieces], *, timeout_ms: int) -> Future:
+    def produce(self, node: int, batches: Mapping[TP, fastio.Pieces], *, timeout_ms: int) -> Future:
         """Send one batch per partition in one ProduceRequest (acks=all); a batch is a tuple of pieces."""
         return self._send(node, fastio.ChunkedProduce(dict(batches), timeout_ms))
 
     @staticmethod
-    def produced(response: object) -> dict[TopicPartition, ProducedPartition]:
-        out: dict[TopicPartition, ProducedPartition] = {}
+    def produced(response: object) -> dict[TP, ProducedPartition]:
+        out: dict[TP, ProducedPartition] = {}
         for topic in response.responses:
             for p in topic.partition_responses:
                 out[(topic.name, p.index)] = ProducedPartition(p.error_code, p.base_offset, p.error_message)
         return out
 
-    def log_sizes(self, topics: Iterable[str]) -> dict[TopicPartition, int]:
+    def log_sizes(self, topics: Iterable[str]) -> dict[TP, int]:
         """Bytes on disk of every partition of ``topics`` (its leader's copy), via DescribeLogDirs."""
         leaders = self.leaders(topics)
         by_node: dict[int, dict[str, list[int]]] = {}
         for (topic, partition), node in leaders.items():
             by_node.setdefault(node, {}).setdefault(topic, []).append(partition)
-        sizes: dict[TopicPartition, int] = {}
+        sizes: dict[TP, int] = {}
         for node, wanted in by_node.items():
             request = DescribeLogDirsRequest(topics=[
                 DescribeLogDirsRequest.DescribableLogDirTopic(topic=t, partitions=ps) for t, ps in wanted.items()])
@@ -251,7 +250,7 @@ class RawClient:
                             sizes[(topic.name, part.partition_index)] = part.partition_size
         return sizes
 
-    def log_start_offset(self, node: int, tp: TopicPartition) -> int:
+    def log_start_offset(self, node: int, tp: TP) -> int:
         """The first offset a partition still holds (ListOffsets, earliest)."""
         req = ListOffsetsRequest[7]
         request = req(

@@ -37,10 +37,11 @@ from kafka.future import Future
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import AuthorizationError, DataLossError, KafkaError, missing_acl
 from mm2py.kafka import batches as rb
-from mm2py.kafka.wire import FetchedPartition, RawClient, TopicPartition, error_for, to_kafka_error
+from mm2py.kafka.wire import FetchedPartition, RawClient, error_for, to_kafka_error
 from mm2py.source.aborted import AbortedFilter
-from mm2py.source.clients import task_clients
 from mm2py.source.ranges import PartitionRange, RangeResult
+from mm2py.types import TP
+from mm2py.worker import task_clients
 
 OFFSET_OUT_OF_RANGE = 1
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -66,7 +67,7 @@ class CopySettings:
 @dataclass
 class _Partition:
     range: PartitionRange
-    target: TopicPartition
+    target: TP
     next_fetch: int
     done: bool = False
     sequence: int = 0
@@ -194,7 +195,7 @@ class _Copier:
         with self._acl("DESCRIBE", "TOPIC", ", ".join(sorted({r.topic for r in ranges}))):
             self.src_leaders = src.leaders({r.topic for r in ranges})
         self.dst_leaders = self._target_leaders({r.target_topic for r in ranges})
-        self.produce_futures: deque[tuple[Future, int, dict[TopicPartition, _Partition]]] = deque()
+        self.produce_futures: deque[tuple[Future, int, dict[TP, _Partition]]] = deque()
 
     @contextlib.contextmanager
     def _acl(self, operation: str, resource_type: str, name: str, *, target: bool = False) -> Iterator[None]:
@@ -206,7 +207,7 @@ class _Copier:
             raise missing_acl(operation, resource_type, name, cluster=client.alias,
                               principal=self.principals[1 if target else 0], cause=e) from e
 
-    def _target_leaders(self, topics: set[str]) -> dict[TopicPartition, int]:
+    def _target_leaders(self, topics: set[str]) -> dict[TP, int]:
         """Leaders of the remote topics; partitions of a remote topic that is gone stall."""
         with self._acl("DESCRIBE", "TOPIC", ", ".join(sorted(topics)), target=True):
             try:
@@ -214,7 +215,7 @@ class _Copier:
             except KafkaError as e:
                 if isinstance(e, AuthorizationError) or not e.topic:
                     raise
-            leaders: dict[TopicPartition, int] = {}
+            leaders: dict[TP, int] = {}
             for topic in sorted(topics):  # one by one, to find which are missing
                 try:
                     leaders.update(self.dst.leaders({topic}))
@@ -257,14 +258,14 @@ class _Copier:
         self._reap_produce(block=True)
         return [p.result() for p in self.parts.values()]
 
-    def _fetch_plan(self) -> dict[int, list[TopicPartition]]:
+    def _fetch_plan(self) -> dict[int, list[TP]]:
         """Partitions to fetch next, by leader.
 
         Memory is bounded in bytes: queued batches are views of the fetch responses they came
         in, so a partition with a fetch's worth still queued, or a task with ``fetch_max_bytes``
         queued, waits for produce to catch up; the responses' buffers are then reused.
         """
-        plan: dict[int, list[TopicPartition]] = {}
+        plan: dict[int, list[TP]] = {}
         if sum(p.queued_bytes for p in self.parts.values()) >= self.settings.fetch_max_bytes:
             return plan
         for tp, part in self.parts.items():
@@ -272,7 +273,7 @@ class _Copier:
                 plan.setdefault(self.src_leaders[tp], []).append(tp)
         return plan
 
-    def _handle_fetched(self, tp: TopicPartition, data: FetchedPartition) -> None:
+    def _handle_fetched(self, tp: TP, data: FetchedPartition) -> None:
         part = self.parts[tp]
         r = part.range
         if part.stalled:
@@ -378,8 +379,8 @@ class _Copier:
     def _send_produce(self) -> None:
         """Send one request per target broker per round, each with one batch per partition."""
         while True:
-            rounds: dict[int, dict[TopicPartition, _Partition]] = {}
-            payloads: dict[int, dict[TopicPartition, rb.Pieces]] = {}
+            rounds: dict[int, dict[TP, _Partition]] = {}
+            payloads: dict[int, dict[TP, rb.Pieces]] = {}
             for part in self.parts.values():
                 if part.queue and len(part.in_flight) < (MAX_IN_FLIGHT_PER_PARTITION if part.answered else 1):
                     node = self.dst_leaders[part.target]

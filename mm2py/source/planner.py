@@ -30,30 +30,22 @@ from mm2py.errors import KafkaError, missing_acl
 from mm2py.filters import TopicFilter
 from mm2py.kafka.admin import Admin
 from mm2py.metadata.sync import MetadataSync
-from mm2py.policy import ReplicationPolicy, load_policy
-from mm2py.positions import PositionStore
+from mm2py.policy import policy_for
 from mm2py.source.deletes import orphaned_remote_topics
 from mm2py.source.mismatch import Action, on_fewer_partitions
+from mm2py.source.positions import PositionStore, PositionTail
 from mm2py.source.ranges import PartitionRange, split_key, tp_key
 from mm2py.source.sizing import BatchSizer
-from mm2py.source.stalls import PlannedRange, PositionTail, short_ranges
+from mm2py.source.stalls import PlannedRange, short_ranges
+from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
 
-TP = tuple[str, int]
 # Before the first size estimate (or for an empty log) plan as if an offset carried this much.
 ASSUMED_BYTES_PER_OFFSET = 512
 # While a partition stays stalled, topics and their limits are re-read this often.
 STALL_REFRESH_SECONDS = 30
 
-
-def flow_policy(flow: FlowConfig) -> ReplicationPolicy:
-    return load_policy(
-        flow.replication_policy_class,
-        separator=flow.replication_policy_separator,
-        internal_topic_separator_enabled=flow.internal_topic_separator_enabled,
-        source_cluster_alias=flow.source.alias,
-    )
 
 
 @dataclass(frozen=True)
@@ -88,7 +80,7 @@ class SourcePlanner:
 
     def __init__(self, flow: FlowConfig):
         self.flow = flow
-        self.policy = flow_policy(flow)
+        self.policy = policy_for(flow)
         self.filter = TopicFilter(flow.topics, flow.topics_exclude)
         self.src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
         self.dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
@@ -311,8 +303,7 @@ class SourcePlanner:
         if not planned:
             return {}
         if self._tail is None:
-            self._tail = PositionTail(self.flow.target, self.flow.source.alias, self.dst,
-                                      timeout_ms=self.flow.admin_timeout_ms)
+            self._tail = PositionTail(self.store, self.dst)
         recorded = self._tail.refresh()
         short = short_ranges(planned, {k: recorded.get(split_key(k)) for k in planned})
         restart = {}

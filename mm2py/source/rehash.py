@@ -25,9 +25,9 @@ from mm2py.errors import KafkaError
 from mm2py.kafka import batches as rb
 from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.kafka.wire import RawClient
-from mm2py.source.clients import task_clients
 from mm2py.source.copier import CopySettings, _Copier, _Partition
 from mm2py.source.ranges import PartitionRange, RangeResult
+from mm2py.worker import task_clients
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF

@@ -19,18 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-
-from mm2py.config.model import ClusterConfig
-from mm2py.errors import KafkaError
-from mm2py.kafka.admin import Admin, translate
-from mm2py.kafka.clientconf import rdkafka_config
-from mm2py.positions import PositionStore
-
-TP = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -40,69 +29,6 @@ class PlannedRange:
     begin: int
     end: int
     exact: bool
-
-
-class PositionTail:
-    """The recorded positions of one flow, read incrementally from the target."""
-
-    def __init__(self, target: ClusterConfig, source_alias: str, admin: Admin, *, timeout_ms: int):
-        self.store = PositionStore(target, source_alias, timeout_ms=timeout_ms)
-        self.admin = admin
-        self.alias = target.alias
-        self.timeout = timeout_ms / 1000
-        self.positions: dict[TP, int] = {}
-        self._consumer: Consumer | None = None
-        self._next: dict[int, int] = {}  # positions-topic partition -> next offset to read
-        self._partitions = 0
-
-    def _open(self) -> Consumer:
-        if self._consumer is None:
-            conf = rdkafka_config(self.store.target.bootstrap_servers, self.store.target.client, self.alias)
-            conf.update({"group.id": f"mm2py-stalls-{self.store.source_alias}", "enable.auto.commit": False,
-                         "enable.partition.eof": False, "isolation.level": "read_committed",
-                         "auto.offset.reset": "earliest",
-                         # the records asked for are already there: do not let the broker wait
-                         "fetch.wait.max.ms": 5, "fetch.error.backoff.ms": 5})
-            self._consumer = Consumer(conf)
-        return self._consumer
-
-    def refresh(self) -> dict[TP, int]:
-        """Read what was written since the last call; return every recorded position."""
-        topic = self.store.topic
-        if not self._partitions:
-            self._partitions = self.admin.topics().get(topic, 0)
-        partitions = self._partitions
-        ends = self.admin.list_offsets([(topic, p) for p in range(partitions)], "latest")
-        wanted = {p: end for (_, p), end in ends.items() if end > self._next.get(p, 0)}
-        if not wanted:
-            return self.positions
-        consumer = self._open()
-        try:
-            # from where the last read stopped, so only what is new is fetched
-            consumer.assign([TopicPartition(topic, p, self._next.get(p, 0)) for p in range(partitions)])
-            deadline = time.monotonic() + self.timeout
-            while wanted:
-                if time.monotonic() > deadline:
-                    raise KafkaError(f"reading {topic} did not reach its end within {self.timeout:.0f} s",
-                                     cluster=self.alias, topic=topic, retriable=True)
-                for msg in consumer.consume(10000, timeout=0.002):
-                    if msg.error():
-                        raise KafkaError(str(msg.error()), cluster=self.alias, topic=topic)
-                    self.store._apply(self.positions, msg.key(), msg.value())
-                    self._next[msg.partition()] = msg.offset() + 1
-                    if msg.offset() + 1 >= wanted.get(msg.partition(), 0):
-                        wanted.pop(msg.partition(), None)
-            # unassigned between refreshes: an assigned consumer fetches in the background without
-            # end, every fetch.wait.max.ms (5 ms here), a load on the target broker for nothing
-            consumer.unassign()
-        except KafkaException as e:
-            raise translate(e, cluster=self.alias, action="reading positions", topic=topic) from e
-        return self.positions
-
-    def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
 
 
 def short_ranges(planned: dict[str, PlannedRange], recorded: dict[str, int | None]) -> dict[str, PlannedRange]:

@@ -32,14 +32,14 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from mm2py import devcluster
 from mm2py.config import load_text
+from mm2py.dev import cluster as devcluster
 from mm2py.engine.driver import Engine
 from mm2py.errors import AuthenticationError, AuthorizationError, ClusterUnreachableError, Mm2pyError
 from mm2py.kafka.admin import Admin
-from mm2py.positions import PositionStore
 from mm2py.source.copier import CopySettings, copy_ranges
 from mm2py.source.planner import SourcePlanner
+from mm2py.source.positions import PositionStore
 from mm2py.source.ranges import PartitionRange
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import REPO, mirror_once, properties

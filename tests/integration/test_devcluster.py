@@ -18,7 +18,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from mm2py import devcluster
+from mm2py.dev import cluster as devcluster
 from mm2py.errors import DevClusterError
 from tests.conftest import TEST_PORTS
 from tests.kafkautil import TS0, consume_all, create_topic, end_offsets, list_topics, produce, wait_until

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mm2py.config import load_text
-from mm2py.failover import apply_plan, plan_failback, plan_failover
+from mm2py.ops.failover import apply_plan, plan_failback, plan_failover
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
 from tests.kafkautil import create_topic, end_offsets, produce
 

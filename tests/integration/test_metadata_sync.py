@@ -22,8 +22,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from mm2py import devcluster
 from mm2py.config import load_text
+from mm2py.dev import cluster as devcluster
 from mm2py.engine.driver import Engine
 from tests.conftest import TEST_PORTS
 from tests.integration.mirror_helpers import SINGLE_BROKER, mirror_once, properties, wait_for

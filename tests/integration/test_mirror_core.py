@@ -154,7 +154,7 @@ def test_continuous_new_topics_partitions_and_sigkill(cluster_a, cluster_b, uniq
 
 def test_runs_on_spark_standalone_with_two_workers(cluster_a, cluster_b, unique_name, tmp_path):
     """Not only local[*]: a standalone master with two workers, started from the pyspark install."""
-    from mm2py.devspark import start_standalone
+    from mm2py.dev.spark import start_standalone
 
     topic = f"{unique_name}-s"
     create_topic(cluster_a.bootstrap, topic, 4)

@@ -18,20 +18,20 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from mm2py.checkpoint import load_checkpoints, run_checkpoints
+from mm2py.checkpoint.task import load_checkpoints, run_checkpoints
 from mm2py.client import translate_offsets
 from mm2py.config import load_text
 from mm2py.config.model import MirrorMakerConfig
-from mm2py.failover import apply_plan, plan_failover
 from mm2py.formats import Checkpoint
 from mm2py.kafka.admin import Admin
+from mm2py.ops.failover import apply_plan, plan_failover
+from mm2py.types import TP
 from tests.integration.mirror_helpers import mirror_once, properties
 from tests.kafkautil import Record, consume_all, end_offsets, list_topics, produce, wait_until
 from tests.kafkautil import create_topic as _create_topic
 
 pytestmark = pytest.mark.integration
 
-TP = tuple[str, int]
 
 
 # --------------------------------------------------------------------------- helpers

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mm2py import devcluster
-from mm2py.checkpoint import load_checkpoints, run_checkpoints
+from mm2py.checkpoint.task import load_checkpoints, run_checkpoints
 from mm2py.config import load_text
+from mm2py.dev import cluster as devcluster
 from mm2py.errors import AuthenticationError
-from mm2py.heartbeat import emit_heartbeat
+from mm2py.heartbeat.emitter import emit_heartbeat
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import SINGLE_BROKER, mirror_once
 from tests.kafkautil import TS0, consume_all, create_topic, produce

@@ -9,8 +9,8 @@ import pytest
 
 from mm2py.cli import main
 from mm2py.config import load_text
-from mm2py.heartbeat import emit_heartbeat
-from mm2py.status import flow_status
+from mm2py.heartbeat.emitter import emit_heartbeat
+from mm2py.ops.status import flow_status
 from tests.integration.mirror_helpers import mirror_once, properties
 from tests.kafkautil import create_topic, produce
 

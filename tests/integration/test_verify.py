@@ -8,12 +8,12 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mm2py.audit import plan_audit, run_audit
 from mm2py.cli import main
 from mm2py.config import load_text
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError
-from mm2py.verify import digest_ranges
+from mm2py.ops.digest import digest_ranges
+from mm2py.ops.verify import plan_audit, run_audit
 from tests.integration.mirror_helpers import mirror_once, properties
 from tests.kafkautil import TS0, consume_all, create_topic, delete_topic, produce, wait_until
 

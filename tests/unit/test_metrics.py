@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mm2py.config import load_text
 from mm2py.metrics import Metrics
-from mm2py.status import FlowStatus, TopicStatus
+from mm2py.ops.status import FlowStatus, TopicStatus
 
 FLOW = load_text("clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
                  "A->B.enabled = true\n").enabled_flows[0]

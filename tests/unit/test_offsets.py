@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
+from mm2py.checkpoint.translation import SyncIndex
 from mm2py.formats import OffsetSync
-from mm2py.offsets import SyncIndex
 
 
 def index(*pairs: tuple[int, int]) -> SyncIndex:

@@ -14,7 +14,6 @@ from mm2py.policy import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
     ReplicationPolicy,
-    find_cycle,
     load_policy,
 )
 
@@ -130,7 +129,7 @@ def test_identity_naming() -> None:
     assert p.original_topic("topic1") == "topic1"
     assert p.topic_source("x.y.heartbeats") == "x" and p.original_topic("x.y.heartbeats") == "heartbeats"
     assert p.is_heartbeats_topic("source.heartbeats") and not p.is_heartbeats_topic("myheartbeats")
-    assert not p.is_cycle("topic1", "target")  # cannot see cycles: hence find_cycle
+    assert not p.is_cycle("topic1", "target")  # cannot see cycles: hence mm2py.topology
     assert p.is_cycle("target.heartbeats", "target")
     assert IdentityReplicationPolicy().topic_source("topic1") is None
 
@@ -212,12 +211,3 @@ def test_policies_pickle_for_spark_executors() -> None:
 def test_empty_separator_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="replication.policy.separator"):
         DefaultReplicationPolicy("")
-
-
-def test_find_cycle() -> None:
-    assert find_cycle([("A", "B"), ("B", "A")]) == ["A", "B", "A"]
-    assert find_cycle([("A", "B"), ("B", "C"), ("C", "A")]) == ["A", "B", "C", "A"]
-    assert find_cycle([("K", "C"), ("C", "B"), ("B", "C")]) == ["B", "C", "B"]
-    assert find_cycle([("A", "A")]) == ["A", "A"]
-    assert find_cycle([("A", "K"), ("B", "K"), ("K", "C"), ("A", "C")]) is None  # a diamond is no cycle
-    assert find_cycle([]) is None

@@ -24,11 +24,12 @@ from mm2py.errors import FormatError, KafkaError
 from mm2py.formats import SourceOffset
 from mm2py.kafka.admin import Admin, translate
 from mm2py.kafka.clientconf import rdkafka_config
+from mm2py.kafka.compacted import read_to_end
 from mm2py.kafka.retry import retrying
+from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
 
-TP = tuple[str, int]
 # Kafka Connect's default for offset.storage.partitions
 OFFSETS_TOPIC_PARTITIONS = 25
 
@@ -58,36 +59,27 @@ class PositionStore:
         """The last mirrored source offset of every partition that has one."""
         return retrying(self._load, self.timeout)
 
-    def _load(self) -> dict[TP, int]:
+    def _consumer(self, group: str, **extra: object) -> Consumer:
         conf = dict(self._conf)
-        conf.update({"group.id": f"mm2py-positions-{self.source_alias}", "enable.auto.commit": False,
-                     "enable.partition.eof": False, "isolation.level": "read_committed"})
-        consumer = Consumer(conf)
+        conf.update({"group.id": group, "enable.auto.commit": False, "enable.partition.eof": False,
+                     "isolation.level": "read_committed", "auto.offset.reset": "earliest", **extra})
+        return Consumer(conf)
+
+    def _load(self) -> dict[TP, int]:
+        consumer = self._consumer(f"mm2py-positions-{self.source_alias}")
         positions: dict[TP, int] = {}
         try:
-            md = consumer.list_topics(self.topic, timeout=self.timeout).topics.get(self.topic)
-            if md is None or md.error is not None:
-                return positions
-            remaining: dict[int, int] = {}
-            for p in md.partitions:
-                low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=self.timeout)
-                if high > low:
-                    remaining[p] = high
-            consumer.assign([TopicPartition(self.topic, p, 0) for p in remaining])
-            deadline = time.monotonic() + self.timeout
-            while remaining:
-                if time.monotonic() > deadline:
-                    raise KafkaError(f"reading {self.topic} did not reach its end within {self.timeout:.0f} s",
-                                     cluster=self.target.alias, topic=self.topic, retriable=True)
-                msgs = consumer.consume(10000, timeout=0.2)
-                for msg in msgs:
-                    if msg.error():
-                        raise KafkaError(str(msg.error()), cluster=self.target.alias, topic=self.topic)
-                    self._apply(positions, msg.key(), msg.value())
-                    if msg.offset() + 1 >= remaining.get(msg.partition(), 0):
-                        remaining.pop(msg.partition(), None)
-        except KafkaException as e:
-            raise translate(e, cluster=self.target.alias, action="reading positions", topic=self.topic) from e
+            try:
+                md = consumer.list_topics(self.topic, timeout=self.timeout).topics.get(self.topic)
+                if md is None or md.error is not None:
+                    return positions
+                ends = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=self.timeout)[1]
+                        for p in md.partitions}
+            except KafkaException as e:
+                raise translate(e, cluster=self.target.alias, action="reading positions", topic=self.topic) from e
+            read_to_end(consumer, self.topic, {}, ends, cluster=self.target.alias,
+                        deadline=time.monotonic() + self.timeout,
+                        on_record=lambda m: self._apply(positions, m.key(), m.value()))
         finally:
             consumer.close()
         return positions
@@ -138,3 +130,49 @@ class PositionStore:
         if self._producer is not None:
             self._producer.flush(self.timeout)
             self._producer = None
+
+
+class PositionTail:
+    """The recorded positions of one flow, read incrementally from the target.
+
+    The sink records where each partition really got to, and the planner runs in another
+    process (Spark's Python source runner), so the positions topic is the one channel both
+    see. Each ``refresh`` costs one ListOffsets request and the records written since the
+    last one. Reads go to the topic's end as it is when asked; the sink's writes for a
+    micro-batch are acknowledged (acks=all) before that micro-batch ends, hence before the
+    next one is planned.
+    """
+
+    def __init__(self, store: PositionStore, admin: Admin):
+        self.store = store
+        self.admin = admin
+        self.positions: dict[TP, int] = {}
+        self._consumer: Consumer | None = None
+        self._next: dict[int, int] = {}  # positions-topic partition -> next offset to read
+        self._partitions = 0
+
+    def refresh(self) -> dict[TP, int]:
+        """Read what was written since the last call; return every recorded position."""
+        topic = self.store.topic
+        if not self._partitions:
+            self._partitions = self.admin.topics().get(topic, 0)
+        ends = {p: end for (_, p), end in
+                self.admin.list_offsets([(topic, p) for p in range(self._partitions)], "latest").items()}
+        if not any(end > self._next.get(p, 0) for p, end in ends.items()):
+            return self.positions
+        if self._consumer is None:
+            # the records asked for are already there: do not let the broker wait
+            self._consumer = self.store._consumer(f"mm2py-stalls-{self.store.source_alias}",
+                                                  **{"fetch.wait.max.ms": 5, "fetch.error.backoff.ms": 5})
+        self._next = read_to_end(self._consumer, topic, self._next, ends, cluster=self.store.target.alias,
+                                 deadline=time.monotonic() + self.store.timeout,
+                                 on_record=lambda m: self.store._apply(self.positions, m.key(), m.value()))
+        # unassigned between refreshes: an assigned consumer keeps fetching in the background
+        # every fetch.wait.max.ms, a load on the target broker for nothing
+        self._consumer.unassign()
+        return self.positions
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None

@@ -3,7 +3,7 @@ import weakref
 
 import pytest
 
-from mm2py.engine import workergc
+from mm2py import worker
 
 
 class Node:
@@ -13,9 +13,9 @@ class Node:
 
 @pytest.fixture
 def thawed():
-    workergc.thaw()
+    worker.thaw()
     yield
-    workergc.thaw()
+    worker.thaw()
 
 
 def _cycle() -> weakref.ref:
@@ -27,17 +27,17 @@ def _cycle() -> weakref.ref:
 def test_settle_collects_garbage_cycles_before_freezing_the_survivors(thawed):
     dead = _cycle()
     alive = Node()
-    workergc.settle()
+    worker.settle()
     assert dead() is None, "a garbage cycle left for a freeze would never be freed"
     assert gc.get_freeze_count() > 0
     assert not any(o is alive for o in gc.get_objects(generation=2)), "survivors are frozen"
 
 
 def test_settle_does_not_refreeze_for_a_few_new_objects(thawed):
-    workergc.settle()
+    worker.settle()
     frozen = gc.get_freeze_count()
     kept = [Node() for _ in range(10)]
-    workergc.settle()
+    worker.settle()
     assert gc.get_freeze_count() == frozen
     assert kept
 
@@ -46,10 +46,10 @@ def test_thaw_lets_a_collection_free_a_frozen_cycle_that_died(thawed):
     holder = [Node(), Node()]
     holder[0].other, holder[1].other = holder[1], holder[0]
     dead = weakref.ref(holder[0])
-    workergc.settle()
+    worker.settle()
     holder.clear()
     gc.collect()
     assert dead() is not None, "frozen: a collection does not see it"
-    workergc.thaw()
+    worker.thaw()
     gc.collect()
     assert dead() is None

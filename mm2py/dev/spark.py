@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pyspark
 
-from mm2py.devcluster import var_dir, wait_ports_free
+from mm2py.dev.cluster import var_dir, wait_ports_free
 from mm2py.engine.sparkhome import lean_spark_home
 from mm2py.errors import DevClusterError
 

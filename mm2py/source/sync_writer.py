@@ -12,24 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mm2py.config.model import ClusterConfig, FlowConfig
+from mm2py.config.model import FlowConfig
 from mm2py.formats import OffsetSync
 from mm2py.kafka.admin import Admin
-from mm2py.kafka.internal_topics import RecordWriter, ensure_compacted_topic
-from mm2py.policy import ReplicationPolicy
-
-
-def offset_syncs_location(flow: FlowConfig, policy: ReplicationPolicy) -> tuple[ClusterConfig, str]:
-    """The cluster holding a flow's offset syncs, and the topic's name there."""
-    if flow.offset_syncs_topic_location == "target":
-        return flow.target, policy.offset_syncs_topic(flow.source.alias)
-    return flow.source, policy.offset_syncs_topic(flow.target.alias)
+from mm2py.kafka.compacted import RecordWriter, ensure_compacted_topic
+from mm2py.policy import offset_syncs_location
 
 
 class OffsetSyncWriter:
-    def __init__(self, flow: FlowConfig, policy: ReplicationPolicy):
+    def __init__(self, flow: FlowConfig):
         self.flow = flow
-        self.cluster, self.topic = offset_syncs_location(flow, policy)
+        self.cluster, self.topic = offset_syncs_location(flow)
         ensure_compacted_topic(Admin(self.cluster, timeout_ms=flow.admin_timeout_ms), self.topic,
                                flow.offset_syncs_topic_replication_factor)
         self._writer = RecordWriter(self.cluster, flow.admin_timeout_ms / 1000)

@@ -19,12 +19,12 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from mm2py import devcluster
 from mm2py.commands.status import rates_between, render
 from mm2py.config import load
+from mm2py.dev import cluster as devcluster
 from mm2py.kafka.admin import Admin
-from mm2py.status import status
-from mm2py.verify import compare_topic
+from mm2py.ops.digest import compare_topic
+from mm2py.ops.status import status
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "active-passive.properties"

@@ -4,7 +4,7 @@ For each mirrored partition the source range is ``[log start, next offset to mir
 the flow's recorded positions) and the target range is where offset syncs put those two
 offsets (the remote partition's own start and end where no sync covers them). Both ranges
 are read in offset order and folded into a record count and a SHA-256 over key, value,
-headers and timestamp (mm2py.verify). Partitions are audited in parallel as Spark tasks, so
+headers and timestamp (mm2py.ops.digest). Partitions are audited in parallel as Spark tasks, so
 a large topic takes as long as its largest partition.
 """
 
@@ -13,14 +13,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mm2py.checkpoint import load_syncs
+from mm2py.checkpoint.task import load_syncs
 from mm2py.config.model import FlowConfig
 from mm2py.errors import ConfigError, ConfigProblem
 from mm2py.filters import TopicFilter
 from mm2py.kafka.admin import Admin
-from mm2py.positions import PositionStore
-from mm2py.source.planner import flow_policy
-from mm2py.verify import PartitionCheck, digest_ranges
+from mm2py.ops.digest import PartitionCheck, digest_ranges
+from mm2py.policy import policy_for
+from mm2py.source.positions import PositionStore
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def plan_audit(flow: FlowConfig, topics: str | None = None) -> list[AuditRange]:
         wanted = re.compile(topics) if topics else None
     except re.error as e:
         raise ConfigError(ConfigProblem("--topics", f"not a regular expression: {e}")) from None
-    policy = flow_policy(flow)
+    policy = policy_for(flow)
     filt = TopicFilter(flow.topics, flow.topics_exclude)
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
     dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)

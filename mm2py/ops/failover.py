@@ -13,14 +13,14 @@ from dataclasses import dataclass
 
 import structlog
 
-from mm2py.checkpoint import load_syncs
+from mm2py.checkpoint.task import load_syncs
 from mm2py.client import MirrorClient
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.errors import ConfigError, ConfigProblem, KafkaError, Mm2pyError
 from mm2py.filters import TopicFilter
 from mm2py.kafka.admin import Admin
-from mm2py.positions import PositionStore
-from mm2py.source.planner import flow_policy
+from mm2py.policy import policy_for
+from mm2py.source.positions import PositionStore
 
 log = structlog.get_logger(__name__)
 
@@ -58,7 +58,7 @@ def find_flow(config: MirrorMakerConfig, source: str, target: str) -> FlowConfig
 def plan_failover(config: MirrorMakerConfig, group: str, from_alias: str, to_alias: str,
                   to_time_ms: int | None = None) -> Plan:
     flow = find_flow(config, from_alias, to_alias)
-    policy = flow_policy(flow)
+    policy = policy_for(flow)
     src = Admin(flow.source, timeout_ms=min(flow.admin_timeout_ms, 15000))
     try:
         committed: dict[tuple[str, int], int] | None = src.group_offsets(group)
@@ -105,7 +105,7 @@ def plan_failover(config: MirrorMakerConfig, group: str, from_alias: str, to_ali
 def plan_failback(config: MirrorMakerConfig, group: str, from_alias: str, to_alias: str) -> Plan:
     """The group consumed ``{to}.topic`` on ``from``; place it on ``topic`` of ``to`` again."""
     flow = find_flow(config, to_alias, from_alias)  # the flow that fed the cluster being left
-    policy = flow_policy(flow)
+    policy = policy_for(flow)
     index = load_syncs(flow)
     committed = Admin(flow.target, timeout_ms=flow.admin_timeout_ms).group_offsets(group)
     rows = []

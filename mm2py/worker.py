@@ -1,26 +1,55 @@
-"""Raw clients a Spark Python worker keeps from one task to the next.
+"""What a reused Spark Python worker keeps from one task to the next: raw clients and a gc freeze.
 
 Python workers are reused (spark.python.worker.reuse) and a steady flow runs a task per
-micro-batch, about every second. Fresh clients per task paid for connecting, TLS/SASL and
-ApiVersions each time, and faulted in new frame buffers (mm2py.kafka.fastio) for every
-micro-batch; kept clients reuse both.
+micro-batch. Kept clients spare every task the connection, TLS/SASL and ApiVersions round
+trips and new frame buffers (mm2py.kafka.fastio). PySpark's daemon runs a full
+``gc.collect()`` after every task; what is still alive after a task is almost all long-lived
+(pyspark, pyarrow and kafka-python modules, kept clients), so ``settle`` moves it to the
+permanent generation that collections skip (``gc.freeze``).
 
 Invariants:
 - a worker runs one task at a time, so a kept client is never shared by two tasks at once;
 - a task that fails drops the clients it used: their connections may hold answers nobody
-  will read, and the next task starts clean.
+  will read, and the next task starts clean;
+- nothing is frozen without a full collection just before, so no garbage is frozen;
+- a freeze happens again only once enough objects have outlived collections since the last
+  one (a worker that starts running another connector's tasks, or makes new clients);
+- dropping a kept client thaws, so that the next collection can free its reference cycles.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Iterator
 
 from mm2py.config.model import ClusterConfig
-from mm2py.engine import workergc
 from mm2py.kafka.wire import RawClient
 
+# Objects in the oldest collected generation that make a new freeze worth its full collection.
+REFREEZE_OBJECTS = 20_000
+
+# Whether this process froze, kept here: gc.get_freeze_count() walks the whole permanent
+# generation, which costs as much as the collections the freeze saves.
+_frozen = False
+
 _kept: dict[tuple, RawClient] = {}
+
+
+def settle() -> None:
+    """Call at the end of a task: freeze what survived it when enough has accumulated."""
+    global _frozen
+    if not _frozen or len(gc.get_objects(generation=2)) >= REFREEZE_OBJECTS:
+        gc.collect()
+        gc.freeze()
+        _frozen = True
+
+
+def thaw() -> None:
+    """Let collections see frozen objects again, until the next ``settle``."""
+    global _frozen
+    gc.unfreeze()
+    _frozen = False
 
 
 def _key(cluster: ClusterConfig, client_id: str, timeout_ms: int) -> tuple:
@@ -41,7 +70,7 @@ def _drop(client: RawClient) -> None:
             del _kept[key]
     with contextlib.suppress(Exception):
         client.close()
-    workergc.thaw()  # the client was frozen with the worker's long-lived objects
+    thaw()  # the client was frozen with the worker's long-lived objects
 
 
 @contextlib.contextmanager
@@ -61,9 +90,3 @@ def task_clients(
         _drop(src)
         _drop(dst)
         raise
-
-
-def close_all() -> None:
-    """Close every kept client (tests, and a worker shutting down)."""
-    for client in list(_kept.values()):
-        _drop(client)

@@ -7,8 +7,8 @@ import time
 from mm2py.config.model import FlowConfig
 from mm2py.formats import Heartbeat
 from mm2py.kafka.admin import Admin
-from mm2py.kafka.internal_topics import RecordWriter, ensure_compacted_topic
-from mm2py.source.planner import flow_policy
+from mm2py.kafka.compacted import RecordWriter, ensure_compacted_topic
+from mm2py.policy import policy_for
 
 
 class HeartbeatEmitter:
@@ -20,7 +20,7 @@ class HeartbeatEmitter:
 
     def __init__(self, flow: FlowConfig):
         self.flow = flow
-        self.topic = flow_policy(flow).heartbeats_topic()
+        self.topic = policy_for(flow).heartbeats_topic()
         self._writer: RecordWriter | None = None
 
     def beat(self, now_ms: int | None = None) -> Heartbeat:

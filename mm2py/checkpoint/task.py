@@ -2,7 +2,7 @@
 
 Every ``emit.checkpoints.interval.seconds``: for each source group passing the group filter,
 its committed offsets on mirrored topics are translated with the flow's offset syncs
-(``mm2py.offsets``, exact) and written as MM2 Checkpoint records to
+(``mm2py.checkpoint.translation``, exact) and written as MM2 Checkpoint records to
 ``{source}.checkpoints.internal`` on the target. With ``sync.group.offsets.enabled``, the
 translated offsets are also committed to the group on the target when it has no active
 member there, and only forward.
@@ -19,15 +19,14 @@ from dataclasses import dataclass
 
 import structlog
 
+from mm2py.checkpoint.translation import SyncIndex
 from mm2py.config.model import FlowConfig
 from mm2py.errors import FormatError
 from mm2py.filters import GroupFilter, TopicFilter
 from mm2py.formats import Checkpoint, OffsetSync
 from mm2py.kafka.admin import Admin
-from mm2py.kafka.internal_topics import RecordWriter, ensure_compacted_topic, read_all
-from mm2py.offset_sync import offset_syncs_location
-from mm2py.offsets import SyncIndex
-from mm2py.source.planner import flow_policy
+from mm2py.kafka.compacted import RecordWriter, ensure_compacted_topic, read_all
+from mm2py.policy import offset_syncs_location, policy_for
 
 log = structlog.get_logger(__name__)
 
@@ -35,7 +34,7 @@ Key = tuple[str, str, int]  # group, downstream topic, partition
 
 
 def load_syncs(flow: FlowConfig) -> SyncIndex:
-    cluster, topic = offset_syncs_location(flow, flow_policy(flow))
+    cluster, topic = offset_syncs_location(flow)
     index = SyncIndex()
     for _offset, key, value in read_all(cluster, topic, flow.admin_timeout_ms / 1000):
         if key is None or value is None:
@@ -48,7 +47,7 @@ def load_syncs(flow: FlowConfig) -> SyncIndex:
 
 
 def load_checkpoints(flow: FlowConfig) -> dict[Key, Checkpoint]:
-    topic = flow_policy(flow).checkpoints_topic(flow.source.alias)
+    topic = policy_for(flow).checkpoints_topic(flow.source.alias)
     out: dict[Key, Checkpoint] = {}
     for _offset, key, value in read_all(flow.target, topic, flow.admin_timeout_ms / 1000):
         if key is None or value is None:
@@ -66,7 +65,7 @@ class CheckpointReport:
 
 
 def run_checkpoints(flow: FlowConfig) -> CheckpointReport:
-    policy = flow_policy(flow)
+    policy = policy_for(flow)
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
     dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
     topic = policy.checkpoints_topic(flow.source.alias)

@@ -24,8 +24,7 @@ import bisect
 from dataclasses import dataclass, field
 
 from mm2py.formats import OffsetSync
-
-TP = tuple[str, int]
+from mm2py.types import TP
 
 
 @dataclass

@@ -1,11 +1,17 @@
-"""MM2's internal topics: single-partition compacted topics written and read whole."""
+"""Compacted internal topics: created as MM2 creates them, read to their end, written durably.
+
+``read_to_end`` is the one loop that reads a topic's partitions up to the ends seen when the
+read began (positions, offset syncs, checkpoints, heartbeats). It stops at each end even when
+the last offsets hold no record a consumer sees (transaction markers, compacted away), and
+raises a retriable error naming the topic when the deadline passes first.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError
@@ -31,37 +37,58 @@ def read_all(cluster: ClusterConfig, topic: str, timeout: float = 60,
 Entry = tuple[int, bytes | None, bytes | None]
 
 
+def read_to_end(consumer: Consumer, topic: str, starts: Mapping[int, int], ends: Mapping[int, int], *,
+                cluster: str, deadline: float, on_record: Callable[[Message], None]) -> dict[int, int]:
+    """Read each partition of ``topic`` from ``starts[p]`` up to ``ends[p]``; return the next offsets.
+
+    ``deadline`` is a ``time.monotonic()`` value. The consumer is left assigned; confluent-kafka
+    errors become ``KafkaError`` naming the cluster and topic.
+    """
+    wanted = {p: end for p, end in ends.items() if end > starts.get(p, 0)}
+    reached = dict(starts)
+    if not wanted:
+        return reached
+    try:
+        consumer.assign([TopicPartition(topic, p, starts.get(p, 0)) for p in sorted(wanted)])
+        while wanted:
+            if time.monotonic() > deadline:
+                raise KafkaError(f"reading {topic} did not reach its end {dict(sorted(wanted.items()))} in time",
+                                 cluster=cluster, topic=topic, retriable=True)
+            for msg in consumer.consume(10000, timeout=0.05):
+                if msg.error():
+                    raise KafkaError(str(msg.error()), cluster=cluster, topic=topic)
+                on_record(msg)
+                reached[msg.partition()] = msg.offset() + 1
+            # the position passes markers and compacted gaps that yield no message
+            for tp in consumer.position([TopicPartition(topic, p) for p in wanted]):
+                if tp.offset >= 0:
+                    reached[tp.partition] = max(reached.get(tp.partition, 0), tp.offset)
+            wanted = {p: end for p, end in wanted.items() if reached.get(p, 0) < end}
+    except KafkaException as e:
+        raise translate(e, cluster=cluster, action="reading", topic=topic) from e
+    return reached
+
+
 def _read(cluster: ClusterConfig, topic: str, timeout: float, start: int) -> Iterator[Entry]:
     conf = rdkafka_config(cluster.bootstrap_servers, cluster.consumer, cluster.alias)
     conf.update({"group.id": "mm2py-internal-reader", "enable.auto.commit": False,
                  "isolation.level": "read_committed"})
     consumer = Consumer(conf)
+    entries: list[Entry] = []
     try:
-        md = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-        if md is None or md.error is not None:
-            return
-        tp = TopicPartition(topic, 0)
-        _low, end = consumer.get_watermark_offsets(tp, timeout=timeout)
-        if end <= start:
-            return
-        consumer.assign([TopicPartition(topic, 0, start)])
-        deadline = time.monotonic() + timeout
-        while True:
-            if time.monotonic() > deadline:
-                raise KafkaError(f"reading did not reach offset {end} within {timeout:.0f} s",
-                                 cluster=cluster.alias, topic=topic, retriable=True)
-            for msg in consumer.consume(10000, timeout=0.2):
-                if msg.error():
-                    raise KafkaError(str(msg.error()), cluster=cluster.alias, topic=topic)
-                yield msg.offset(), msg.key(), msg.value()
-                if msg.offset() + 1 >= end:
-                    return
-            if consumer.position([tp])[0].offset >= end:
-                return
-    except KafkaException as e:
-        raise translate(e, cluster=cluster.alias, action="reading", topic=topic) from e
+        try:
+            md = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+            if md is None or md.error is not None:
+                return iter(())
+            _low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)
+        except KafkaException as e:
+            raise translate(e, cluster=cluster.alias, action="reading", topic=topic) from e
+        read_to_end(consumer, topic, {0: start}, {0: end}, cluster=cluster.alias,
+                    deadline=time.monotonic() + timeout,
+                    on_record=lambda m: entries.append((m.offset(), m.key(), m.value())))
     finally:
         consumer.close()
+    return iter(entries)
 
 
 class RecordWriter:

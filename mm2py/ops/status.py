@@ -19,8 +19,8 @@ from mm2py.filters import TopicFilter
 from mm2py.formats import FormatError, Heartbeat
 from mm2py.kafka.admin import Admin, translate
 from mm2py.kafka.clientconf import rdkafka_config
-from mm2py.positions import PositionStore
-from mm2py.source.planner import flow_policy
+from mm2py.policy import policy_for
+from mm2py.source.positions import PositionStore
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ def _heartbeat_of(flow: FlowConfig) -> object:
 def flow_status(flow: FlowConfig, now_ms: int | None = None) -> FlowStatus:
     """The status of one flow, read from its two clusters."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    policy = flow_policy(flow)
+    policy = policy_for(flow)
     filt = TopicFilter(flow.topics, flow.topics_exclude)
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
     topics = {t: n for t, n in src.topics().items()

@@ -1,0 +1,1 @@
+"""Core of the checkpoint connector: exact offset translation and MM2 Checkpoint records."""

@@ -1,0 +1,1 @@
+"""Development tools: local Kafka clusters, a standalone Spark, the demo. Not used at run time."""

@@ -1,0 +1,1 @@
+"""Core of the heartbeat connector: MM2 Heartbeat records."""

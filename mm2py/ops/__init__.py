@@ -1,0 +1,1 @@
+"""Operator tools behind the command line: status, failover, verify."""

@@ -3,8 +3,8 @@
 Beats are written by the query's driver-side reader each time Spark polls it for new data
 (``latestOffset``, once per trigger interval), with one producer kept open. The query's
 offset moves, and a micro-batch runs, only once per report interval, carrying a summary row
-(beats written, last timestamp). A Spark job per beat cost ~0.6 CPU-seconds per second on an
-idle 2-core machine; a beat from the reader costs a produce request.
+(beats written, last timestamp). A beat from the reader costs a produce request; a Spark job
+per beat would cost far more (docs/design.md).
 """
 
 from __future__ import annotations

@@ -2,15 +2,14 @@
 
 Each Spark task copies a group of partition ranges from the source cluster to the target
 inside ``read()`` (raw batches, no records cross into the JVM) and yields one small row per
-range describing what it did. The sink (``mm2py.engine.flow_sink``) turns those rows into
-positions on the target and offset syncs.
+range describing what it did (``RangeResult``). The sink (``mm2py.connectors.sink``) hands
+those rows to ``mm2py.source.commit``, which records offset syncs and positions.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import astuple
 
 from mm2py.connectors.options import decode_flow
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -19,19 +18,14 @@ from pyspark.sql.types import StructType
 
 from mm2py import worker
 from mm2py.config.model import FlowConfig
-from mm2py.source.copier import CopySettings, copy_ranges
-from mm2py.source.ranges import PartitionRange, assign
+from mm2py.source.copier import CopySettings
+from mm2py.source.ranges import PartitionRange, RangeResult, assign
+from mm2py.source.task import copy_ranges
 
 # A micro-batch gets one Spark task per this many source bytes (up to the task limit): below
 # it, a second task costs more in Python worker round trips than it saves in copying.
 MIN_TASK_BYTES = 16 << 20
 
-RESULT_SCHEMA = (
-    "topic string, partition int, start long, end long, next_offset long, records long, bytes long, "
-    "batches long, rebuilt long, dropped long, syncs array<array<long>>, max_timestamp long, "
-    "fetched_ms long, acked_ms long, stall_offset long, stall_bytes long, stall_reason string, "
-    "lost_start long, lost_end long"
-)
 
 
 class RangeGroup(InputPartition):
@@ -47,7 +41,7 @@ class MirrorSourceDataSource(DataSource):
         return "mm2py-mirror-source"
 
     def schema(self) -> str:
-        return RESULT_SCHEMA
+        return RangeResult.spark_schema()
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return MirrorSourceStreamReader(decode_flow(self.options["flow"]), int(self.options.get("tasks", "2")))
@@ -69,9 +63,9 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     @property
     def planner(self):  # noqa: ANN201 - imported lazily to keep executors light
         if self._planner is None:
-            from mm2py.source.planner import SourcePlanner
+            from mm2py.source.planner import planner_for
 
-            self._planner = SourcePlanner(self.flow)
+            self._planner = planner_for(self.flow)
         return self._planner
 
     def initialOffset(self) -> dict:
@@ -96,8 +90,7 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         assert isinstance(partition, RangeGroup)
         client_id = f"mm2py-{self.flow.name}-{os.getpid()}"
         for result in copy_ranges(self.flow.source, self.flow.target, partition.ranges, self.settings, client_id):
-            row = astuple(result)
-            yield row[:10] + ([list(s) for s in result.syncs],) + row[11:]
+            yield result.to_row()
         worker.settle()
 
     def commit(self, end: dict) -> None:

@@ -49,9 +49,6 @@ class SyncIndex:
         self._parts.setdefault((sync.topic, sync.partition), _PartitionSyncs()).add(
             sync.upstream_offset, sync.downstream_offset)
 
-    def has(self, topic: str, partition: int) -> bool:
-        return (topic, partition) in self._parts
-
     def count(self, topic: str, partition: int) -> int:
         part = self._parts.get((topic, partition))
         return len(part.upstream) if part else 0

@@ -1,23 +1,11 @@
-"""``mm2py offsets translate``, ``mm2py failover`` and ``mm2py failback``."""
+"""``mm2py offsets translate``: a group's committed offsets on one cluster, translated to the other."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime
 
 from mm2py.config import load
-from mm2py.errors import ConfigError, ConfigProblem
-
-
-def _time_ms(text: str) -> int:
-    if text.isdigit():
-        return int(text)
-    try:
-        return int(datetime.fromisoformat(text).timestamp() * 1000)
-    except ValueError:
-        problem = ConfigProblem("--to-time", f"expected epoch milliseconds or ISO time, got {text!r}")
-        raise ConfigError(problem) from None
 
 
 def _translate(args: argparse.Namespace) -> int:
@@ -31,47 +19,18 @@ def _translate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _failover(args: argparse.Namespace, back: bool = False) -> int:
-    from mm2py.ops.failover import apply_plan, plan_failback, plan_failover, render
-
-    config = load(args.config)
-    if back:
-        plan = plan_failback(config, args.group, args.source, args.target)
-    else:
-        plan = plan_failover(config, args.group, args.source, args.target,
-                             _time_ms(args.to_time) if args.to_time else None)
-    print(render(plan))
-    if not args.execute:
-        print("\n(dry run: add --execute to commit these offsets to the group on "
-              f"{args.target})")
-        return 0
-    apply_plan(config, plan)
-    print(f"\ncommitted {len(plan.offsets)} offsets for group {args.group} on {args.target}")
-    return 0
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
+def add_group_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="the MM2 properties file of the flows")
     parser.add_argument("--group", required=True)
     parser.add_argument("--from", dest="source", required=True, metavar="ALIAS")
     parser.add_argument("--to", dest="target", required=True, metavar="ALIAS")
 
 
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     offsets = subparsers.add_parser("offsets", help="consumer group offset translation")
     sub = offsets.add_subparsers(dest="action", required=True)
     tr = sub.add_parser("translate", help="per partition: committed offset on --from, translated offset on --to")
-    _common(tr)
+    add_group_arguments(tr)
     tr.add_argument("--json", action="store_true")
     tr.set_defaults(func=_translate)
-
-    fo = subparsers.add_parser("failover", help="move a consumer group to the other cluster (dry run by default)")
-    _common(fo)
-    fo.add_argument("--execute", action="store_true", help="commit the plan (refused while the group is active)")
-    fo.add_argument("--to-time", help="for partitions without translation: first offsets at/after this time")
-    fo.set_defaults(func=_failover)
-
-    fb = subparsers.add_parser("failback", help="move a group back after an active/passive failover")
-    _common(fb)
-    fb.add_argument("--execute", action="store_true")
-    fb.set_defaults(func=lambda a: _failover(a, back=True))

@@ -1,11 +1,18 @@
-"""Local single-node Apache Kafka clusters (KRaft, combined broker+controller) on loopback.
+"""Local Apache Kafka clusters (KRaft, combined broker+controller nodes) on loopback.
 
 For the demo, the tests and the benchmark: real brokers from Apache Kafka's jars, fetched
 from Maven Central by ``build/kafka/pom.xml`` into ``.cache/`` (git-ignored). Each cluster
 lives in ``var/dev-clusters/NAME/`` (``MM2PY_VAR_DIR`` moves ``var/``): server.properties,
-data/, broker.log, broker.pid, port and client.properties (the Java client settings that
-reach it, as an MM2 file would spell them). The broker runs detached, in its own session,
+data/, broker.log, broker.pid, jvm.args, port and client.properties (the Java client settings
+that reach it, as an MM2 file would spell them). The broker runs detached, in its own session,
 so it outlives the command that started it.
+
+A multi-broker cluster (``start_cluster(..., brokers=N)``) is N such nodes forming one KRaft
+quorum, all N voters. Node i (0-based, ``node.id`` i) listens for clients on ``port + 2*i`` and
+for controllers on ``port + 2*i + 1``; it keeps its server.properties, data/, broker.log and
+broker.pid in ``NAME/broker-I/``, while ``NAME/`` holds port, brokers and client.properties.
+``stop_broker``, ``kill_broker``, ``start_broker``, ``pause_broker`` and ``resume_broker`` act
+on one node, for fault tests and rehearsals; ``wait_in_sync`` waits for a topic's full ISR.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 # The broker's own SASL identity (inter-broker and broker->controller); also what clients get.
 ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-secret"
 _STORE_PASSWORD = "mm2py-dev"
+# Multi-broker clusters: replication factor of internal and default topics, and min.insync.replicas
+_MAX_RF, _MAX_MIN_ISR = 3, 2
 # A closed client connection keeps its local port in TIME_WAIT for 60 s on Linux
 PORT_WAIT = 75.0
 _BIND_ATTEMPTS = 3
@@ -111,17 +120,15 @@ def ensure_kafka_jars(version: str = KAFKA_VERSION) -> Path:
 
 
 @dataclass(frozen=True)
-class DevCluster:
-    """What is known about one dev cluster, read from its folder; ``running`` is checked live."""
+class BrokerNode:
+    """One node (broker and KRaft controller in one JVM) of a dev cluster; ``running`` is checked live."""
 
-    name: str
+    index: int  # 0-based position in the cluster: what stop_broker & co. and `--broker` take
+    node_id: int  # Kafka's node.id: the index in a multi-broker cluster, 1 in a single-broker one
     port: int
     controller_port: int
-    directory: Path
+    directory: Path  # its server.properties, data/, broker.log, broker.pid
     pid: int | None
-    protocol: str = "PLAINTEXT"
-    # Java client settings (security.protocol, sasl.jaas.config, ssl.truststore.*), as in an MM2 file
-    client_properties: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def bootstrap(self) -> str:
@@ -133,16 +140,69 @@ class DevCluster:
 
     @property
     def data(self) -> Path:
-        """The broker's log.dirs: one folder per partition."""
+        """The node's log.dirs: one folder per partition, and the KRaft metadata log."""
         return self.directory / "data"
 
     @property
     def running(self) -> bool:
         return self.pid is not None and _is_our_broker(self.pid, self.directory)
 
+
+@dataclass(frozen=True)
+class DevCluster:
+    """What is known about one dev cluster, read from its folder; ``running`` is checked live."""
+
+    name: str
+    port: int
+    controller_port: int
+    directory: Path
+    pid: int | None  # node 0's in a multi-broker cluster; see ``nodes``
+    protocol: str = "PLAINTEXT"
+    # Java client settings (security.protocol, sasl.jaas.config, ssl.truststore.*), as in an MM2 file
+    client_properties: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    brokers: int = 1
+    # every node's pid, by index, in a multi-broker cluster (empty for a single broker: see ``pid``)
+    node_pids: tuple[int | None, ...] = ()
+
+    @property
+    def nodes(self) -> tuple[BrokerNode, ...]:
+        if self.brokers == 1:
+            return (BrokerNode(0, 1, self.port, self.controller_port, self.directory, self.pid),)
+        pids = self.node_pids or (None,) * self.brokers
+        return tuple(BrokerNode(i, i, self.port + 2 * i, self.port + 2 * i + 1, _node_dir(self.directory, i), pids[i])
+                     for i in range(self.brokers))
+
+    def node(self, index: int) -> BrokerNode:
+        if not 0 <= index < self.brokers:
+            raise DevClusterError(f"cluster {self.name} has {self.brokers} broker(s) (0..{self.brokers - 1}), "
+                                  f"no broker {index}")
+        return self.nodes[index]
+
+    @property
+    def bootstrap(self) -> str:
+        """Every node's client address, comma-separated."""
+        return ",".join(node.bootstrap for node in self.nodes)
+
+    @property
+    def log(self) -> Path:
+        """The broker's log (node 0's in a multi-broker cluster)."""
+        return self.nodes[0].log
+
+    @property
+    def data(self) -> Path:
+        """The broker's log.dirs: one folder per partition (node 0's in a multi-broker cluster)."""
+        return self.nodes[0].data
+
+    @property
+    def running(self) -> bool:
+        """Whether any of its brokers runs."""
+        return any(node.running for node in self.nodes)
+
     @property
     def state(self) -> str:
-        return "running" if self.running else "stopped"
+        """running, stopped, or (some but not all brokers up) degraded."""
+        up = sum(node.running for node in self.nodes)
+        return "running" if up == self.brokers else "degraded" if up else "stopped"
 
     def rdkafka_config(self) -> dict[str, object]:
         """Settings for a confluent-kafka client of this cluster (bootstrap and security)."""
@@ -151,7 +211,7 @@ class DevCluster:
         return rdkafka_config(self.bootstrap, self.client_properties, self.name)
 
     def ping(self, timeout: float = 5.0) -> bool:
-        """True when the broker answers a metadata request within ``timeout`` seconds."""
+        """True when a broker answers a metadata request within ``timeout`` seconds."""
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({**self.rdkafka_config(), "socket.connection.setup.timeout.ms": 2000})
@@ -159,6 +219,10 @@ class DevCluster:
             return bool(admin.list_topics(timeout=timeout).brokers)
         except Exception:  # noqa: BLE001 - any failure means "not answering"
             return False
+
+
+def _node_dir(directory: Path, index: int) -> Path:
+    return directory / f"broker-{index}"
 
 
 def _is_our_broker(pid: int, directory: Path) -> bool:
@@ -199,20 +263,32 @@ def _read(name: str, workdir: Path) -> DevCluster | None:
     port_file = directory / "port"
     if not port_file.exists():
         return _read_legacy(directory)
-    server = _read_properties(directory / "server.properties")
     client = _read_properties(directory / "client.properties")
     port = int(port_file.read_text().strip())
+    brokers_file = directory / "brokers"
+    brokers = int(brokers_file.read_text().strip()) if brokers_file.exists() else 1
+    if brokers > 1:
+        pids = tuple(_read_pid(_node_dir(directory, i)) for i in range(brokers))
+        return DevCluster(name=name, port=port, controller_port=port + 1, directory=directory, pid=pids[0],
+                          protocol=client.get("security.protocol", "PLAINTEXT"), client_properties=client,
+                          brokers=brokers, node_pids=pids)
+    server = _read_properties(directory / "server.properties")
     controller = server.get("controller.quorum.bootstrap.servers", f"127.0.0.1:{port + 1}")
-    pid_text = (directory / "broker.pid").read_text().strip() if (directory / "broker.pid").exists() else ""
     return DevCluster(
         name=name,
         port=port,
         controller_port=int(controller.rsplit(":", 1)[1]),
         directory=directory,
-        pid=int(pid_text) if pid_text else None,
+        pid=_read_pid(directory),
         protocol=client.get("security.protocol", "PLAINTEXT"),
         client_properties=client,
     )
+
+
+def _read_pid(directory: Path) -> int | None:
+    pid_file = directory / "broker.pid"
+    pid_text = pid_file.read_text().strip() if pid_file.exists() else ""
+    return int(pid_text) if pid_text else None
 
 
 def _read_legacy(directory: Path) -> DevCluster | None:

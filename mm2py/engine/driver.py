@@ -8,26 +8,26 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.connectors.checkpoint import CheckpointDataSource
 from mm2py.connectors.heartbeat import HeartbeatDataSource
 from mm2py.connectors.options import encode_flow
+from mm2py.connectors.sink import FlowSink, log_rows
 from mm2py.connectors.source import MirrorSourceDataSource
 from mm2py.connectors.warmup import WarmupDataSource
 from mm2py.engine.jvmcache import DriverArchive
-from mm2py.engine.sink import FlowSink
 from mm2py.engine.sparkhome import use_lean_spark_home
 from mm2py.errors import Mm2pyError, from_task_failure
 from mm2py.metrics import Metrics, MetricsServer
+from mm2py.source.commit import committer_for
 from mm2py.topology import check_topology
 
 log = structlog.get_logger(__name__)
@@ -43,16 +43,15 @@ SPARK_DEFAULTS = {
     "spark.task.maxFailures": "4",
     "spark.ui.showConsoleProgress": "false",
     # Every micro-batch writes its offset and commit log entries; Hadoop's checksummed local
-    # file system doubles each write with a .crc file and took ~45 of a tiny batch's ~95 ms of
-    # log writes on 2 cores (250 -> 200 ms per micro-batch). The checkpoint is only Spark's
+    # file system doubles each write with a .crc file. The checkpoint is only Spark's
     # bookkeeping: positions live on the target cluster, and a checkpoint elsewhere (hdfs://,
     # s3a://) is not touched by this.
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
 }
 # Spark's JVM only schedules here (records never pass through it), so the optimizing JIT
-# compiler only burns CPU: with C1 alone and the serial collector the driver JVM of a
-# 333 MB --once run took 13.5 CPU-seconds instead of 28.6. Given options come after ours.
+# compiler only burns CPU; C1 alone and the serial collector do the same work for less
+# (docs/design.md has the measurement). Given options come after ours.
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 JVM_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 # Local masters bind the driver to loopback: a replicator has no business listening elsewhere.
@@ -98,26 +97,13 @@ def warm_python_workers(spark: SparkSession) -> None:
     """Start Spark's Python workers, with the data path imported, before the first micro-batch.
 
     Workers are reused (spark.python.worker.reuse), so the first micro-batches no longer pay
-    for starting interpreters and importing PySpark, Arrow and the copier while records wait:
-    on 2 cores that made the first micro-batches of a steady flow take 8 s instead of 0.3 s.
+    for starting interpreters and importing PySpark, Arrow and the copier while records wait.
     The warm-up is a read of a Python data source, as the flows' reads are: an RDD job
     starts workers of another kind, which the flows never use.
     """
     slots = spark.sparkContext.defaultParallelism
     spark.read.format(WarmupDataSource.name()).option("slots", str(slots)).load().collect()
 
-
-def _log_rows(flow: FlowConfig, what: str | None, metrics: Metrics | None = None) -> Callable:
-    """A ``foreachBatch`` sink for periodic connectors: the work is done in the task; log it."""
-    def sink(df: DataFrame, batch_id: int) -> None:
-        started = time.monotonic()
-        rows = df.collect()
-        if metrics is not None and what == "checkpoints":
-            metrics.observe_checkpoint_pass(flow, time.monotonic() - started)
-        if what and rows:
-            log.info(f"{what} emitted", flow=flow.name, count=len(rows),
-                     groups=sorted({r[0] for r in rows}), synced=sorted({r[0] for r in rows if r[-1]}))
-    return sink
 
 
 @dataclass
@@ -152,20 +138,19 @@ class Engine:
     def start(self, flows: tuple[FlowConfig, ...], *, until_caught_up: bool = False,
               heartbeat_flows: tuple[FlowConfig, ...] = ()) -> None:
         """Start the source and checkpoint connectors of ``flows`` and heartbeats of ``heartbeat_flows``."""
-        check_topology(self.config)  # before any query: a looping topology never starts
         def every(seconds: float) -> dict:
             if until_caught_up:
                 return {"availableNow": True}
             return {"processingTime": f"{int(seconds * 1000)} milliseconds"}
 
         for flow in flows:
-            sink = FlowSink(flow, self.metrics)
+            sink = FlowSink(committer_for(flow, self.metrics))
             query = self._query(flow, MirrorSourceDataSource, "source", sink,
                                 every(flow.trigger_interval_ms / 1000))
             self.flows.append(RunningFlow(flow, sink, query))
             if flow.emit_checkpoints_enabled and flow.emit_offset_syncs_enabled and not until_caught_up:
                 self.periodic.append(self._query(flow, CheckpointDataSource, "checkpoint",
-                                                 _log_rows(flow, "checkpoints", self.metrics),
+                                                 log_rows(flow, "checkpoints", self.metrics),
                                                  every(flow.emit_checkpoints_interval_seconds)))
             log.info("flow started", flow=flow.name, source=flow.source.bootstrap_servers,
                      target=flow.target.bootstrap_servers)
@@ -173,7 +158,7 @@ class Engine:
             for flow in heartbeat_flows:
                 if flow.emit_heartbeats_enabled:
                     self.periodic.append(self._query(flow, HeartbeatDataSource, "heartbeat",
-                                                     _log_rows(flow, None),
+                                                     log_rows(flow, None),
                                                      every(flow.emit_heartbeats_interval_seconds)))
 
     def await_caught_up(self, timeout: float) -> None:

@@ -1,9 +1,8 @@
 """A class-data-sharing archive for the Spark driver JVM, made by the first run and used by the next.
 
 Loading, verifying and linking Spark's classes is most of what the driver JVM does before the
-first micro-batch: a JDK dynamic CDS archive (JEP 350) maps them ready-made instead. On this
-project's 2-core test machine a small ``--once`` run went from 9.2 to 4.6 CPU-seconds of JVM
-and from 13.9 s to 9.7 s of wall time (``/tmp``-style harness, ``bench.measure.TreeSampler``).
+first micro-batch: a JDK dynamic CDS archive (JEP 350) maps them ready-made instead
+(docs/design.md has the measurement).
 
 The archive is made by a JVM started with ``-XX:ArchiveClassesAtExit`` when it exits, so the
 first run on a machine makes it and later ones map it. The file name carries everything the

@@ -3,7 +3,7 @@
 Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on every Python worker's path. Python
 cannot cache bytecode for modules imported from a zip, so each worker process, and each of the
 short-lived planner processes a Python data source starts per micro-batch, recompiles PySpark
-from source: a py-spy profile of a mirror put a fifth of all samples there. This home has the
+from source (docs/design.md has the profile). This home has the
 same ``bin``, ``jars`` and ``sbin`` (links into the installed package) but no ``pyspark.zip``,
 so workers import the installed package, whose ``__pycache__`` holds the compiled modules.
 """

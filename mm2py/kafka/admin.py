@@ -37,9 +37,8 @@ from mm2py.errors import (
     missing_acl,
 )
 from mm2py.kafka.clientconf import rdkafka_config
+from mm2py.kafka.resources import TopicAcl, TopicConfigEntry
 from mm2py.kafka.retry import retrying
-from mm2py.metadata.acls import TopicAcl
-from mm2py.metadata.configs import TopicConfigEntry
 from mm2py.types import TP
 
 # Leadership and metadata settle shortly after a topic is created or a broker restarts;

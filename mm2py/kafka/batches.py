@@ -20,6 +20,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kafka.record.legacy_records import LegacyRecordBatch
 
 from mm2py.errors import Mm2pyError
+from mm2py.kafka.fastio import Pieces
 
 HEADER_SIZE = 61
 _LOG_OVERHEAD = 12  # baseOffset int64 + batchLength int32
@@ -114,8 +115,6 @@ def verify_crc(buf: bytes, view: BatchView) -> None:
     if stored != actual:
         raise CorruptBatchError(f"CRC mismatch in record batch at offset {view.base_offset}")
 
-
-Pieces = tuple[bytes | memoryview, ...]
 
 
 def patch_for_target(buf: bytes, view: BatchView, producer_id: int, epoch: int, sequence: int) -> Pieces:

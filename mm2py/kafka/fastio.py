@@ -3,8 +3,7 @@
 kafka-python (pinned at 3.0.12) reads a socket 4 KiB at a time, joins the pieces, slices them
 into a fresh frame buffer and copies the frame out again before decoding: a 64 MB Fetch
 response costs 16,000 ``recv`` calls and five copies of every byte before its records reach
-us, which made the kernel, not Python, the biggest cost of the copier (2.6 of 3.4 CPU-seconds
-for 333 MB). ``adapt`` switches one established connection to reading each response frame
+us (docs/design.md has the profile). ``adapt`` switches one established connection to reading each response frame
 with ``recv_into`` straight into a buffer kept by the connection, and decoding it in place:
 one copy by the kernel, one where the decoder cuts the records field out as ``bytes``.
 

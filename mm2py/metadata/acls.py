@@ -9,19 +9,9 @@ the target, as with MM2.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-
-@dataclass(frozen=True)
-class TopicAcl:
-    """One ACL binding on a topic (operation and permission as Kafka names them: READ, ALLOW)."""
-
-    topic: str
-    principal: str
-    host: str
-    operation: str
-    permission: str
-    pattern: str = "LITERAL"
+from mm2py.kafka.resources import TopicAcl
 
 
 def target_acls(

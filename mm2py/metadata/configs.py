@@ -15,23 +15,11 @@ to the target's default, which may be smaller, and then fails on the first large
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from mm2py.filters import ConfigPropertyFilter
+from mm2py.kafka.resources import TopicConfigEntry
 
 MAX_MESSAGE_BYTES = "max.message.bytes"
-
-
-@dataclass(frozen=True)
-class TopicConfigEntry:
-    """One entry of a topic's DescribeConfigs answer."""
-
-    name: str
-    value: str | None
-    is_default: bool
-    read_only: bool = False
-    sensitive: bool = False
-    static_broker: bool = False  # set in the broker's server.properties
 
 
 def _copyable(entry: TopicConfigEntry, filt: ConfigPropertyFilter) -> bool:

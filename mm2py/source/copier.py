@@ -1,4 +1,4 @@
-"""Copies a group of partition ranges from the source cluster to the target: one Spark task.
+"""Copies partition ranges from the source cluster to the target with raw batches.
 
 Fetches raw batches (read_committed), re-stamps them with this task's own idempotent
 producer state, and produces them to the same partition number of the remote topic, one
@@ -29,19 +29,18 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import kafka.errors as kerr
 from kafka.future import Future
 
-from mm2py.config.model import ClusterConfig
 from mm2py.errors import AuthorizationError, DataLossError, KafkaError, missing_acl
 from mm2py.kafka import batches as rb
 from mm2py.kafka.wire import FetchedPartition, RawClient, error_for, to_kafka_error
 from mm2py.source.aborted import AbortedFilter
+from mm2py.source.partition import PartitionCopy, Pending
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.types import TP
-from mm2py.worker import task_clients
 
 OFFSET_OUT_OF_RANGE = 1
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -64,138 +63,32 @@ class CopySettings:
     offset_lag_max: int = 100
 
 
-@dataclass
-class _Partition:
-    range: PartitionRange
-    target: TP
-    next_fetch: int
-    done: bool = False
-    sequence: int = 0
-    records: int = 0
-    bytes: int = 0
-    batches: int = 0
-    rebuilt: int = 0
-    dropped: int = 0
-    max_timestamp: int = -1
-    fetched_ms: int = -1
-    acked_ms: int = -1
-    answered: bool = False  # the target answered a batch: its sequences now enforce order
-    # linear run tracking: the next (upstream, downstream) pair that continues the run
-    run_next: tuple[int, int] | None = None
-    syncs: list[tuple[int, int]] = field(default_factory=list)
-    # upstream offsets of each in-flight batch, in send order: [(record upstream offsets)]
-    in_flight: deque[list[int] | tuple[int, int]] = field(default_factory=deque)
-    queue: deque[tuple[rb.Pieces, list[int] | tuple[int, int]]] = field(default_factory=deque)
-    queued_bytes: int = 0
-    in_flight_bytes: deque[int] = field(default_factory=deque)
-    stall_offset: int = -1
-    stall_bytes: int = -1
-    stall_reason: str = ""
-    lost: tuple[int, int] | None = None
+class Copier:
+    """Copies ``ranges`` from ``src`` to ``dst``: one task's work, started by ``run``.
 
-    @property
-    def stalled(self) -> bool:
-        return self.stall_offset >= 0
+    The constructor takes its clients and does no I/O; ``run`` gets a producer id and the
+    leaders, then copies. ``src`` and ``dst`` need the ``RawClient`` methods used here
+    (fetch, wait, fetched, produce, produced, leaders, log_start_offset, init_producer_id).
+    """
 
-    def stall(self, offset: int, size: int, reason: str) -> None:
-        """Stop at the batch starting at ``offset``: nothing from it on counts as mirrored.
-
-        Queued batches after it are dropped; earlier ones (a stall found before sending) still go.
-        """
-        self.stall_offset, self.stall_bytes, self.stall_reason = offset, size, reason
-        self.done = True
-        kept: deque[tuple[rb.Pieces, list[int] | tuple[int, int]]] = deque()
-        for payload, upstream in self.queue:
-            if upstream[0] < offset:
-                kept.append((payload, upstream))
-                continue
-            size = sum(len(p) for p in payload)
-            self.uncount(upstream, size)
-            self.queued_bytes -= size
-        self.queue = kept
-
-    def uncount(self, upstream: list[int] | tuple[int, int], size: int) -> None:
-        """Take back a batch counted as copied when it was queued, which will not be."""
-        self.records -= upstream[1] if isinstance(upstream, tuple) else len(upstream)
-        self.bytes -= size
-
-    def past_stall(self) -> bool:
-        """True when the oldest in-flight batch starts at or after the stall (its outcome is moot)."""
-        return self.stalled and bool(self.in_flight) and self.in_flight[0][0] >= self.stall_offset
-
-    def result(self) -> RangeResult:
-        # close with where the next record will land: the index then knows the run's end
-        if self.run_next is not None and self.syncs[-1] != self.run_next:
-            self.syncs.append(self.run_next)
-        r = self.range
-        lost_start, lost_end = self.lost or (-1, -1)
-        return RangeResult(
-            r.topic, r.partition, r.start, r.end, self.stall_offset if self.stalled else self.next_fetch,
-            self.records, self.bytes, self.batches, self.rebuilt, self.dropped, tuple(self.syncs),
-            self.max_timestamp, self.fetched_ms, self.acked_ms, self.stall_offset, self.stall_bytes,
-            self.stall_reason, lost_start, lost_end,
-        )
-
-    def acked(self, downstream_base: int, lag_max: int) -> None:
-        """Record the mapping of the oldest in-flight batch from its produce response.
-
-        A sync is due wherever the linear run breaks (exactness needs no more), and at a
-        batch start once ``offset.lag.max`` offsets passed since the last one, so tools that
-        translate MM2's way ("last sync + 1") stay close too.
-        """
-        self.answered = True
-        if self.past_stall():  # cannot happen once the first batch was acked alone; kept as a guard
-            self.in_flight.popleft()
-            self.in_flight_bytes.popleft()
-            return
-        upstream = self.in_flight.popleft()
-        self.in_flight_bytes.popleft()
-        if isinstance(upstream, tuple):  # (base, count) of a batch passed unchanged
-            base, count = upstream
-            self._sync_if_due(base, downstream_base, lag_max)
-            self.run_next = (base + count, downstream_base + count)
-            return
-        for i, up in enumerate(upstream):  # rebuilt: offsets may have gaps
-            self._sync_if_due(up, downstream_base + i, lag_max)
-            self.run_next = (up + 1, downstream_base + i + 1)
-
-    def _sync_if_due(self, up: int, down: int, lag_max: int) -> None:
-        if self.run_next != (up, down) or up - self.syncs[-1][0] >= max(lag_max, 1):
-            self.syncs.append((up, down))
-
-
-def copy_ranges(
-    source: ClusterConfig,
-    target: ClusterConfig,
-    ranges: list[PartitionRange],
-    settings: CopySettings,
-    client_id: str,
-) -> list[RangeResult]:
-    """Mirror every range in ``ranges``; return what was done per range."""
-    if any(r.target_partitions for r in ranges):  # partition.mismatch = hash: the record path
-        from mm2py.source.rehash import copy_rehashed
-
-        rest = [r for r in ranges if not r.target_partitions]
-        hashed = copy_rehashed(source, target, [r for r in ranges if r.target_partitions], settings, client_id)
-        return hashed + (copy_ranges(source, target, rest, settings, client_id) if rest else [])
-    with task_clients(source, target, client_id, settings.request_timeout_ms) as (src, dst):
-        return _Copier(src, dst, ranges, settings, (principal_of(source), principal_of(target))).run()
-
-
-class _Copier:
     def __init__(self, src: RawClient, dst: RawClient, ranges: list[PartitionRange], settings: CopySettings,
                  principals: tuple[str | None, str | None] = (None, None)):
         self.src, self.dst, self.settings = src, dst, settings
         self.principals = principals
-        self.parts = {
-            (r.topic, r.partition): _Partition(r, (r.target_topic, r.partition), r.start) for r in ranges
-        }
+        self.ranges = ranges
+        self.parts = {(r.topic, r.partition): PartitionCopy.of(r) for r in ranges}
+        self.producer_id, self.epoch = -1, -1
+        self.src_leaders: dict[TP, int] = {}
+        self.dst_leaders: dict[TP, int] = {}
+        self.produce_futures: deque[tuple[Future, int, dict[TP, PartitionCopy]]] = deque()
+
+    def _start(self) -> None:
+        ranges = self.ranges
         with self._acl("WRITE", "TOPIC", ranges[0].target_topic if ranges else "", target=True):
-            self.producer_id, self.epoch = dst.init_producer_id()
+            self.producer_id, self.epoch = self.dst.init_producer_id()
         with self._acl("DESCRIBE", "TOPIC", ", ".join(sorted({r.topic for r in ranges}))):
-            self.src_leaders = src.leaders({r.topic for r in ranges})
+            self.src_leaders = self.src.leaders({r.topic for r in ranges})
         self.dst_leaders = self._target_leaders({r.target_topic for r in ranges})
-        self.produce_futures: deque[tuple[Future, int, dict[TP, _Partition]]] = deque()
 
     @contextlib.contextmanager
     def _acl(self, operation: str, resource_type: str, name: str, *, target: bool = False) -> Iterator[None]:
@@ -229,6 +122,7 @@ class _Copier:
             return leaders
 
     def run(self) -> list[RangeResult]:
+        self._start()
         fetches: dict[int, Future] = {}
         while True:
             for node, tps in self._fetch_plan().items():
@@ -250,7 +144,7 @@ class _Copier:
             node, future = next(iter(fetches.items()))
             del fetches[node]
             response = self.src.wait(future)
-            for tp, data in RawClient.fetched(response).items():
+            for tp, data in self.src.fetched(response).items():
                 self._handle_fetched(tp, data)
             self._send_produce()
             self._reap_produce(block=False)
@@ -354,44 +248,29 @@ class _Copier:
                     cluster=self.src.alias, topic=r.topic, partition=r.partition, offset=part.next_fetch,
                 )
 
-    def _enqueue(self, part: _Partition, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
+    def _enqueue(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
         if view.passes_unchanged and trim_before is None:
             payload = rb.patch_for_target(buf, view, self.producer_id, self.epoch, part.sequence)
-            part.queue.append((payload, (view.base_offset, view.record_count)))
-            part.queued_bytes += view.size
-            part.sequence += view.record_count
-            part.records += view.record_count
-            part.bytes += view.size
+            part.enqueue(payload, Pending(view.base_offset, view.record_count, view.size), rebuilt=False)
             return
         records = rb.decode(buf, view)
         if trim_before is not None:
             records = [rec for rec in records if rec.offset >= trim_before]
-        payload = rb.rebuild(records, rb.codec_of(buf, view), self.producer_id, self.epoch, part.sequence)
-        if payload is None:
+        rebuilt = rb.rebuild(records, rb.codec_of(buf, view), self.producer_id, self.epoch, part.sequence)
+        if rebuilt is None:
             return
-        part.queue.append(((payload,), [rec.offset for rec in records]))
-        part.queued_bytes += len(payload)
-        part.sequence += len(records)
-        part.records += len(records)
-        part.bytes += len(payload)
-        part.rebuilt += 1
+        part.enqueue((rebuilt,), Pending.rebuilt([rec.offset for rec in records], len(rebuilt)), rebuilt=True)
 
     def _send_produce(self) -> None:
         """Send one request per target broker per round, each with one batch per partition."""
         while True:
-            rounds: dict[int, dict[TP, _Partition]] = {}
+            rounds: dict[int, dict[TP, PartitionCopy]] = {}
             payloads: dict[int, dict[TP, rb.Pieces]] = {}
             for part in self.parts.values():
                 if part.queue and len(part.in_flight) < (MAX_IN_FLIGHT_PER_PARTITION if part.answered else 1):
                     node = self.dst_leaders[part.target]
-                    payload, upstream = part.queue.popleft()
-                    size = sum(len(p) for p in payload)
-                    part.queued_bytes -= size
-                    part.in_flight.append(upstream)
-                    part.in_flight_bytes.append(size)
-                    part.batches += 1
                     rounds.setdefault(node, {})[part.target] = part
-                    payloads.setdefault(node, {})[part.target] = payload
+                    payloads.setdefault(node, {})[part.target] = part.send_next()
             if not rounds:
                 return
             for node, batch_map in payloads.items():
@@ -406,11 +285,11 @@ class _Copier:
                 return
             response = self.dst.wait(future)
             self.produce_futures.popleft()
-            for tp, result in RawClient.produced(response).items():
+            for tp, result in self.dst.produced(response).items():
                 part = parts[tp]
                 if result.error_code and part.past_stall():
                     # batches sent after the refused one fail on their sequence numbers
-                    part.uncount(part.in_flight.popleft(), part.in_flight_bytes.popleft())
+                    part.uncount(part.in_flight.popleft())
                     continue
                 if result.error_code and self._stalls(part, result.error_code, result.error_message):
                     continue
@@ -425,7 +304,7 @@ class _Copier:
                         self._send_produce()
                         break
 
-    def _stalls(self, part: _Partition, code: int, detail: str | None) -> bool:
+    def _stalls(self, part: PartitionCopy, code: int, detail: str | None) -> bool:
         """True when the target refused ``part``'s oldest in-flight batch for good: stall it there."""
         exc = error_for(code)
         tp = part.target
@@ -438,15 +317,9 @@ class _Copier:
             reason = f"remote topic {tp[0]} does not exist on the target (deleted?)"
         else:
             return False
-        upstream = part.in_flight.popleft()
-        size = part.in_flight_bytes.popleft()
-        part.uncount(upstream, size)
-        part.stall(upstream[0], size, reason)  # (base, count) or the record offsets: first one either way
+        batch = part.in_flight.popleft()
+        part.uncount(batch)
+        part.stall(batch.first, batch.size, reason)
         return True
 
 
-def principal_of(cluster: ClusterConfig) -> str | None:
-    """The principal a cluster's clients authenticate as, when the settings tell (SASL user)."""
-    from mm2py.kafka.admin import principal_of as admin_principal
-
-    return admin_principal(cluster.client)

@@ -9,8 +9,8 @@ whole by this range, and skipped by the next one. Hence ranges planned from any 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import astuple, dataclass, field, fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +66,28 @@ class RangeResult:
     # source offsets [lost_start, lost_end) deleted by retention before they were mirrored
     lost_start: int = -1
     lost_end: int = -1
+
+    @classmethod
+    def spark_schema(cls) -> str:
+        """The Spark DDL of a result row, from the fields (the one definition of the row)."""
+        return ", ".join(f"{f.name} {_SPARK_TYPES[str(f.type)]}" for f in fields(cls))
+
+    def to_row(self) -> tuple:
+        """This result as a Spark row (syncs as lists: Arrow takes no tuples for arrays)."""
+        row = astuple(self)
+        at = _SYNCS_COLUMN
+        return row[:at] + ([list(pair) for pair in self.syncs],) + row[at + 1:]
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object]) -> RangeResult:
+        """The result a Spark row (``Row.asDict()``) carries."""
+        values = dict(row)
+        values["syncs"] = tuple((int(up), int(down)) for up, down in values["syncs"] or ())  # type: ignore[union-attr]
+        return cls(**values)  # type: ignore[arg-type]
+
+
+_SPARK_TYPES = {"str": "string", "int": "long", "tuple[tuple[int, int], ...]": "array<array<long>>"}
+_SYNCS_COLUMN = [f.name for f in fields(RangeResult)].index("syncs")
 
 
 def tp_key(topic: str, partition: int) -> str:

@@ -8,7 +8,7 @@ per source batch, rotating, as Java's sticky partitioner spreads them.
 
 Invariants:
 - fetching, range ownership, aborted and control records are the raw copier's (this is a
-  ``_Copier`` whose enqueue step produces records instead of batches);
+  ``Copier`` whose enqueue step produces records instead of batches);
 - a range ends only after every record it produced is acknowledged (acks=all, idempotent);
 - no offset syncs: a source offset has no single target offset here, so syncs would lie.
   Positions are still recorded, so restarts resume where the copy stopped.
@@ -25,9 +25,9 @@ from mm2py.errors import KafkaError
 from mm2py.kafka import batches as rb
 from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.kafka.wire import RawClient
-from mm2py.source.copier import CopySettings, _Copier, _Partition
+from mm2py.source.copier import Copier, CopySettings
+from mm2py.source.partition import PartitionCopy
 from mm2py.source.ranges import PartitionRange, RangeResult
-from mm2py.worker import task_clients
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -63,22 +63,28 @@ def key_partition(key: bytes, partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
-class _RehashCopier(_Copier):
+class RehashCopier(Copier):
     def __init__(self, src: RawClient, dst: RawClient, target: ClusterConfig, ranges: list[PartitionRange],
                  settings: CopySettings, client_id: str):
         super().__init__(src, dst, ranges, settings)
-        conf = rdkafka_config(target.bootstrap_servers, target.producer, target.alias)
-        conf.update({"client.id": client_id, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
-        self.target_alias = target.alias
-        self.producer = Producer(conf)
+        self.target = target
+        self.client_id = client_id
+        self.producer: Producer | None = None
         self.failures: list[str] = []
         self.sticky = itertools.count()
+
+    def _start(self) -> None:
+        super()._start()
+        conf = rdkafka_config(self.target.bootstrap_servers, self.target.producer, self.target.alias)
+        conf.update({"client.id": self.client_id, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+        self.producer = Producer(conf)
 
     def _on_delivery(self, err: object, msg: object) -> None:
         if err is not None:
             self.failures.append(f"{msg.topic()}: {err}")  # type: ignore[attr-defined]
 
-    def _enqueue(self, part: _Partition, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
+    def _enqueue(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
+        assert self.producer is not None, "started by run()"
         r = part.range
         records = rb.decode(buf, view)
         if trim_before is not None:
@@ -100,6 +106,7 @@ class _RehashCopier(_Copier):
 
     def run(self) -> list[RangeResult]:
         results = super().run()
+        assert self.producer is not None
         try:
             left = self.producer.flush(self.settings.produce_timeout_ms / 1000)
         except KafkaException as e:
@@ -109,18 +116,7 @@ class _RehashCopier(_Copier):
             r = self.parts[next(iter(self.parts))].range
             raise KafkaError(
                 f"re-partitioned records not all written ({left} unsent): {'; '.join(self.failures[:3])}",
-                cluster=self.target_alias, topic=r.target_topic, retriable=True,
+                cluster=self.target.alias, topic=r.target_topic, retriable=True,
             )
         return results  # without syncs: no batch went through the raw path, so none was acked
 
-
-def copy_rehashed(
-    source: ClusterConfig,
-    target: ClusterConfig,
-    ranges: list[PartitionRange],
-    settings: CopySettings,
-    client_id: str,
-) -> list[RangeResult]:
-    """Mirror ``ranges`` of topics whose remote topic has fewer partitions, by key hash."""
-    with task_clients(source, target, client_id, settings.request_timeout_ms) as (src, dst):
-        return _RehashCopier(src, dst, target, ranges, settings, client_id).run()

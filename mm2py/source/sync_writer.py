@@ -1,4 +1,4 @@
-"""The offset-sync connector: where each mirrored source offset landed on the target.
+"""Offset syncs: where each mirrored source offset landed on the target.
 
 Syncs come from the source connector's own produce acknowledgements and are written in the
 same commit step, before positions move: a sync is therefore never missing for data that
@@ -20,15 +20,20 @@ from mm2py.policy import offset_syncs_location
 
 
 class OffsetSyncWriter:
+    """Writes one flow's offset syncs; the topic is created (as MM2 creates it) before the first write."""
+
     def __init__(self, flow: FlowConfig):
         self.flow = flow
         self.cluster, self.topic = offset_syncs_location(flow)
-        ensure_compacted_topic(Admin(self.cluster, timeout_ms=flow.admin_timeout_ms), self.topic,
-                               flow.offset_syncs_topic_replication_factor)
-        self._writer = RecordWriter(self.cluster, flow.admin_timeout_ms / 1000)
+        self._writer: RecordWriter | None = None
 
     def write(self, syncs: Iterable[OffsetSync]) -> int:
+        if self._writer is None:
+            ensure_compacted_topic(Admin(self.cluster, timeout_ms=self.flow.admin_timeout_ms), self.topic,
+                                   self.flow.offset_syncs_topic_replication_factor)
+            self._writer = RecordWriter(self.cluster, self.flow.admin_timeout_ms / 1000)
         return self._writer.write(self.topic, ((s.key_bytes(), s.value_bytes()) for s in syncs))
 
     def close(self) -> None:
-        self._writer.close()
+        if self._writer is not None:
+            self._writer.close()

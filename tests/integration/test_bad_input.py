@@ -37,10 +37,11 @@ from mm2py.dev import cluster as devcluster
 from mm2py.engine.driver import Engine
 from mm2py.errors import AuthenticationError, AuthorizationError, ClusterUnreachableError, Mm2pyError
 from mm2py.kafka.admin import Admin
-from mm2py.source.copier import CopySettings, copy_ranges
-from mm2py.source.planner import SourcePlanner
+from mm2py.source.copier import CopySettings
+from mm2py.source.planner import planner_for
 from mm2py.source.positions import PositionStore
 from mm2py.source.ranges import PartitionRange
+from mm2py.source.task import copy_ranges
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import REPO, mirror_once, properties
 from tests.kafkautil import consume_all, create_topic, delete_topic, end_offsets, list_topics, produce, wait_until
@@ -213,22 +214,22 @@ def test_named_topic_hidden_by_a_missing_describe_acl_is_named(acl_cluster, clus
     text = (properties({"A": acl_cluster.bootstrap, "B": cluster_b.bootstrap},
                        {"A->B": {"topics": f"{hidden}, other-.*"}})
             + sasl_lines("A", "alice", ALICE["alice"]))
-    planner = SourcePlanner(load_text(text).enabled_flows[0])
+    catalogue = planner_for(load_text(text).enabled_flows[0]).catalogue
     with structlog.testing.capture_logs() as logs:
-        planner.refresh_topics(force=True)
-        planner.refresh_topics(force=True)
+        catalogue.refresh_topics(force=True)
+        catalogue.refresh_topics(force=True)
     errors = [e for e in errors_logged(logs) if e.get("topic") == hidden]
     assert len(errors) == 2, "named at every refresh"
     assert (f"missing ACL ALLOW DESCRIBE on TOPIC '{hidden}' for User:alice" in errors[0]["event"]
             and errors[0]["cluster"] == "A"), errors
-    assert not planner.partitions
+    assert not catalogue.partitions
 
     # where nothing hides topics, a named topic that does not exist is a warning, once, and not created
     text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": absent}})
-    planner = SourcePlanner(load_text(text).enabled_flows[0])
+    catalogue = planner_for(load_text(text).enabled_flows[0]).catalogue
     with structlog.testing.capture_logs() as logs:
-        planner.refresh_topics(force=True)
-        planner.refresh_topics(force=True)
+        catalogue.refresh_topics(force=True)
+        catalogue.refresh_topics(force=True)
     warnings = [e for e in logs if e.get("topic") == absent and e.get("log_level") == "warning"]
     assert len(warnings) == 1 and "does not exist" in warnings[0]["event"], logs
     assert not errors_logged(logs)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from mm2py.errors import AuthorizationError, missing_acl
 from mm2py.kafka.admin import principal_of
-from mm2py.source.copier import _Partition
-from mm2py.source.planner import Offsets
-from mm2py.source.ranges import PartitionRange
+from mm2py.source.spark_offsets import Offsets
 from mm2py.source.stalls import PlannedRange, short_ranges
 
 
@@ -35,37 +33,6 @@ def test_restarts_ride_in_the_offsets_json_only_when_present():
     raw = with_restart.to_json()
     assert raw["r"] == {"t:0": [15, True]} and raw["rn"] == 3
     assert Offsets.parse(raw) == with_restart
-
-
-def planned_part() -> _Partition:
-    r = PartitionRange("t", 0, 0, 100, "A.t")
-    return _Partition(r, ("A.t", 0), 0)
-
-
-def test_stall_keeps_batches_queued_before_it_and_drops_the_rest():
-    part = planned_part()
-    for base in (0, 10, 20, 30):
-        part.queue.append(((b"x" * 8,), (base, 10)))
-        part.queued_bytes += 8
-    part.stall(20, 5000, "batch too large")
-    assert [up[0] for _, up in part.queue] == [0, 10] and part.queued_bytes == 16
-    assert part.done and part.result().next_offset == 20 and part.result().stall_offset == 20
-
-
-def test_acks_after_the_stall_are_ignored_and_earlier_ones_count():
-    part = planned_part()
-    part.syncs = [(0, 0)]
-    for base in (0, 10, 20):
-        part.in_flight.append((base, 10))
-        part.in_flight_bytes.append(100)
-    part.stall(10, 100, "too large")
-    assert not part.past_stall()
-    part.acked(0, 100)  # the batch before the stall: mirrored
-    assert part.past_stall()
-    part.acked(10, 100)
-    part.acked(20, 100)
-    result = part.result()
-    assert result.next_offset == 10 and result.syncs[-1] == (10, 10), "no sync past the stall"
 
 
 def test_missing_acl_names_operation_resource_and_principal():

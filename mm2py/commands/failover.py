@@ -1,0 +1,53 @@
+"""``mm2py failover`` and ``mm2py failback``: move a consumer group to the other cluster."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+
+from mm2py.commands.offsets import add_group_arguments
+from mm2py.config import load
+from mm2py.errors import ConfigError, ConfigProblem
+
+
+def _time_ms(text: str) -> int:
+    if text.isdigit():
+        return int(text)
+    try:
+        return int(datetime.fromisoformat(text).timestamp() * 1000)
+    except ValueError:
+        problem = ConfigProblem("--to-time", f"expected epoch milliseconds or ISO time, got {text!r}")
+        raise ConfigError(problem) from None
+
+
+def _failover(args: argparse.Namespace, back: bool = False) -> int:
+    from mm2py.ops.failover import apply_plan, plan_failback, plan_failover, render
+
+    config = load(args.config)
+    if back:
+        plan = plan_failback(config, args.group, args.source, args.target)
+    else:
+        plan = plan_failover(config, args.group, args.source, args.target,
+                             _time_ms(args.to_time) if args.to_time else None)
+    print(render(plan))
+    if not args.execute:
+        print("\n(dry run: add --execute to commit these offsets to the group on "
+              f"{args.target})")
+        return 0
+    apply_plan(config, plan)
+    print(f"\ncommitted {len(plan.offsets)} offsets for group {args.group} on {args.target}")
+    return 0
+
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    fo = subparsers.add_parser("failover", help="move a consumer group to the other cluster (dry run by default)")
+    add_group_arguments(fo)
+    fo.add_argument("--execute", action="store_true", help="commit the plan (refused while the group is active)")
+    fo.add_argument("--to-time", help="for partitions without translation: first offsets at/after this time")
+    fo.set_defaults(func=_failover)
+
+    fb = subparsers.add_parser("failback", help="move a group back after an active/passive failover")
+    add_group_arguments(fb)
+    fb.add_argument("--execute", action="store_true")
+    fb.set_defaults(func=lambda a: _failover(a, back=True))

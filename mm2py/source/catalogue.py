@@ -1,0 +1,221 @@
+"""Which source topics a flow mirrors, and their remote topics made ready on the target."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import structlog
+
+from mm2py.config.model import FlowConfig
+from mm2py.errors import KafkaError, missing_acl
+from mm2py.filters import TopicFilter
+from mm2py.kafka.admin import Admin
+from mm2py.metadata.sync import MetadataSync
+from mm2py.policy import ReplicationPolicy
+from mm2py.source.deletes import orphaned_remote_topics
+from mm2py.source.mismatch import Action, on_fewer_partitions
+from mm2py.source.ranges import tp_key
+from mm2py.types import TP
+
+log = structlog.get_logger(__name__)
+
+
+class TopicCatalogue:
+    """The mirrored source topics of one flow, with what planning needs to know of each.
+
+    ``refresh_topics`` lists the source, keeps the topics the policy and filters mirror, and
+    makes their remote topics ready on the target; between refreshes it only runs the metadata
+    sync that is due. ``stored`` returns the positions recorded on the target (needed only to
+    decide whether a smaller remote topic is this flow's own); ``log_sizes`` returns the bytes
+    on the source's disk per partition of the given topics. Neither is called by the constructor,
+    which does no I/O.
+
+    Invariants:
+    - a source topic is in ``partitions`` only once its remote topic exists with at least the
+      source's partition count, or (``partition.mismatch = hash``, a smaller remote topic that
+      is not this flow's) ``rehash`` holds the remote topic's partition count;
+    - a remote topic is grown only if it is this flow's own (mm2py.source.mismatch);
+    - a remote topic is deleted only with ``sync.topic.deletes.enabled``, only if the policy traces
+      it to this flow's source, and only once its source topic is gone (mm2py.source.deletes);
+    - the configs of remote topics written by key hash are left alone (their limits are not read);
+    - the source is listed at most every ``refresh.topics.interval.seconds`` (once per run when
+      ``refresh.topics.enabled`` is false), unless a refresh is forced.
+    """
+
+    def __init__(self, flow: FlowConfig, policy: ReplicationPolicy, topic_filter: TopicFilter, src: Admin, dst: Admin,
+                 metadata: MetadataSync, *, stored: Callable[[], dict[TP, int]],
+                 log_sizes: Callable[[set[str]], dict[TP, int]]):
+        self.flow = flow
+        self.policy = policy
+        self.filter = topic_filter
+        self.src = src
+        self.dst = dst
+        self.metadata = metadata
+        self.stored = stored
+        self.log_sizes = log_sizes
+        self.partitions: dict[str, int] = {}  # mirrored source topic -> partition count
+        # source topic -> partitions of a remote topic someone else made smaller (mm2py.source.mismatch)
+        self.rehash: dict[str, int] = {}
+        self.max_batch_bytes: dict[str, int] = {}  # remote topic -> its max.message.bytes
+        # per partition: bytes on the source's disk per offset, so micro-batches are sized in
+        # bytes (a compressed 100-byte record may take 15 bytes, an uncompressed 1 KiB one 1 KiB)
+        self.bytes_per_offset: dict[str, float] = {}
+        self._created: set[str] = set()  # remote topics this flow created in this run
+        self._reported_missing: set[str] = set()
+        self._refreshed_at = 0.0
+
+    def remote_topic(self, topic: str) -> str:
+        return self.policy.format_remote_topic(self.flow.source.alias, topic)
+
+    def mirrored(self, topic: str) -> bool:
+        """Whether this flow mirrors a source topic: filters, policy and cycles."""
+        return self.policy.should_replicate_topic(
+            topic, self.flow.target.alias, self.filter, self.flow.heartbeats_replication_enabled)
+
+    def all_partitions(self) -> list[TP]:
+        return [(t, p) for t, n in sorted(self.partitions.items()) for p in range(n)]
+
+    def refresh_topics(self, *, force: bool = False) -> None:
+        """Find source topics to mirror and make their remote topics ready on the target."""
+        due = self.flow.refresh_topics_enabled and (
+            time.monotonic() - self._refreshed_at >= self.flow.refresh_topics_interval_seconds
+        )
+        if not (force or due or not self._refreshed_at):
+            self._sync_metadata()
+            return
+        source_topics = self.src.topics()
+        self._report_invisible(source_topics)
+        wanted = {t: n for t, n in source_topics.items() if self.mirrored(t)}
+        target_topics = self.dst.topics()
+        rf_cap = None
+        configs = self.metadata.new_topic_configs(t for t in wanted if self.remote_topic(t) not in target_topics)
+        for topic, count in sorted(wanted.items()):
+            remote = self.remote_topic(topic)
+            have = target_topics.get(remote)
+            if have is None:
+                if rf_cap is None:
+                    rf_cap = self.dst.broker_count()
+                rf = self.flow.replication_factor
+                if rf > rf_cap:
+                    log.warning("replication.factor capped", flow=self.flow.name, topic=remote,
+                                configured=rf, brokers=rf_cap)
+                    rf = rf_cap
+                self._created.add(remote)
+                if self.dst.create_topic(remote, count, rf, configs.get(topic)):
+                    log.info("created remote topic", flow=self.flow.name, topic=remote, partitions=count,
+                             configs=configs.get(topic))
+            elif have < count:
+                self._fewer_partitions(topic, remote, have, count)
+        if self.flow.sync_topic_deletes_enabled:
+            self._delete_orphans(source_topics, target_topics)
+        gone = set(self.partitions) - set(wanted)
+        for topic in sorted(gone):
+            log.warning("source topic no longer mirrored", flow=self.flow.name, topic=topic)
+        for topic in sorted(set(wanted) - set(self.partitions)):
+            log.info("mirroring topic", flow=self.flow.name, topic=topic, partitions=wanted[topic],
+                     remote=self.remote_topic(topic))
+        self.partitions = wanted
+        self._refreshed_at = time.monotonic()
+        self._read_batch_limits()
+        self._estimate_sizes()
+        self._sync_metadata()
+
+    def deleted_on_source(self, topic: str | None) -> bool:
+        """After an error about ``topic``: True if it was deleted from the source, now no longer mirrored.
+
+        A topic deleted between two refreshes fails the offset listing; a fresh refresh drops it
+        (and, with sync.topic.deletes.enabled, its remote topic) so the flow goes on.
+        """
+        if topic is None or topic not in self.partitions:
+            return False
+        self.refresh_topics(force=True)
+        return topic not in self.partitions
+
+    def _report_invisible(self, listed: dict[str, int]) -> None:
+        """Name every topic the config spells out that the source does not list.
+
+        MM2 passes over such topics in silence. A missing DESCRIBE ACL hides a topic from the
+        listing: that is an error (logged at each refresh, naming the ACL). The broker answers
+        the same for a topic that does not exist, so as not to tell. Where the principal may
+        look, a topic that does not exist (yet, or a typo) is a warning, once.
+        """
+        named = [t for t in self.filter.named_topics() if t not in listed]
+        if not named:
+            return
+        try:
+            invisible = self.src.invisible_topics(named)
+        except KafkaError as e:
+            log.warning("could not describe configured topics", flow=self.flow.name, topics=named, error=str(e))
+            return
+        for topic, why in sorted(invisible.items()):
+            if why == "unauthorized":
+                error = missing_acl("DESCRIBE", "TOPIC", topic, cluster=self.flow.source.alias,
+                                    principal=self.src.principal, topic=topic)
+                log.error("configured topic is not mirrored: the source hides it (or it does not exist): "
+                          + str(error), flow=self.flow.name, topic=topic, cluster=self.flow.source.alias)
+            elif topic not in self._reported_missing:
+                log.warning("configured topic does not exist on the source (yet); it is mirrored once created",
+                            flow=self.flow.name, topic=topic, cluster=self.flow.source.alias)
+                self._reported_missing.add(topic)
+
+    def _read_batch_limits(self) -> None:
+        """Each remote topic's max.message.bytes: the copier stalls a partition at a larger batch."""
+        remotes = [self.remote_topic(t) for t in self.partitions if t not in self.rehash]
+        try:
+            configs = self.dst.topic_configs(remotes)
+        except KafkaError as e:
+            log.warning("could not read the remote topics' max.message.bytes; the target's refusal will tell",
+                        flow=self.flow.name, error=str(e))
+            return
+        for topic, entries in configs.items():
+            value = next((e.value for e in entries if e.name == "max.message.bytes"), None)
+            if value is not None:
+                self.max_batch_bytes[topic] = int(value)
+
+    def _sync_metadata(self) -> None:
+        # hash-written topics are someone else's: their configs and ACLs are left alone
+        self.metadata.maybe_run(t for t in self.partitions if t not in self.rehash)
+
+    def _fewer_partitions(self, topic: str, remote: str, have: int, count: int) -> None:
+        ours = topic not in self.rehash and (
+            remote in self._created or topic in self.partitions or self._mirrored_before(topic))
+        if on_fewer_partitions(self.flow, topic, remote, have, count, ours=ours) is Action.GROW:
+            self.dst.create_partitions(remote, count)
+            log.info("added partitions", flow=self.flow.name, topic=remote, before=have, after=count)
+            return
+        if self.rehash.get(topic) != have:
+            log.warning("remote topic has fewer partitions than its source: writing by key hash, "
+                        "without offset syncs (no source offset has one target offset)",
+                        flow=self.flow.name, topic=remote, source_partitions=count, target_partitions=have)
+        self.rehash[topic] = have
+
+    def _mirrored_before(self, topic: str) -> bool:
+        """Whether this flow recorded positions of ``topic``: in ``error`` mode only, as hash mode records them too."""
+        return self.flow.partition_mismatch == "error" and any(t == topic for t, _ in self.stored())
+
+    def _delete_orphans(self, source_topics: dict[str, int], target_topics: dict[str, int]) -> None:
+        for remote in orphaned_remote_topics(
+            self.policy, self.flow.source.alias, self.flow.target.alias, self.filter, source_topics,
+            target_topics, self.flow.heartbeats_replication_enabled,
+        ):
+            self.dst.delete_topic(remote)
+            log.warning("deleted remote topic: its source topic is gone (sync.topic.deletes.enabled)",
+                        flow=self.flow.name, topic=remote)
+
+    def _estimate_sizes(self) -> None:
+        tps = self.all_partitions()
+        if not tps:
+            return
+        try:
+            sizes = self.log_sizes({t for t, _ in tps})
+            first = self.src.list_offsets(tps, "earliest")
+            last = self.src.list_offsets(tps, "latest")
+        except Exception as e:  # noqa: BLE001 - sizing is an optimisation; plan with the default
+            log.warning("could not size source partitions; planning with a default", flow=self.flow.name,
+                        error=str(e))
+            return
+        for tp in tps:
+            count = last.get(tp, 0) - first.get(tp, 0)
+            if count > 0 and sizes.get(tp):
+                self.bytes_per_offset[tp_key(*tp)] = max(1.0, sizes[tp] / count)

@@ -1,0 +1,173 @@
+"""Committing a micro-batch of the source connector: offset syncs, then positions, then the report.
+
+Invariants:
+- a commit runs only after Spark finished every task of the micro-batch (it is the query's
+  ``foreachBatch`` step, on the driver);
+- offset syncs are written before positions: data that counts as mirrored always has its
+  syncs, so translation never lacks the mapping of a mirrored record;
+- positions move only to where the tasks report they copied (``next_offset - 1``), never to
+  the planned ends, and only for partitions that moved.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import structlog
+
+from mm2py.config.model import FlowConfig
+from mm2py.errors import KafkaError
+from mm2py.formats import OffsetSync
+from mm2py.kafka.admin import Admin
+from mm2py.metrics import Metrics
+from mm2py.policy import ReplicationPolicy, policy_for
+from mm2py.source.positions import PositionStore
+from mm2py.source.ranges import RangeResult
+from mm2py.source.sync_writer import OffsetSyncWriter
+from mm2py.types import TP
+
+log = structlog.get_logger(__name__)
+
+
+class PositionSaver(Protocol):
+    def save(self, positions: Mapping[TP, int]) -> None: ...
+    def close(self) -> None: ...
+
+
+class SyncSaver(Protocol):
+    def write(self, syncs: Iterable[OffsetSync]) -> int: ...
+    def close(self) -> None: ...
+
+
+class OffsetLister(Protocol):
+    def list_offsets(self, tps: list[TP], spec: str) -> dict[TP, int]: ...
+
+
+@dataclass
+class FlowTotals:
+    """Running totals of one flow, for logs and status."""
+
+    batches: int = 0
+    records: int = 0
+    bytes: int = 0
+    positions: dict[TP, int] = field(default_factory=dict)
+
+
+class FlowCommitter:
+    """Records what each micro-batch of one flow copied. Constructor does no I/O."""
+
+    def __init__(self, flow: FlowConfig, policy: ReplicationPolicy, positions: PositionSaver,
+                 syncs: SyncSaver | None, source: OffsetLister, target: Admin | None = None,
+                 metrics: Metrics | None = None):
+        self.flow = flow
+        self.policy = policy
+        self.positions = positions
+        self.syncs = syncs
+        self.source = source
+        self.target = target
+        self.metrics = metrics
+        self.totals = FlowTotals()
+        self._started = time.monotonic()
+
+    def commit(self, results: list[RangeResult], batch_id: int) -> None:
+        if not results:
+            return
+        t0 = time.monotonic()
+        positions = {(r.topic, r.partition): r.next_offset - 1 for r in results if r.next_offset > r.start}
+        syncs = [OffsetSync(r.topic, r.partition, up, down) for r in results for up, down in r.syncs]
+        if self.syncs is not None and syncs:
+            self.syncs.write(syncs)
+        self.positions.save(positions)
+        self._report_trouble(results)
+        records = sum(r.records for r in results)
+        size = sum(r.bytes for r in results)
+        self.totals.batches += 1
+        self.totals.records += records
+        self.totals.bytes += size
+        self.totals.positions.update(positions)
+        if self.metrics is not None:
+            self.metrics.observe_batch(self.flow, results)
+        lag = self._lag(results)
+        elapsed = time.monotonic() - t0
+        log.info(
+            "micro-batch mirrored",
+            flow=self.flow.name,
+            batch=batch_id,
+            partitions=len(results),
+            records=records,
+            bytes=size,
+            rebuilt_batches=sum(r.rebuilt for r in results),
+            offset_syncs=len(syncs) if self.syncs is not None else 0,
+            dropped_records=sum(r.dropped for r in results),
+            lag_records=lag,
+            **self._progress(lag),
+            seconds=round(elapsed, 3),
+            mb_per_s=round(size / elapsed / 1e6, 1) if elapsed > 0 else None,
+        )
+
+    def _report_trouble(self, results: list[RangeResult]) -> None:
+        """ERROR lines for stalled partitions (every micro-batch while they stay so) and lost ranges."""
+        for r in results:
+            if r.lost_start >= 0:
+                log.error("source records deleted before they were mirrored (retention or delete-records): "
+                          "skipped to the log start", flow=self.flow.name, topic=r.topic, partition=r.partition,
+                          lost_from=r.lost_start, lost_to=r.lost_end, lost_records=r.lost_end - r.lost_start)
+            if r.stall_offset < 0:
+                continue
+            remote = self.policy.format_remote_topic(self.flow.source.alias, r.topic)
+            fields = dict(flow=self.flow.name, topic=r.topic, partition=r.partition, offset=r.stall_offset,
+                          remote_topic=remote, reason=r.stall_reason)
+            if r.stall_bytes >= 0 and "too large" in r.stall_reason:
+                fields.update(batch_bytes=r.stall_bytes, target_max_message_bytes=self._max_message_bytes(remote))
+                log.error("partition stalled: a source batch is larger than the remote topic accepts; raise its "
+                          "max.message.bytes (other partitions go on, this one retries every micro-batch)", **fields)
+            else:
+                log.error("partition stalled: the target refused it; retried every micro-batch", **fields)
+
+    def _max_message_bytes(self, topic: str) -> int | None:
+        """The remote topic's max.message.bytes, for the report (None when it cannot be read)."""
+        if self.target is None:
+            return None
+        try:
+            entries = self.target.topic_configs([topic])
+        except KafkaError:
+            return None
+        value = next((e.value for e in entries.get(topic, ()) if e.name == "max.message.bytes"), None)
+        return int(value) if value is not None else None
+
+    def _progress(self, lag: int | None) -> dict:
+        """Records/s since the flow started and the time left at that rate (long backfills)."""
+        rate = self.totals.records / max(time.monotonic() - self._started, 1e-3)
+        out: dict[str, object] = {"records_per_s": round(rate)}
+        if lag:
+            out["eta_s"] = round(lag / rate) if rate > 0 else None
+        return out
+
+    def _lag(self, results: list[RangeResult]) -> int | None:
+        """Records still to mirror in the batch's partitions, as the source stands now."""
+        try:
+            ends = self.source.list_offsets([(r.topic, r.partition) for r in results], "latest")
+        except KafkaError:
+            return None  # only a log field: never fail a copied micro-batch over it
+        return sum(max(ends.get((r.topic, r.partition), 0) - r.next_offset, 0) for r in results)
+
+    def close(self) -> None:
+        self.positions.close()
+        if self.syncs is not None:
+            self.syncs.close()
+
+
+def committer_for(flow: FlowConfig, metrics: Metrics | None = None) -> FlowCommitter:
+    """A committer over the flow's real clusters."""
+    timeout = flow.admin_timeout_ms
+    return FlowCommitter(
+        flow, policy_for(flow),
+        PositionStore(flow.target, flow.source.alias, timeout_ms=timeout),
+        OffsetSyncWriter(flow) if flow.emit_offset_syncs_enabled else None,
+        Admin(flow.source, timeout_ms=timeout),
+        Admin(flow.target, timeout_ms=timeout),
+        metrics,
+    )

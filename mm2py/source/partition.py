@@ -1,0 +1,155 @@
+"""The copy state of one partition range inside a copy task, and the batches it has under way.
+
+Invariants (the copier relies on them):
+- ``queue`` and ``in_flight`` hold batches in source order; a batch moves from the head of
+  ``queue`` to the tail of ``in_flight`` when sent, and leaves ``in_flight`` from its head
+  when the target answers;
+- ``records`` and ``bytes`` count every batch queued; a batch that will not be written (a
+  stall) is taken back with ``uncount``;
+- ``syncs`` hold a pair wherever the linear mapping upstream -> downstream starts or breaks,
+  so every acknowledged offset translates exactly;
+- once stalled, nothing at or after ``stall_offset`` counts as mirrored.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from mm2py.kafka.fastio import Pieces
+from mm2py.source.ranges import PartitionRange, RangeResult
+from mm2py.types import TP
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A batch queued or in flight: the source offsets it carries and its size on the wire.
+
+    A batch passed through unchanged carries ``count`` consecutive offsets from ``first``; a
+    rebuilt one lists its records' offsets (``offsets``), which may have gaps.
+    """
+
+    first: int
+    count: int
+    size: int
+    offsets: tuple[int, ...] | None = None
+
+    @classmethod
+    def rebuilt(cls, offsets: list[int], size: int) -> Pending:
+        return cls(offsets[0], len(offsets), size, tuple(offsets))
+
+
+@dataclass
+class PartitionCopy:
+    range: PartitionRange
+    target: TP
+    next_fetch: int
+    done: bool = False
+    sequence: int = 0
+    records: int = 0
+    bytes: int = 0
+    batches: int = 0
+    rebuilt: int = 0
+    dropped: int = 0
+    max_timestamp: int = -1
+    fetched_ms: int = -1
+    acked_ms: int = -1
+    answered: bool = False  # the target answered a batch: its sequences now enforce order
+    # linear run tracking: the next (upstream, downstream) pair that continues the run
+    run_next: tuple[int, int] | None = None
+    syncs: list[tuple[int, int]] = field(default_factory=list)
+    in_flight: deque[Pending] = field(default_factory=deque)
+    queue: deque[tuple[Pieces, Pending]] = field(default_factory=deque)
+    queued_bytes: int = 0
+    stall_offset: int = -1
+    stall_bytes: int = -1
+    stall_reason: str = ""
+    lost: tuple[int, int] | None = None
+
+    @classmethod
+    def of(cls, r: PartitionRange) -> PartitionCopy:
+        return cls(r, (r.target_topic, r.partition), r.start)
+
+    @property
+    def stalled(self) -> bool:
+        return self.stall_offset >= 0
+
+    def enqueue(self, payload: Pieces, batch: Pending, *, rebuilt: bool) -> None:
+        """Queue a batch to send; it counts as copied from now on."""
+        self.queue.append((payload, batch))
+        self.queued_bytes += batch.size
+        self.sequence += batch.count
+        self.records += batch.count
+        self.bytes += batch.size
+        self.rebuilt += int(rebuilt)
+
+    def send_next(self) -> Pieces:
+        """Move the oldest queued batch in flight; return its bytes."""
+        payload, batch = self.queue.popleft()
+        self.queued_bytes -= batch.size
+        self.in_flight.append(batch)
+        self.batches += 1
+        return payload
+
+    def stall(self, offset: int, size: int, reason: str) -> None:
+        """Stop at the batch starting at ``offset``: nothing from it on counts as mirrored.
+
+        Queued batches after it are dropped; earlier ones (a stall found before sending) still go.
+        """
+        self.stall_offset, self.stall_bytes, self.stall_reason = offset, size, reason
+        self.done = True
+        kept: deque[tuple[Pieces, Pending]] = deque()
+        for payload, batch in self.queue:
+            if batch.first < offset:
+                kept.append((payload, batch))
+                continue
+            self.uncount(batch)
+            self.queued_bytes -= batch.size
+        self.queue = kept
+
+    def uncount(self, batch: Pending) -> None:
+        """Take back a batch counted as copied when it was queued, which will not be."""
+        self.records -= batch.count
+        self.bytes -= batch.size
+
+    def past_stall(self) -> bool:
+        """True when the oldest in-flight batch starts at or after the stall (its outcome is moot)."""
+        return self.stalled and bool(self.in_flight) and self.in_flight[0].first >= self.stall_offset
+
+    def result(self) -> RangeResult:
+        # close with where the next record will land: the index then knows the run's end
+        if self.run_next is not None and self.syncs[-1] != self.run_next:
+            self.syncs.append(self.run_next)
+        r = self.range
+        lost_start, lost_end = self.lost or (-1, -1)
+        return RangeResult(
+            r.topic, r.partition, r.start, r.end, self.stall_offset if self.stalled else self.next_fetch,
+            records=self.records, bytes=self.bytes, batches=self.batches, rebuilt=self.rebuilt,
+            dropped=self.dropped, syncs=tuple(self.syncs), max_timestamp=self.max_timestamp,
+            fetched_ms=self.fetched_ms, acked_ms=self.acked_ms, stall_offset=self.stall_offset,
+            stall_bytes=self.stall_bytes, stall_reason=self.stall_reason, lost_start=lost_start, lost_end=lost_end,
+        )
+
+    def acked(self, downstream_base: int, lag_max: int) -> None:
+        """Record the mapping of the oldest in-flight batch from its produce response.
+
+        A sync is due wherever the linear run breaks (exactness needs no more), and at a
+        batch start once ``offset.lag.max`` offsets passed since the last one, so tools that
+        translate MM2's way ("last sync + 1") stay close too.
+        """
+        self.answered = True
+        batch = self.in_flight.popleft()
+        if self.stalled and batch.first >= self.stall_offset:
+            self.uncount(batch)  # the broker refuses batches after a refused one; kept as a guard
+            return
+        if batch.offsets is None:  # passed unchanged: consecutive offsets
+            self._sync_if_due(batch.first, downstream_base, lag_max)
+            self.run_next = (batch.first + batch.count, downstream_base + batch.count)
+            return
+        for i, up in enumerate(batch.offsets):  # rebuilt: offsets may have gaps
+            self._sync_if_due(up, downstream_base + i, lag_max)
+            self.run_next = (up + 1, downstream_base + i + 1)
+
+    def _sync_if_due(self, up: int, down: int, lag_max: int) -> None:
+        if self.run_next != (up, down) or up - self.syncs[-1][0] >= max(lag_max, 1):
+            self.syncs.append((up, down))

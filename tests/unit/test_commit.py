@@ -1,0 +1,83 @@
+"""The source connector's commit step: what it writes, in which order, on fakes of our interfaces."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import pytest
+
+from mm2py.config import load_text
+from mm2py.errors import KafkaError
+from mm2py.formats import OffsetSync
+from mm2py.policy import policy_for
+from mm2py.source.commit import FlowCommitter
+from mm2py.source.ranges import RangeResult
+from mm2py.types import TP
+
+FLOW = load_text("clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+                 "A->B.enabled = true\n").enabled_flows[0]
+
+
+class Journal:
+    """Fakes of the position store, the sync writer and the source admin, writing to one log."""
+
+    def __init__(self, fail_syncs: bool = False):
+        self.events: list[tuple[str, object]] = []
+        self.fail_syncs = fail_syncs
+
+    def save(self, positions: Mapping[TP, int]) -> None:
+        self.events.append(("positions", dict(positions)))
+
+    def write(self, syncs: Iterable[OffsetSync]) -> int:
+        if self.fail_syncs:
+            raise KafkaError("syncs topic unreachable", cluster="A", retriable=True)
+        syncs = list(syncs)
+        self.events.append(("syncs", [(s.topic, s.partition, s.upstream_offset, s.downstream_offset) for s in syncs]))
+        return len(syncs)
+
+    def list_offsets(self, tps: list[TP], spec: str) -> dict[TP, int]:
+        return {tp: 100 for tp in tps}
+
+    def close(self) -> None:
+        self.events.append(("closed", None))
+
+
+def committer(journal: Journal) -> FlowCommitter:
+    return FlowCommitter(FLOW, policy_for(FLOW), journal, journal, journal)
+
+
+def test_syncs_are_written_before_positions_and_positions_are_what_was_copied() -> None:
+    journal = Journal()
+    committer(journal).commit([
+        RangeResult("t", 0, 0, 50, 40, records=40, syncs=((0, 0), (40, 40))),  # stopped short at 40
+        RangeResult("t", 1, 10, 20, 20, records=10, syncs=((10, 5), (20, 15))),
+        RangeResult("t", 2, 7, 9, 7),  # nothing copied: no position
+    ], batch_id=3)
+    assert [kind for kind, _ in journal.events] == ["syncs", "positions"]
+    assert journal.events[0][1] == [("t", 0, 0, 0), ("t", 0, 40, 40), ("t", 1, 10, 5), ("t", 1, 20, 15)]
+    assert journal.events[1][1] == {("t", 0): 39, ("t", 1): 19}
+
+
+def test_positions_do_not_move_when_syncs_cannot_be_written() -> None:
+    journal = Journal(fail_syncs=True)
+    with pytest.raises(KafkaError):
+        committer(journal).commit([RangeResult("t", 0, 0, 10, 10, records=10, syncs=((0, 0), (10, 10)))], 0)
+    assert journal.events == [], "a failed micro-batch is retried from the old positions"
+
+
+def test_an_empty_micro_batch_writes_nothing_and_totals_add_up() -> None:
+    journal = Journal()
+    c = committer(journal)
+    c.commit([], 0)
+    assert journal.events == []
+    c.commit([RangeResult("t", 0, 0, 10, 10, records=10, bytes=1000)], 1)
+    c.commit([RangeResult("t", 0, 10, 15, 15, records=5, bytes=500)], 2)
+    assert (c.totals.batches, c.totals.records, c.totals.bytes) == (2, 15, 1500)
+    assert c.totals.positions == {("t", 0): 14}
+
+
+def test_without_offset_syncs_only_positions_are_written() -> None:
+    journal = Journal()
+    FlowCommitter(FLOW, policy_for(FLOW), journal, None, journal).commit(
+        [RangeResult("t", 0, 0, 10, 10, records=10, syncs=((0, 0),))], 0)
+    assert [kind for kind, _ in journal.events] == ["positions"]

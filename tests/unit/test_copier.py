@@ -1,0 +1,199 @@
+"""The copier's ordering and stall rules, on fakes of our RawClient interface (never a fake broker).
+
+The fake source serves real RecordBatch v2 bytes; the fake target answers produce requests
+only when the copier waits for them, so the tests see exactly what was in flight when.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from mm2py.kafka import batches as rb
+from mm2py.kafka.fetch_response import FetchedPartition
+from mm2py.kafka.wire import ProducedPartition
+from mm2py.source.copier import Copier, CopySettings
+from mm2py.source.partition import PartitionCopy, Pending
+from mm2py.source.ranges import PartitionRange
+from mm2py.types import TP
+
+MESSAGE_TOO_LARGE = 10
+OUT_OF_ORDER_SEQUENCE = 45
+
+
+def batch(base_offset: int, n: int, value_size: int = 20) -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i in range(n):
+        builder.append(i, timestamp=1000 + base_offset + i, key=b"k", value=b"v" * value_size, headers=[])
+    buf = bytearray(builder.build())
+    struct.pack_into(">q", buf, 0, base_offset)
+    return bytes(buf)
+
+
+@dataclass
+class Answer:
+    """A fake future: done once the copier waits for it."""
+
+    value: object
+    is_done: bool = False
+
+
+class FakeSource:
+    alias = "A"
+
+    def __init__(self, logs: dict[TP, list[bytes]]):
+        self.logs = logs
+
+    def leaders(self, topics: set[str]) -> dict[TP, int]:
+        return {tp: 1 for tp in self.logs if tp[0] in topics}
+
+    def fetch(self, node: int, positions: dict[TP, int], **_: object) -> Answer:
+        out = {}
+        for tp, offset in positions.items():
+            # as a broker does: from the batch holding ``offset``, one batch per fetch
+            held = [b for b in self.logs[tp] if next(rb.split_batches(b)).next_offset > offset]
+            out[tp] = FetchedPartition(0, 1000, 1000, 0, (), held[0] if held else b"")
+        return Answer(out, is_done=True)
+
+    def wait(self, future: Answer) -> object:
+        future.is_done = True
+        return future.value
+
+    def fetched(self, response: dict) -> dict:
+        return response
+
+    def log_start_offset(self, node: int, tp: TP) -> int:
+        return 0
+
+
+@dataclass
+class FakeTarget:
+    alias = "B"
+    refuse: set[int] = field(default_factory=set)  # first source offsets of batches to refuse as too large
+    logs: dict[TP, list[int]] = field(default_factory=dict)  # first source offset of each batch written
+    unanswered: dict[TP, int] = field(default_factory=dict)
+    most_in_flight_before_first_answer: dict[TP, int] = field(default_factory=dict)
+    most_in_flight: dict[TP, int] = field(default_factory=dict)
+    answered: set[TP] = field(default_factory=set)
+    next_offset: dict[TP, int] = field(default_factory=dict)
+    refused: set[TP] = field(default_factory=set)  # as a broker's sequence check: nothing after a refusal
+
+    def leaders(self, topics: set[str]) -> dict[TP, int]:
+        return {}  # filled per produce: every partition on node 2
+
+    def init_producer_id(self) -> tuple[int, int]:
+        return 7, 0
+
+    def produce(self, node: int, batches: dict[TP, tuple], *, timeout_ms: int) -> Answer:
+        answers = {}
+        for tp, pieces in batches.items():
+            raw = b"".join(bytes(p) for p in pieces)
+            view = next(rb.split_batches(raw))
+            first = view.max_timestamp - 1000 - view.record_count + 1  # source offsets are in the timestamps
+            self.unanswered[tp] = self.unanswered.get(tp, 0) + 1
+            seen = self.unanswered[tp]
+            self.most_in_flight[tp] = max(self.most_in_flight.get(tp, 0), seen)
+            if tp not in self.answered:
+                self.most_in_flight_before_first_answer[tp] = max(
+                    self.most_in_flight_before_first_answer.get(tp, 0), seen)
+            if first in self.refuse:
+                self.refused.add(tp)
+                answers[tp] = (tp, ProducedPartition(MESSAGE_TOO_LARGE, -1, "too large"), None)
+            elif tp in self.refused:
+                answers[tp] = (tp, ProducedPartition(OUT_OF_ORDER_SEQUENCE, -1, None), None)
+            else:
+                base = self.next_offset.get(tp, 0)
+                self.next_offset[tp] = base + view.record_count
+                answers[tp] = (tp, ProducedPartition(0, base, None), first)
+        return Answer(answers)
+
+    def wait(self, future: Answer) -> object:
+        future.is_done = True
+        out = {}
+        for tp, result, first in future.value.values():
+            self.unanswered[tp] -= 1
+            self.answered.add(tp)
+            if first is not None:
+                self.logs.setdefault(tp, []).append(first)
+            out[tp] = result
+        return out
+
+    def produced(self, response: dict) -> dict:
+        return response
+
+
+def copier(logs: dict[TP, list[bytes]], ranges: list[PartitionRange], target: FakeTarget) -> Copier:
+    c = Copier(FakeSource(logs), target, ranges, CopySettings(offset_lag_max=1000))  # type: ignore[arg-type]
+    c._target_leaders = lambda topics: {(r.target_topic, r.partition): 2 for r in ranges}  # type: ignore[method-assign]
+    return c
+
+
+def test_constructor_does_no_io() -> None:
+    class Untouchable:
+        def __getattr__(self, name: str) -> object:
+            raise AssertionError(f"the constructor called {name}")
+
+    Copier(Untouchable(), Untouchable(), [PartitionRange("t", 0, 0, 10, "A.t")], CopySettings())  # type: ignore[arg-type]
+
+
+def test_batches_land_in_source_order_with_exact_syncs() -> None:
+    logs = {("t", 0): [batch(o, 10) for o in range(0, 100, 10)], ("t", 1): [batch(o, 5) for o in range(0, 50, 5)]}
+    target = FakeTarget()
+    results = copier(logs, [PartitionRange("t", 0, 0, 100, "A.t"), PartitionRange("t", 1, 0, 50, "A.t")],
+                     target).run()
+    assert target.logs[("A.t", 0)] == list(range(0, 100, 10))
+    assert target.logs[("A.t", 1)] == list(range(0, 50, 5))
+    by_partition = {r.partition: r for r in results}
+    assert by_partition[0].next_offset == 100 and by_partition[0].records == 100
+    assert by_partition[0].syncs == ((0, 0), (100, 100)), "one linear run: its start and its end"
+    assert by_partition[1].next_offset == 50
+
+
+def test_a_partitions_first_batch_is_alone_in_flight_until_answered() -> None:
+    logs = {("t", 0): [batch(o, 1) for o in range(20)]}
+    target = FakeTarget()
+    copier(logs, [PartitionRange("t", 0, 0, 20, "A.t")], target).run()
+    assert target.most_in_flight_before_first_answer[("A.t", 0)] == 1
+    assert target.most_in_flight[("A.t", 0)] <= 5, "the broker keeps sequence state for 5 batches"
+    assert target.logs[("A.t", 0)] == list(range(20))
+
+
+def test_a_batch_larger_than_the_remote_topic_takes_stalls_only_its_partition() -> None:
+    logs = {("t", 0): [batch(0, 5), batch(5, 5, value_size=5000), batch(10, 5)], ("t", 1): [batch(0, 5)]}
+    target = FakeTarget()
+    ranges = [PartitionRange("t", 0, 0, 15, "A.t", max_batch_bytes=2000), PartitionRange("t", 1, 0, 5, "A.t")]
+    results = {r.partition: r for r in copier(logs, ranges, target).run()}
+    assert target.logs[("A.t", 0)] == [0], "nothing after the refused batch reaches the target"
+    assert results[0].next_offset == 5 and results[0].stall_offset == 5 and "too large" in results[0].stall_reason
+    assert results[0].records == 5
+    assert results[1].next_offset == 5 and results[1].stall_offset == -1
+
+
+def test_a_batch_the_target_refuses_stalls_there_and_later_acks_do_not_count() -> None:
+    logs = {("t", 0): [batch(o, 5) for o in range(0, 30, 5)]}
+    target = FakeTarget(refuse={10})
+    [result] = copier(logs, [PartitionRange("t", 0, 0, 30, "A.t")], target).run()
+    assert result.next_offset == 10 and result.stall_offset == 10
+    assert result.syncs[-1][0] <= 10, "no sync past the stall"
+    assert result.records == 10
+
+
+def test_partition_copy_counts_and_stall_drop_queued_batches_after_it() -> None:
+    part = PartitionCopy.of(PartitionRange("t", 0, 0, 100, "A.t"))
+    for base in (0, 10, 20, 30):
+        part.enqueue((b"x" * 8,), Pending(base, 10, 8), rebuilt=False)
+    part.stall(20, 5000, "batch too large")
+    assert [b.first for _, b in part.queue] == [0, 10] and part.queued_bytes == 16 and part.records == 20
+    result = part.result()
+    assert part.done and result.next_offset == 20 and result.stall_offset == 20
+
+
+def test_rebuilt_batches_sync_at_every_gap() -> None:
+    part = PartitionCopy.of(PartitionRange("t", 0, 0, 100, "A.t"))
+    part.enqueue((b"x",), Pending.rebuilt([0, 1, 5, 6], 1), rebuilt=True)
+    part.send_next()
+    part.acked(0, lag_max=1000)
+    assert part.syncs == [(0, 0), (5, 2)] and part.run_next == (7, 4)

@@ -1,0 +1,373 @@
+"""Planning micro-batches: BatchPlanner, TopicCatalogue and StallBook over small fakes of our interfaces."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import pytest
+from structlog.testing import capture_logs
+
+from mm2py.config import load_text
+from mm2py.config.model import FlowConfig
+from mm2py.errors import KafkaError
+from mm2py.filters import TopicFilter
+from mm2py.kafka.resources import TopicConfigEntry
+from mm2py.policy import policy_for
+from mm2py.source.catalogue import TopicCatalogue
+from mm2py.source.planner import ASSUMED_BYTES_PER_OFFSET, BatchPlanner
+from mm2py.source.ranges import PartitionRange
+from mm2py.source.sizing import BatchSizer
+from mm2py.source.stalls import STALL_REFRESH_SECONDS, PlannedRange, StallBook
+from mm2py.types import TP
+
+AB = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
+
+
+
+def flow_of(extra: str = "") -> FlowConfig:
+    return load_text(AB + extra).enabled_flows[0]
+
+
+class FakeAdmin:
+    """The few Admin methods the planner and the catalogue use, over in-memory topics and offsets."""
+
+    def __init__(self, name: str, events: list[tuple], topics: dict[str, int] | None = None):
+        self.name, self.events = name, events
+        self.counts = dict(topics or {})
+        self.earliest: dict[TP, int] = {}
+        self.latest: dict[TP, int] = {}
+        self.configs: dict[str, list[ConfigEntry]] = {}
+        self.invisible: dict[str, str] = {}
+        self.principal = None
+        self.created: list[tuple[str, int, int, dict]] = []
+        self.grown: list[tuple[str, int]] = []
+        self.deleted: list[str] = []
+
+    def topics(self) -> dict[str, int]:
+        self.events.append((self.name, "topics"))
+        return dict(self.counts)
+
+    def list_offsets(self, tps: Iterable[TP], spec: str = "latest") -> dict[TP, int]:
+        tps = list(tps)
+        self.events.append((self.name, "list_offsets", spec, tuple(tps)))
+        offsets = self.latest if spec == "latest" else self.earliest
+        return {tp: offsets.get(tp, 0) for tp in tps}
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int, config: dict | None = None) -> bool:
+        self.events.append((self.name, "create_topic", name))
+        self.created.append((name, partitions, replication_factor, dict(config or {})))
+        self.counts[name] = partitions
+        return True
+
+    def broker_count(self) -> int:
+        return 3
+
+    def topic_configs(self, topics: Iterable[str]) -> dict[str, list[ConfigEntry]]:
+        return {t: self.configs.get(t, []) for t in topics}
+
+    def invisible_topics(self, names: Iterable[str]) -> dict[str, str]:
+        return {n: self.invisible[n] for n in names if n in self.invisible}
+
+    def create_partitions(self, name: str, total: int) -> None:
+        self.grown.append((name, total))
+        self.counts[name] = total
+
+    def delete_topic(self, name: str) -> None:
+        self.deleted.append(name)
+        del self.counts[name]
+
+
+class FakeStore:
+    def __init__(self, events: list[tuple], positions: dict[TP, int] | None = None):
+        self.events, self.positions = events, dict(positions or {})
+        self.loads = 0
+
+    def load(self) -> dict[TP, int]:
+        self.loads += 1
+        self.events.append(("store", "load"))
+        return dict(self.positions)
+
+    def ensure_topic(self, admin: FakeAdmin) -> None:
+        self.events.append(("store", "ensure_topic", admin.name))
+
+
+class FakeMetadata:
+    def __init__(self) -> None:
+        self.synced: list[list[str]] = []
+
+    def new_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        return {t: {} for t in topics}
+
+    def maybe_run(self, mirrored_topics: Iterable[str], now: float | None = None) -> None:
+        self.synced.append(sorted(mirrored_topics))
+
+
+class FakeTail:
+    def __init__(self) -> None:
+        self.positions: dict[TP, int] = {}
+        self.reads = 0
+
+    def refresh(self) -> dict[TP, int]:
+        self.reads += 1
+        return self.positions
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Rig:
+    flow: FlowConfig
+    events: list[tuple]
+    src: FakeAdmin
+    dst: FakeAdmin
+    store: FakeStore
+    tail: FakeTail
+    clock: Clock
+    catalogue: TopicCatalogue
+    planner: BatchPlanner
+
+
+def rig(source: dict[str, int], *, target: dict[str, int] | None = None, extra: str = "",
+        stored: dict[TP, int] | None = None,
+        log_sizes: Callable[[set[str]], dict[TP, int]] = lambda topics: {}) -> Rig:
+    flow = flow_of(extra)
+    events: list[tuple] = []
+    src, dst = FakeAdmin("src", events, source), FakeAdmin("dst", events, target)
+    store, tail, clock = FakeStore(events, stored), FakeTail(), Clock()
+    planner: BatchPlanner
+    catalogue = TopicCatalogue(flow, policy_for(flow), TopicFilter(flow.topics, flow.topics_exclude), src, dst,
+                               FakeMetadata(), stored=lambda: planner.recorded(), log_sizes=log_sizes)
+    planner = BatchPlanner(flow, catalogue=catalogue, source=src, target=dst, store=store,
+                           stalls=StallBook(flow.name, tail, clock=clock),
+                           sizer=BatchSizer(flow.max_batch_bytes, flow.batch_duration_ms / 1000))
+    return Rig(flow, events, src, dst, store, tail, clock, catalogue, planner)
+
+
+# -- construction and first plan ---------------------------------------------------------
+
+
+def test_constructors_do_no_io_and_the_positions_topic_is_made_on_first_use():
+    r = rig({"orders": 1})
+    assert r.events == [] and r.tail.reads == 0
+    r.planner.initial_offsets()
+    assert r.events[0] == ("store", "ensure_topic", "dst"), "before the first refresh"
+    r.planner.latest_offsets(r.planner.initial_offsets(), None)
+    assert r.events.count(("store", "ensure_topic", "dst")) == 1
+
+
+def test_first_plan_starts_from_recorded_positions_exactly_else_earliest():
+    r = rig({"orders": 2}, stored={("orders", 0): 41})
+    r.src.earliest = {("orders", 1): 5}
+    r.src.latest = {("orders", 0): 100, ("orders", 1): 70}
+    assert r.planner.initial_offsets() == {"p": {"orders:0": 42, "orders:1": 5}, "exact": ["orders:0"], "new": {}}
+    assert r.store.loads == 1
+
+
+def test_first_plan_without_a_recorded_position_follows_auto_offset_reset_latest():
+    r = rig({"orders": 2}, stored={("orders", 0): 41}, extra="consumer.auto.offset.reset = latest\n")
+    r.src.earliest = {("orders", 1): 5}
+    r.src.latest = {("orders", 0): 100, ("orders", 1): 70}
+    assert r.planner.initial_offsets()["p"] == {"orders:0": 42, "orders:1": 70}
+
+
+def test_first_range_after_a_recorded_position_is_exact_and_later_ones_are_not():
+    r = rig({"orders": 1}, stored={("orders", 0): 41})
+    r.src.latest = {("orders", 0): 100}
+    start = r.planner.initial_offsets()
+    end = r.planner.latest_offsets(start, None)
+    assert end["p"] == {"orders:0": 100} and end["exact"] == []
+    [first] = r.planner.ranges(start, end)
+    assert (first.start, first.end, first.exact) == (42, 100, True)
+    r.tail.positions = {("orders", 0): 99}  # copied through
+    r.src.latest = {("orders", 0): 150}
+    later = r.planner.latest_offsets(end, None)
+    [second] = r.planner.ranges(end, later)
+    assert (second.start, second.end, second.exact) == (100, 150, False)
+
+
+# -- remote topics ------------------------------------------------------------------------
+
+
+def test_remote_topic_is_created_with_the_source_partition_count_before_its_ranges_are_planned():
+    r = rig({"orders": 3}, extra="A->B.refresh.topics.interval.seconds = 0\n")
+    r.src.latest = {("orders", p): 10 for p in range(3)}
+    start = r.planner.initial_offsets()
+    assert r.dst.created == [("A.orders", 3, 2, {})]
+    created_at = r.events.index(("dst", "create_topic", "A.orders"))
+    listed_at = next(i for i, e in enumerate(r.events) if e[:2] == ("src", "list_offsets"))
+    assert created_at < listed_at, "no offsets of orders are planned before A.orders exists"
+
+    # a topic that appears later is created before the micro-batch that first plans it
+    r.src.counts["refunds"] = 2
+    r.src.latest.update({("refunds", 0): 4, ("refunds", 1): 6})
+    end = r.planner.latest_offsets(start, None)
+    assert r.dst.created[-1] == ("A.refunds", 2, 2, {})
+    assert end["new"] == {"refunds:0": 0, "refunds:1": 0}
+    ranges = r.planner.ranges(start, end)
+    assert {(x.target_topic, x.partition) for x in ranges if x.topic == "refunds"} == {("A.refunds", 0),
+                                                                                       ("A.refunds", 1)}
+    assert all(x.partition < r.dst.counts[x.target_topic] for x in ranges)
+
+
+def test_smaller_remote_topic_with_recorded_positions_is_grown():
+    r = rig({"orders": 2}, target={"A.orders": 1}, stored={("orders", 0): 5})
+    r.planner.initial_offsets()
+    assert r.dst.grown == [("A.orders", 2)] and r.catalogue.rehash == {}
+    assert r.store.loads == 1, "read once for the mismatch decision and the first starts"
+
+
+def test_smaller_remote_topic_of_someone_else_fails_the_flow_or_is_hashed_into():
+    with pytest.raises(KafkaError, match="partition.mismatch = hash"):
+        rig({"orders": 2}, target={"A.orders": 1}).planner.initial_offsets()
+    r = rig({"orders": 2}, target={"A.orders": 1}, extra="A->B.partition.mismatch = hash\n")
+    r.src.latest = {("orders", 0): 3, ("orders", 1): 3}
+    start = r.planner.initial_offsets()
+    assert r.dst.grown == [] and r.catalogue.rehash == {"orders": 1}
+    ranges = r.planner.ranges(start, r.planner.latest_offsets(start, None))
+    assert {x.target_partitions for x in ranges} == {1}
+
+
+def test_ranges_carry_the_policy_remote_topic_and_its_batch_limit():
+    r = rig({"orders": 1, "events": 1}, extra="replication.policy.separator = _\n")
+    r.dst.configs = {"A_orders": [TopicConfigEntry("max.message.bytes", "2000000", is_default=False)]}
+    r.src.latest = {("orders", 0): 10, ("events", 0): 20}
+    start = r.planner.initial_offsets()
+    ranges = r.planner.ranges(start, r.planner.latest_offsets(start, None))
+    assert all(isinstance(x, PartitionRange) for x in ranges)
+    assert sorted((x.topic, x.target_topic, x.start, x.end, x.max_batch_bytes, x.target_partitions)
+                  for x in ranges) == [("events", "A_events", 0, 20, 0, 0), ("orders", "A_orders", 0, 10, 2000000, 0)]
+
+
+def test_bytes_per_offset_come_from_the_log_sizes():
+    r = rig({"t": 2}, log_sizes=lambda topics: {("t", 0): 2000} if topics == {"t"} else {})
+    r.src.latest = {("t", 0): 100, ("t", 1): 100}
+    r.planner.initial_offsets()
+    assert r.catalogue.bytes_per_offset == {"t:0": 20.0}
+    assert r.planner.estimated_bytes(PartitionRange("t", 0, 0, 10, "A.t")) == 200
+    assert r.planner.estimated_bytes(PartitionRange("t", 1, 0, 10, "A.t")) == 10 * ASSUMED_BYTES_PER_OFFSET
+
+
+def test_unreadable_log_sizes_plan_with_the_default():
+    def fail(topics: set[str]) -> dict[TP, int]:
+        raise KafkaError("no", cluster="A")
+
+    r = rig({"t": 1}, log_sizes=fail)
+    r.src.latest = {("t", 0): 100}
+    with capture_logs() as logs:
+        r.planner.initial_offsets()
+    assert r.catalogue.bytes_per_offset == {}
+    assert any("could not size" in e["event"] for e in logs)
+
+
+# -- byte budget ------------------------------------------------------------------------
+
+
+def test_byte_budget_is_shared_in_proportion_to_backlog_and_no_partition_starves():
+    r = rig({"t": 4})
+    r.src.latest = {("t", 0): 9000, ("t", 1): 1000, ("t", 2): 5, ("t", 3): 0}
+    start = r.planner.initial_offsets()
+    backlog_bytes = 10005 * ASSUMED_BYTES_PER_OFFSET
+    end = r.planner.latest_offsets(start, backlog_bytes // 10)
+    assert end["p"] == {"t:0": 900, "t:1": 100, "t:2": 1, "t:3": 0}
+    # without a cap (or within it) every backlog is planned whole
+    assert r.planner.latest_offsets(start, None)["p"] == {"t:0": 9000, "t:1": 1000, "t:2": 5, "t:3": 0}
+
+
+# -- stalls -------------------------------------------------------------------------------
+
+
+def test_partition_that_stopped_short_is_planned_again_from_where_its_copy_stopped():
+    r = rig({"t": 1})
+    r.src.latest = {("t", 0): 100}
+    start = r.planner.initial_offsets()
+    end = r.planner.latest_offsets(start, None)
+    [planned] = r.planner.ranges(start, end)
+    assert (planned.start, planned.end) == (0, 100)
+
+    r.tail.positions = {("t", 0): 39}  # the copy stopped after offset 39
+    r.src.latest = {("t", 0): 150}
+    before = r.events.count(("src", "topics"))
+    again = r.planner.latest_offsets(end, None)
+    assert again["r"] == {"t:0": [40, True]} and again["rn"] == 1 and again["p"] == {"t:0": 150}
+    assert r.events.count(("src", "topics")) == before + 1, "a new stall refreshes topics at once"
+    [restarted] = r.planner.ranges(end, again)
+    assert (restarted.start, restarted.end, restarted.exact) == (40, 150, True)
+
+    # copied through this time: planned on from Spark's offset
+    r.tail.positions = {("t", 0): 149}
+    r.src.latest = {("t", 0): 160}
+    on = r.planner.latest_offsets(again, None)
+    assert "r" not in on
+    [next_range] = r.planner.ranges(again, on)
+    assert (next_range.start, next_range.end) == (150, 160)
+
+
+def test_partition_stopping_twice_at_one_offset_is_held_until_the_stall_refresh():
+    r = rig({"t": 1})
+    r.src.latest = {("t", 0): 100}
+    start = r.planner.initial_offsets()
+    end = r.planner.latest_offsets(start, None)
+    r.planner.ranges(start, end)
+    r.tail.positions = {("t", 0): 39}
+    again = r.planner.latest_offsets(end, None)
+    r.planner.ranges(end, again)
+
+    held = r.planner.latest_offsets(again, None)  # stopped at 40 again
+    assert held["p"] == {"t:0": 40} and "r" not in held and held["exact"] == ["t:0"]
+    assert r.planner.ranges(again, held) == []
+    assert r.planner.latest_offsets(held, None)["p"] == {"t:0": 40}, "still held"
+
+    r.clock.now += STALL_REFRESH_SECONDS
+    retried = r.planner.latest_offsets(held, None)
+    [r40] = r.planner.ranges(held, retried)
+    assert (r40.start, r40.end, r40.exact) == (40, 100, True)
+
+
+def test_available_now_leaves_a_partition_behind_after_it_stops_twice_at_one_offset():
+    r = rig({"t": 1, "u": 1})
+    r.src.latest = {("t", 0): 100, ("u", 0): 10}
+    start = r.planner.initial_offsets()
+    r.planner.prepare_available_now()
+    r.src.latest = {("t", 0): 500, ("u", 0): 50}  # arrives after the run began: not planned
+    end = r.planner.latest_offsets(start, None)
+    assert end["p"] == {"t:0": 100, "u:0": 10}
+    r.planner.ranges(start, end)
+    r.tail.positions = {("t", 0): 39, ("u", 0): 9}
+    again = r.planner.latest_offsets(end, None)
+    assert again["r"] == {"t:0": [40, True]}
+    [restarted] = r.planner.ranges(end, again)
+    assert (restarted.topic, restarted.start, restarted.end) == ("t", 40, 100)
+
+    with capture_logs() as logs:
+        last = r.planner.latest_offsets(again, None)  # stopped at 40 again
+    assert last["p"] == {"t:0": 100, "u:0": 10} and "r" not in last
+    assert r.planner.ranges(again, last) == [], "nothing left to plan: the run ends"
+    assert [e["partition"] for e in logs if e["log_level"] == "error"] == ["t:0"]
+
+
+def test_stall_book_reviews_only_what_was_planned():
+    tail, clock = FakeTail(), Clock()
+    book = StallBook("A->B", tail, clock=clock)
+    review = book.review()
+    assert (review.restart, review.stopped, review.held, review.refresh) == ({}, {}, frozenset(), False)
+    assert tail.reads == 0, "nothing planned: the positions are not read"
+
+    book.planned({"t:0": PlannedRange(10, 20, False), "t:1": PlannedRange(0, 5, True)})
+    tail.positions = {("t", 1): 4}  # t:0 recorded nothing: it starts again at its own start
+    review = book.review()
+    assert review.restart == review.stopped == {"t:0": (10, False)} and review.refresh
+
+    book.planned({"t:0": PlannedRange(10, 20, False)})
+    review = book.review()  # the same offset again: held, and the last refresh is recent
+    assert review.restart == {} and review.stopped == {"t:0": (10, False)} and review.held == {"t:0"}
+    assert not review.refresh
+    clock.now += STALL_REFRESH_SECONDS
+    review = book.review()
+    assert review.stopped == {"t:0": (10, False)} and review.held == frozenset() and review.refresh

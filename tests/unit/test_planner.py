@@ -37,7 +37,7 @@ class FakeAdmin:
         self.counts = dict(topics or {})
         self.earliest: dict[TP, int] = {}
         self.latest: dict[TP, int] = {}
-        self.configs: dict[str, list[ConfigEntry]] = {}
+        self.configs: dict[str, list[TopicConfigEntry]] = {}
         self.invisible: dict[str, str] = {}
         self.principal = None
         self.created: list[tuple[str, int, int, dict]] = []
@@ -63,7 +63,7 @@ class FakeAdmin:
     def broker_count(self) -> int:
         return 3
 
-    def topic_configs(self, topics: Iterable[str]) -> dict[str, list[ConfigEntry]]:
+    def topic_configs(self, topics: Iterable[str]) -> dict[str, list[TopicConfigEntry]]:
         return {t: self.configs.get(t, []) for t in topics}
 
     def invisible_topics(self, names: Iterable[str]) -> dict[str, str]:

@@ -36,7 +36,7 @@ from pathlib import Path
 from mm2py.errors import DevClusterError
 
 KAFKA_VERSION = "4.3.0"
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]  # mm2py/dev/cluster.py -> the checkout
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 # The broker's own SASL identity (inter-broker and broker->controller); also what clients get.
 ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-secret"

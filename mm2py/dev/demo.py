@@ -26,7 +26,7 @@ from mm2py.kafka.admin import Admin
 from mm2py.ops.digest import compare_topic
 from mm2py.ops.status import status
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "active-passive.properties"
 TOPICS = {"orders": (4, "lz4"), "payments": (2, "gzip"), "clickstream": (6, "none")}
 INITIAL_RECORDS = 300_000

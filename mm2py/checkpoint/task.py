@@ -27,6 +27,7 @@ from mm2py.formats import Checkpoint, OffsetSync
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import RecordWriter, ensure_compacted_topic, read_all
 from mm2py.policy import offset_syncs_location, policy_for
+from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
 
@@ -106,7 +107,7 @@ def run_checkpoints(flow: FlowConfig) -> CheckpointReport:
 
 def sync_group_offsets(dst: Admin, checkpoints: dict[Key, Checkpoint]) -> list[str]:
     """Commit checkpoints to target groups that have no active member, only moving forward."""
-    by_group: dict[str, dict[tuple[str, int], int]] = {}
+    by_group: dict[str, dict[TP, int]] = {}
     for (group, topic, partition), cp in checkpoints.items():
         by_group.setdefault(group, {})[(topic, partition)] = cp.downstream_offset
     synced = []

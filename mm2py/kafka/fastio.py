@@ -100,7 +100,7 @@ class ChunkedProduce:
     API_KEY = 0
     API_VERSION = 12
 
-    def __init__(self, batches: dict[tuple[str, int], Pieces], timeout_ms: int):
+    def __init__(self, batches: dict[TP, Pieces], timeout_ms: int):
         self.batches = batches
         self.timeout_ms = timeout_ms
         self.header = None

@@ -21,6 +21,7 @@ from mm2py.filters import TopicFilter
 from mm2py.kafka.admin import Admin
 from mm2py.policy import policy_for
 from mm2py.source.positions import PositionStore
+from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
 
@@ -44,7 +45,7 @@ class Plan:
     partitions: tuple[PartitionPlan, ...]
 
     @property
-    def offsets(self) -> dict[tuple[str, int], int]:
+    def offsets(self) -> dict[TP, int]:
         return {(p.target_topic, p.partition): p.target_offset for p in self.partitions if p.target_offset is not None}
 
 
@@ -61,7 +62,7 @@ def plan_failover(config: MirrorMakerConfig, group: str, from_alias: str, to_ali
     policy = policy_for(flow)
     src = Admin(flow.source, timeout_ms=min(flow.admin_timeout_ms, 15000))
     try:
-        committed: dict[tuple[str, int], int] | None = src.group_offsets(group)
+        committed: dict[TP, int] | None = src.group_offsets(group)
         ends = src.list_offsets(list(committed), "latest") if committed else {}
     except KafkaError as e:
         log.warning("source cluster unavailable; planning from checkpoints", cluster=from_alias, error=str(e))

@@ -21,6 +21,7 @@ from mm2py.kafka.admin import Admin, translate
 from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.policy import policy_for
 from mm2py.source.positions import PositionStore
+from mm2py.types import TP
 
 
 @dataclass(frozen=True)
@@ -66,12 +67,12 @@ def _consumer(cluster: ClusterConfig) -> Consumer:
     return Consumer(conf)
 
 
-def first_timestamps(cluster: ClusterConfig, starts: dict[tuple[str, int], int], timeout: float = 10) -> dict:
+def first_timestamps(cluster: ClusterConfig, starts: dict[TP, int], timeout: float = 10) -> dict:
     """Timestamp (ms) of the record at each ``(topic, partition) -> offset`` (or the first after it)."""
     if not starts:
         return {}
     consumer = _consumer(cluster)
-    found: dict[tuple[str, int], int] = {}
+    found: dict[TP, int] = {}
     try:
         consumer.assign([TopicPartition(t, p, off) for (t, p), off in starts.items()])
         deadline = time.monotonic() + timeout

@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import astuple, dataclass, field, fields
 
+from mm2py.types import TP
+
 
 @dataclass(frozen=True, slots=True)
 class PartitionRange:
@@ -98,7 +100,7 @@ def tp_key(topic: str, partition: int) -> str:
     return f"{topic}:{partition}"
 
 
-def split_key(key: str) -> tuple[str, int]:
+def split_key(key: str) -> TP:
     topic, _, partition = key.rpartition(":")
     return topic, int(partition)
 

@@ -2,8 +2,8 @@
 
 A micro-batch carries about ``batch.duration.ms`` of data at the rate the flow has been
 moving, up to ``max.batch.bytes``. Every micro-batch has a fixed cost (planning, commit,
-task launch: 0.1-0.2 s on a 2-core machine), so a fixed byte budget either wastes time on
-many small batches on a fast machine or makes batches long on a slow one.
+task launch), so a fixed byte budget either wastes time on many small batches on a fast
+machine or makes batches long on a slow one.
 
 Invariants:
 - the budget stays within ``[MIN_BATCH_BYTES, ceiling]``;

@@ -1,4 +1,4 @@
-"""Data source options are strings: a frozen flow travels pickled in one.
+"""Data source options are strings: frozen config objects travel pickled in them.
 
 Kept apart from the connectors' readers so that a query's planner process (one per
 streaming query) imports only what its reader needs: the heartbeat and checkpoint runners
@@ -13,9 +13,20 @@ import pickle
 from mm2py.config.model import FlowConfig
 
 
+def encode(value: object) -> str:
+    """A picklable value (a FlowConfig, a LoopGuard) as an option string."""
+    return base64.b64encode(pickle.dumps(value)).decode("ascii")
+
+
+def decode(text: str) -> object:
+    return pickle.loads(base64.b64decode(text))
+
+
 def encode_flow(flow: FlowConfig) -> str:
-    return base64.b64encode(pickle.dumps(flow)).decode("ascii")
+    return encode(flow)
 
 
 def decode_flow(text: str) -> FlowConfig:
-    return pickle.loads(base64.b64decode(text))
+    flow = decode(text)
+    assert isinstance(flow, FlowConfig)
+    return flow

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from mm2py.connectors.options import decode_flow
+from mm2py.connectors.options import decode, decode_flow
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
@@ -21,6 +21,7 @@ from mm2py.config.model import FlowConfig
 from mm2py.source.copier import CopySettings
 from mm2py.source.ranges import PartitionRange, RangeResult, assign
 from mm2py.source.task import copy_ranges
+from mm2py.topology import LoopGuard
 
 # A micro-batch gets one Spark task per this many source bytes (up to the task limit): below
 # it, a second task costs more in Python worker round trips than it saves in copying.
@@ -44,12 +45,14 @@ class MirrorSourceDataSource(DataSource):
         return RangeResult.spark_schema()
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return MirrorSourceStreamReader(decode_flow(self.options["flow"]), int(self.options.get("tasks", "2")))
+        guard = decode(self.options["guard"]) if "guard" in self.options else None
+        return MirrorSourceStreamReader(decode_flow(self.options["flow"]), int(self.options.get("tasks", "2")), guard)
 
 
 class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, flow: FlowConfig, tasks: int):
+    def __init__(self, flow: FlowConfig, tasks: int, guard: LoopGuard | None = None):
         self.flow = flow
+        self.guard = guard
         # never more tasks than cores: extra ones only wait, each paying a Python worker round trip
         self.tasks = min(flow.tasks_max, tasks) if flow.tasks_max else tasks
         self.settings = CopySettings(request_timeout_ms=flow.admin_timeout_ms, offset_lag_max=flow.offset_lag_max)
@@ -65,7 +68,7 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         if self._planner is None:
             from mm2py.source.planner import planner_for
 
-            self._planner = planner_for(self.flow)
+            self._planner = planner_for(self.flow, self.guard)
         return self._planner
 
     def initialOffset(self) -> dict:

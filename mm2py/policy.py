@@ -204,7 +204,7 @@ class IdentityReplicationPolicy(DefaultReplicationPolicy):
     Any name ending ``heartbeats`` is handled as the Default policy would (MM2 tests the
     suffix, so ``myheartbeats`` too). Every other topic is its own upstream topic and comes from
     ``source_cluster_alias`` (None when unset), so ``is_cycle`` is always false: ``A->B`` plus
-    ``B->A`` would loop forever. mm2py refuses such topologies before starting
+    ``B->A`` would loop forever. mm2py holds back every topic that would go round such a cycle
     (``mm2py.topology``); MM2 does not.
     """
 

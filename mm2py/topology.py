@@ -1,72 +1,221 @@
-"""The shape of a whole configuration: which enabled flows form cycles a policy cannot break.
+"""The shape of a whole configuration: cycles of enabled flows that a topic could loop around.
 
 MM2 stops a record from looping with ``ReplicationPolicy.isCycle``: a remote topic's name says
-which clusters it passed through. A policy that keeps names (Identity) cannot tell ``t`` from
-``t`` mirrored from elsewhere, so ``A->B`` plus ``B->A`` copies every record back and forth
-forever; MM2 starts anyway. mm2py refuses such a topology before running anything.
+which clusters it passed through. A *blind* policy (one that keeps names, as Identity) cannot
+tell ``t`` from ``t`` mirrored from elsewhere, so once a record crosses a blind flow no later
+flow can tell where it has been either. MM2 starts anyway and copies such records round forever.
+mm2py refuses only what can loop:
 
-A cycle is refused when at least one flow on it uses a *blind* policy: once a record crosses
-that flow its name no longer tells where it has been, so no later flow can stop it either.
-Cycles made only of tracing flows (Default policy) are safe: that is active/active.
+- A cycle is *blind* when at least one flow on it is blind. Cycles made only of tracing flows
+  (Default policy: active/active) are left to ``is_cycle``.
+- A topic *loops* at a flow ``F = S->T`` when, followed once round a blind cycle through ``F``
+  (each hop applying its own ``topics``/``topics.exclude``, internal-topic and ``is_cycle``
+  checks to the name it sees, then renaming it as its policy does), it comes back to ``S`` under
+  a name ``F`` would select again. With Identity hops only, that name is the topic itself; with a
+  Default hop it has grown a prefix, which loops only if ``F``'s filter selects it too.
+- Every flow carries a ``LoopGuard`` holding the blind cycles through it; at every topic refresh
+  a topic for which ``LoopGuard.loop_for`` answers a cycle is not mirrored by that flow. Every
+  flow of the cycle holds it back at its own source, so the loop is cut wherever it starts.
+- ``check_topology`` refuses to start only a blind cycle on which every topic loops: each hop
+  selects ``.*`` with the same ``topics.exclude``, and an ordinary name goes round. A cycle whose
+  filters cannot select the same name (literal lists, regexes) starts; its guards decide per topic.
+- Only simple cycles are followed. A name that keeps its form round a walk revisiting a cluster
+  keeps it round each simple cycle the walk is made of, so the guards of those cycles stop it.
+- A guard is plain data (pickled into Spark options with its flow); policies and filters are
+  rebuilt from it, once per process.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
 
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.policy import policy_for
+from mm2py.filters import TopicFilter
+from mm2py.policy import ReplicationPolicy, load_policy
 
 _PROBE = "mm2py-topology-probe"
+MATCH_ALL = ".*"
 
 
-def is_blind(flow: FlowConfig) -> bool:
-    """True when the flow's policy cannot trace a remote topic back to its source cluster."""
-    policy = policy_for(flow)
-    remote = policy.format_remote_topic(flow.source.alias, _PROBE)
+def _is_blind(policy: ReplicationPolicy, source_alias: str) -> bool:
+    remote = policy.format_remote_topic(source_alias, _PROBE)
     upstream = policy.upstream_topic(remote)
     return policy.topic_source(remote) is None or upstream is None or upstream == remote
 
 
-def _path(graph: dict[str, list[str]], start: str, goal: str) -> list[str] | None:
-    """Shortest path ``start .. goal`` (breadth first, neighbours sorted: messages are stable)."""
-    previous: dict[str, str | None] = {start: None}
-    frontier = [start]
-    while frontier:
-        following = []
-        for node in frontier:
-            if node == goal:
-                path = [node]
-                while (before := previous[path[-1]]) is not None:
-                    path.append(before)
-                return path[::-1]
-            for nxt in sorted(graph.get(node, ())):
-                if nxt not in previous:
-                    previous[nxt] = node
-                    following.append(nxt)
-        frontier = following
-    return None
+@cache
+def _policy(class_name: str, separator: str, internal_separator: bool, source_alias: str) -> ReplicationPolicy:
+    # as policy_for(flow), from plain data; one policy per process and hop, never mutated
+    return load_policy(class_name, separator=separator, internal_topic_separator_enabled=internal_separator,
+                       source_cluster_alias=source_alias)
+
+
+@cache
+def _filter(topics: tuple[str, ...], exclude: tuple[str, ...]) -> TopicFilter:
+    return TopicFilter(topics, exclude)
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One flow as a step of a cycle: what it selects and how it renames, as plain data."""
+
+    flow: str  # "A->B"
+    source: str
+    target: str
+    topics: tuple[str, ...]
+    topics_exclude: tuple[str, ...]
+    policy_class: str
+    separator: str = "."
+    internal_topic_separator_enabled: bool = True
+    heartbeats_replication_enabled: bool = True
+    blind: bool = False
+
+    @classmethod
+    def of(cls, flow: FlowConfig) -> Hop:
+        policy = _policy(flow.replication_policy_class, flow.replication_policy_separator,
+                         flow.internal_topic_separator_enabled, flow.source.alias)
+        return cls(flow.name, flow.source.alias, flow.target.alias, tuple(flow.topics), tuple(flow.topics_exclude),
+                   flow.replication_policy_class, flow.replication_policy_separator,
+                   flow.internal_topic_separator_enabled, flow.heartbeats_replication_enabled,
+                   _is_blind(policy, flow.source.alias))
+
+    @property
+    def policy(self) -> ReplicationPolicy:
+        return _policy(self.policy_class, self.separator, self.internal_topic_separator_enabled, self.source)
+
+    @property
+    def topic_filter(self) -> TopicFilter:
+        return _filter(self.topics, self.topics_exclude)
+
+    def selects(self, topic: str) -> bool:
+        """Whether this flow mirrors ``topic`` of its source (MM2's shouldReplicateTopic)."""
+        return self.policy.should_replicate_topic(topic, self.target, self.topic_filter,
+                                                  self.heartbeats_replication_enabled)
+
+    def rename(self, topic: str) -> str:
+        """The name ``topic`` takes on this flow's target."""
+        return self.policy.format_remote_topic(self.source, topic)
+
+
+def _aliases(cycle: tuple[Hop, ...]) -> list[str]:
+    return [cycle[0].source, *(hop.target for hop in cycle)]
+
+
+@dataclass(frozen=True)
+class LoopGuard:
+    """The blind cycles through one flow, each a tuple of hops starting with that flow's own.
+
+    Empty (``cycles == ()``) when no blind cycle passes through the flow: ``loop_for`` is then
+    always None. Cycles are ordered shortest first, then by aliases, so answers are stable.
+    """
+
+    flow: str
+    cycles: tuple[tuple[Hop, ...], ...] = ()
+
+    def loop_for(self, topic: str) -> list[str] | None:
+        """The cycle, as aliases ``["A", "B", "A"]``, that ``topic`` of this flow's source loops round; else None."""
+        for cycle in self.cycles:
+            first = cycle[0]
+            if not first.selects(topic):
+                return None  # every cycle starts with this flow: it does not mirror the topic at all
+            name = topic
+            for hop in cycle:
+                if not hop.selects(name):
+                    break
+                name = hop.rename(name)
+            else:
+                if first.selects(name):
+                    return _aliases(cycle)
+        return None
+
+    def held_back(self, topics: Iterable[str]) -> dict[str, list[str]]:
+        """The topics among ``topics`` that loop, each with its cycle (``loop_for`` of each)."""
+        out = {}
+        for topic in topics:
+            if (cycle := self.loop_for(topic)) is not None:
+                out[topic] = cycle
+        return out
+
+    def describe(self, topic: str, cycle: list[str]) -> str:
+        """The ERROR text for a held-back topic: names it, the cycle, its blind flows and what to set."""
+        hops = next((c for c in self.cycles if _aliases(c) == cycle), ())
+        blind = ", ".join(f"{h.flow} ({h.policy_class.rpartition('.')[2]})" for h in hops if h.blind)
+        return (f"topic {topic!r} is not mirrored by {self.flow}: it would loop round cycle {'->'.join(cycle)}, "
+                f"whose flows all select it and where {blind or 'a flow'} keeps topic names; set topics or "
+                f"topics.exclude on one of these flows so they cannot select the same name")
+
+
+def _blind_cycles(flow: FlowConfig, flows: Iterable[FlowConfig]) -> tuple[tuple[Hop, ...], ...]:
+    """Every simple cycle of ``flows`` through ``flow`` with at least one blind hop."""
+    out_of: dict[str, list[Hop]] = {}
+    for other in sorted(flows, key=lambda f: f.name):
+        if other.name != flow.name and other.source.alias != other.target.alias:
+            out_of.setdefault(other.source.alias, []).append(Hop.of(other))
+    first = Hop.of(flow)
+    home = first.source
+    found: list[tuple[Hop, ...]] = []
+
+    def walk(path: list[Hop], visited: set[str]) -> None:
+        for hop in out_of.get(path[-1].target, ()):
+            if hop.target == home:
+                cycle = (*path, hop)
+                if any(h.blind for h in cycle):
+                    found.append(cycle)
+            elif hop.target not in visited:
+                visited.add(hop.target)
+                path.append(hop)
+                walk(path, visited)
+                path.pop()
+                visited.discard(hop.target)
+
+    if first.target != home:
+        walk([first], {home, first.target})
+    return tuple(sorted(found, key=lambda c: (len(c), _aliases(c))))
+
+
+def loop_guard(config: MirrorMakerConfig, flow: FlowConfig) -> LoopGuard:
+    """The guard of ``flow`` against every blind cycle it is on, among all enabled flows.
+
+    Every enabled flow counts, not only those this process runs (``--clusters``): processes that
+    split the flows still make one loop together.
+    """
+    return LoopGuard(flow.name, _blind_cycles(flow, config.enabled_flows))
+
+
+def is_blind(flow: FlowConfig) -> bool:
+    """True when the flow's policy cannot trace a remote topic back to its source cluster."""
+    return Hop.of(flow).blind
+
+
+def _every_topic_loops(cycle: tuple[Hop, ...]) -> bool:
+    """Each hop selects ``.*`` with the same exclusions, and an ordinary name goes round."""
+    exclude = set(cycle[0].topics_exclude)
+    same = all(MATCH_ALL in h.topics and set(h.topics_exclude) == exclude for h in cycle)
+    return same and LoopGuard(cycle[0].flow, (cycle,)).loop_for(_PROBE) is not None
 
 
 def unsafe_cycle(flows: Iterable[FlowConfig]) -> tuple[list[str], FlowConfig] | None:
-    """The first cycle through a blind flow, as aliases ``["A", "B", "A"]``, and that flow."""
+    """The first blind cycle every topic would loop round, as aliases ``["A", "B", "A"]``, and its blind flow.
+
+    The cycle starts at that blind flow; flows are tried by name, cycles shortest first.
+    """
     flows = sorted(flows, key=lambda f: f.name)
-    graph: dict[str, list[str]] = {}
     for flow in flows:
-        graph.setdefault(flow.source.alias, []).append(flow.target.alias)
-    for flow in flows:
-        back = _path(graph, flow.target.alias, flow.source.alias)
-        if back is not None and is_blind(flow):
-            return [flow.source.alias, *back], flow
+        if not is_blind(flow):
+            continue
+        for cycle in _blind_cycles(flow, flows):
+            if _every_topic_loops(cycle):
+                return _aliases(cycle), flow
     return None
 
 
 def check_topology(config: MirrorMakerConfig) -> None:
-    """Raise ConfigError naming a cycle of enabled flows that records would loop around.
+    """Raise ConfigError naming a blind cycle of enabled flows that every topic would loop around.
 
-    Every enabled flow counts, not only those this process runs (``--clusters``): processes
-    that split the flows still make one loop together.
+    Other blind cycles start; ``loop_guard`` holds back, per flow and refresh, the topics that loop.
     """
     found = unsafe_cycle(config.enabled_flows)
     if found is None:
@@ -74,8 +223,9 @@ def check_topology(config: MirrorMakerConfig) -> None:
     cycle, flow = found
     raise ConfigError(ConfigProblem(
         f"{flow.name}.replication.policy.class",
-        f"cycle {'->'.join(cycle)}: {flow.replication_policy_class} keeps topic names, so records would "
-        f"loop around it forever (MM2 would start anyway); use DefaultReplicationPolicy on one of "
-        f"these flows or disable one of them",
+        f"cycle {'->'.join(cycle)}: {flow.replication_policy_class} keeps topic names and every flow of the "
+        f"cycle selects every topic (topics = {MATCH_ALL}), so every topic would loop around it forever (MM2 "
+        f"would start anyway); set {flow.name}.topics (or topics.exclude) so the flows of the cycle cannot "
+        f"select the same names, use DefaultReplicationPolicy on one of these flows, or disable one of them",
         None, config.source_path,
     ))

@@ -19,7 +19,7 @@ from pyspark.sql.streaming import StreamingQuery
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.connectors.checkpoint import CheckpointDataSource
 from mm2py.connectors.heartbeat import HeartbeatDataSource
-from mm2py.connectors.options import encode_flow
+from mm2py.connectors.options import encode, encode_flow
 from mm2py.connectors.sink import FlowSink, log_rows
 from mm2py.connectors.source import MirrorSourceDataSource
 from mm2py.connectors.warmup import WarmupDataSource
@@ -28,7 +28,7 @@ from mm2py.engine.sparkhome import use_lean_spark_home
 from mm2py.errors import Mm2pyError, from_task_failure
 from mm2py.metrics import Metrics, MetricsServer
 from mm2py.source.commit import committer_for
-from mm2py.topology import check_topology
+from mm2py.topology import check_topology, loop_guard
 
 log = structlog.get_logger(__name__)
 
@@ -125,12 +125,14 @@ class Engine:
     metrics: Metrics | None = None
 
     def _query(self, flow: FlowConfig, source: type, kind: str, sink: Callable, trigger: dict) -> StreamingQuery:
-        df = (
+        reader = (
             self.spark.readStream.format(source.name())
             .option("flow", encode_flow(flow))
             .option("tasks", str(self.spark.sparkContext.defaultParallelism))
-            .load()
         )
+        if source is MirrorSourceDataSource:
+            reader = reader.option("guard", encode(loop_guard(self.config, flow)))
+        df = reader.load()
         checkpoint = os.path.join(self.checkpoint_root, flow.name.replace(">", ""), kind)
         return (df.writeStream.queryName(f"{kind} {flow.name}").foreachBatch(sink)
                 .option("checkpointLocation", checkpoint).trigger(**trigger).start())

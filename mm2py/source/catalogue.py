@@ -16,6 +16,7 @@ from mm2py.policy import ReplicationPolicy
 from mm2py.source.deletes import orphaned_remote_topics
 from mm2py.source.mismatch import Action, on_fewer_partitions
 from mm2py.source.ranges import tp_key
+from mm2py.topology import LoopGuard
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
@@ -45,8 +46,9 @@ class TopicCatalogue:
 
     def __init__(self, flow: FlowConfig, policy: ReplicationPolicy, topic_filter: TopicFilter, src: Admin, dst: Admin,
                  metadata: MetadataSync, *, stored: Callable[[], dict[TP, int]],
-                 log_sizes: Callable[[set[str]], dict[TP, int]]):
+                 log_sizes: Callable[[set[str]], dict[TP, int]], guard: LoopGuard | None = None):
         self.flow = flow
+        self.guard = guard or LoopGuard(flow.name)
         self.policy = policy
         self.filter = topic_filter
         self.src = src
@@ -69,7 +71,10 @@ class TopicCatalogue:
         return self.policy.format_remote_topic(self.flow.source.alias, topic)
 
     def mirrored(self, topic: str) -> bool:
-        """Whether this flow mirrors a source topic: filters, policy and cycles."""
+        """Whether this flow mirrors a source topic: filters, policy, and no loop round a blind cycle."""
+        return self._selected(topic) and self.guard.loop_for(topic) is None
+
+    def _selected(self, topic: str) -> bool:
         return self.policy.should_replicate_topic(
             topic, self.flow.target.alias, self.filter, self.flow.heartbeats_replication_enabled)
 
@@ -86,6 +91,9 @@ class TopicCatalogue:
             return
         source_topics = self.src.topics()
         self._report_invisible(source_topics)
+        looping = self.guard.held_back(t for t in source_topics if self._selected(t))
+        for topic, cycle in sorted(looping.items()):
+            log.error(self.guard.describe(topic, cycle), flow=self.flow.name, topic=topic, cycle="->".join(cycle))
         wanted = {t: n for t, n in source_topics.items() if self.mirrored(t)}
         target_topics = self.dst.topics()
         rf_cap = None

@@ -29,6 +29,7 @@ from mm2py.source.ranges import PartitionRange, split_key, tp_key
 from mm2py.source.sizing import BatchSizer
 from mm2py.source.spark_offsets import Offsets
 from mm2py.source.stalls import PlannedRange, StallBook
+from mm2py.topology import LoopGuard
 from mm2py.types import TP
 
 # Before the first size estimate (or for an empty log) plan as if an offset carried this much.
@@ -196,7 +197,7 @@ class BatchPlanner:
         return self.catalogue.bytes_per_offset.get(key, ASSUMED_BYTES_PER_OFFSET)
 
 
-def planner_for(flow: FlowConfig) -> BatchPlanner:
+def planner_for(flow: FlowConfig, guard: LoopGuard | None = None) -> BatchPlanner:
     """The planner of ``flow`` with its real collaborators (clients are created, nothing is asked yet)."""
     policy = policy_for(flow)
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
@@ -209,7 +210,8 @@ def planner_for(flow: FlowConfig) -> BatchPlanner:
     metadata = MetadataSync(flow, src, dst, lambda topic: catalogue.remote_topic(topic),
                             lambda topic: catalogue.mirrored(topic))
     catalogue = TopicCatalogue(flow, policy, TopicFilter(flow.topics, flow.topics_exclude), src, dst, metadata,
-                               stored=lambda: planner.recorded(), log_sizes=functools.partial(_source_log_sizes, flow))
+                               stored=lambda: planner.recorded(), log_sizes=functools.partial(_source_log_sizes, flow),
+                               guard=guard)
     planner = BatchPlanner(flow, catalogue=catalogue, source=src, target=dst, store=store,
                            stalls=StallBook(flow.name, PositionTail(store, dst)),
                            sizer=BatchSizer(flow.max_batch_bytes, flow.batch_duration_ms / 1000))

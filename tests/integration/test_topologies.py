@@ -210,6 +210,34 @@ def test_identity_cycle_refused_by_the_cli(cluster_a, cluster_b, tmp_path):
     assert "flow started" not in out
 
 
+
+def test_identity_both_ways_mirrors_what_cannot_loop_and_holds_back_what_would(cluster_a, cluster_b, unique_name,
+                                                                              tmp_path):
+    """Identity A->B + B->A: disjoint names flow; a name both flows select is held back with an ERROR."""
+    u = unique_name
+    orders, payments, shared = f"{u}-orders", f"{u}-payments", f"{u}-shared"
+    seed(cluster_a.bootstrap, orders, 30)
+    seed(cluster_b.bootstrap, payments, 20)
+    seed(cluster_a.bootstrap, shared, 5)
+    seed(cluster_b.bootstrap, shared, 7)
+    identity = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+    config = tmp_path / "identity-both-ways.properties"
+    config.write_text(example("active-active.properties", {"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
+                              {"replication.policy.class": identity, **FAST,
+                               "A->B.topics": f"{orders}, {shared}", "B->A.topics": f"{payments}, {shared}",
+                               "A->B.groups": "none", "B->A.groups": "none"}))
+    rep = Replicator(config, tmp_path / "mm2.log", "--once").start()
+    assert rep.proc is not None
+    rc = rep.proc.wait(240)
+    out = (tmp_path / "mm2.log").read_text()
+    assert rc == 0, rep.tail()
+    assert ours(cluster_b.bootstrap, u) == {orders: 30, payments: 20, shared: 7}, out[-3000:]
+    assert ours(cluster_a.bootstrap, u) == {orders: 30, payments: 20, shared: 5}, out[-3000:]
+    held = [line for line in out.splitlines() if f"topic '{shared}' is not mirrored" in line]
+    assert any("cycle A->B->A" in line for line in held), out[-3000:]
+    assert any("cycle B->A->B" in line for line in held), out[-3000:]
+
+
 # -- remote topics that differ from their source ------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""``mm2py dev-cluster up|down|list``: local Kafka clusters for trying mm2py out."""
+"""``mm2py dev-cluster up|down|list|stop|kill|start|pause|resume``: local Kafka clusters for trying mm2py out."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from mm2py.errors import DevClusterError
 
 def _up(args: argparse.Namespace) -> int:
     cluster = devcluster.start_cluster(args.name, args.port, listeners_security=args.security,
-                                       controller_port=args.controller_port, wait_timeout=args.timeout)
+                                       controller_port=args.controller_port, wait_timeout=args.timeout,
+                                       brokers=args.brokers)
     if cluster.protocol != "PLAINTEXT":
         # stdout carries only the address, so scripts can use $(mm2py dev-cluster up ...)
         print(f"client settings: {cluster.directory / 'client.properties'}", file=sys.stderr)
@@ -39,32 +40,67 @@ def _list(_args: argparse.Namespace) -> int:
         return 0
     print(f"{'NAME':<16} {'BOOTSTRAP':<22} {'PID':>8}  STATE")
     for c in clusters:
-        running = c.running
-        pid = str(c.pid) if running else "-"
-        print(f"{c.name:<16} {c.bootstrap:<22} {pid:>8}  {'running' if running else 'stopped'}")
+        # one pid per broker, "-" for those not running
+        pid = ",".join(str(node.pid) if node.running else "-" for node in c.nodes)
+        print(f"{c.name:<16} {c.bootstrap:<22} {pid:>8}  {c.state}")
+    return 0
+
+
+def _broker_action(args: argparse.Namespace) -> int:
+    name, index = args.name, args.broker
+    if args.action == "start":
+        node = devcluster.start_broker(name, index, wait_timeout=args.timeout).node(index)
+        print(f"{name} broker {index}: running at {node.bootstrap}")
+    elif args.action in ("stop", "kill"):
+        act, past = (devcluster.stop_broker, "stopped") if args.action == "stop" else (devcluster.kill_broker, "killed")
+        print(f"{name} broker {index}: {past if act(name, index) else 'was not running'}")
+    elif args.action == "pause":
+        devcluster.pause_broker(name, index)
+        print(f"{name} broker {index}: paused (SIGSTOP); `mm2py dev-cluster resume {name} --broker {index}`")
+    else:
+        devcluster.resume_broker(name, index)
+        print(f"{name} broker {index}: resumed")
     return 0
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "dev-cluster", help="local single-node Kafka clusters (KRaft) on 127.0.0.1",
-        description="Local single-node Kafka clusters (KRaft) on 127.0.0.1, kept under var/dev-clusters/NAME "
-                    "(MM2PY_VAR_DIR moves var/).")
+        "dev-cluster", help="local Kafka clusters (KRaft) on 127.0.0.1",
+        description="Local Kafka clusters (KRaft, one or more combined broker+controller nodes) on 127.0.0.1, "
+                    "kept under var/dev-clusters/NAME (MM2PY_VAR_DIR moves var/).")
     sub = parser.add_subparsers(dest="action", required=True)
 
     up = sub.add_parser("up", help="start a cluster; prints its bootstrap address once it accepts requests")
     up.add_argument("name")
-    up.add_argument("--port", type=int, required=True, help="client port")
-    up.add_argument("--controller-port", type=int, help="KRaft controller port (default: port+1)")
+    up.add_argument("--port", type=int, required=True,
+                    help="client port; with --brokers N, broker i listens on port+2*i and its controller on port+2*i+1")
+    up.add_argument("--brokers", type=int, default=1,
+                    help="brokers in one KRaft quorum (default 1); several speak PLAINTEXT only")
+    up.add_argument("--controller-port", type=int, help="KRaft controller port (default: port+1; one broker only)")
     up.add_argument("--security", default="PLAINTEXT", choices=devcluster.SECURITY_PROTOCOLS,
                     help="client listener protocol; SASL user admin/admin-secret, a self-signed TLS certificate")
-    up.add_argument("--timeout", type=float, default=90, help="seconds to wait for the broker (default 90)")
+    up.add_argument("--timeout", type=float, default=90, help="seconds to wait for the brokers (default 90)")
     up.set_defaults(func=_up)
 
-    down = sub.add_parser("down", help="stop a cluster and delete its data")
+    down = sub.add_parser("down", help="stop a cluster (all its brokers) and delete its data")
     down.add_argument("name", nargs="?")
     down.add_argument("--all", action="store_true", help="stop every dev cluster")
     down.add_argument("--keep-data", action="store_true", help="keep the logs for the next `up`")
     down.set_defaults(func=_down)
 
-    sub.add_parser("list", help="show dev clusters: name, bootstrap, pid, running/stopped").set_defaults(func=_list)
+    sub.add_parser("list", help="show dev clusters: name, bootstrap, pids, running/degraded/stopped"
+                   ).set_defaults(func=_list)
+
+    for action, what in (
+        ("stop", "stop one broker (SIGTERM: a controlled shutdown) and wait until it has exited; its data stays"),
+        ("kill", "kill one broker (SIGKILL, as a crash would); its data stays"),
+        ("start", "start a stopped or killed broker again on its data; returns once it is a live broker"),
+        ("pause", "freeze one broker (SIGSTOP), as a long GC pause would"),
+        ("resume", "unfreeze a paused broker (SIGCONT)"),
+    ):
+        one = sub.add_parser(action, help=what)
+        one.add_argument("name")
+        one.add_argument("--broker", type=int, required=True, metavar="I", help="the broker's index, 0-based")
+        if action == "start":
+            one.add_argument("--timeout", type=float, default=90, help="seconds to wait for it (default 90)")
+        one.set_defaults(func=_broker_action)

@@ -29,11 +29,15 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mm2py.errors import DevClusterError
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient, PartitionMetadata
 
 KAFKA_VERSION = "4.3.0"
 REPO = Path(__file__).resolve().parents[2]  # mm2py/dev/cluster.py -> the checkout
@@ -43,6 +47,8 @@ ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-secret"
 _STORE_PASSWORD = "mm2py-dev"
 # Multi-broker clusters: replication factor of internal and default topics, and min.insync.replicas
 _MAX_RF, _MAX_MIN_ISR = 3, 2
+# seconds a broker may take to finish shutting down once no controller quorum is left (see _terminate)
+_NO_QUORUM_GRACE = 5.0
 # A closed client connection keeps its local port in TIME_WAIT for 60 s on Linux
 PORT_WAIT = 75.0
 _BIND_ATTEMPTS = 3
@@ -426,6 +432,24 @@ def _listening(port: int) -> bool:
     return True
 
 
+def _listener_ports() -> set[int]:
+    """Local TCP ports some socket listens on (any address, IPv4 or IPv6), from the kernel's tables.
+
+    A server too busy to accept (a full backlog) does not answer a connect; this still sees it.
+    """
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 3 and fields[3] == "0A":  # TCP_LISTEN
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def wait_ports_free(ports: list[int], what: str, timeout: float = PORT_WAIT) -> None:
     """Return once every port can be bound; fail at once if a server listens on one.
 
@@ -435,7 +459,8 @@ def wait_ports_free(ports: list[int], what: str, timeout: float = PORT_WAIT) -> 
     deadline = time.monotonic() + timeout
     warned = False
     while busy := ports_in_use(ports):
-        if servers := [p for p in busy if _listening(p)]:
+        listeners = _listener_ports()
+        if servers := [p for p in busy if p in listeners or _listening(p)]:
             raise DevClusterError(f"cannot start {what}: port {', '.join(map(str, servers))} on 127.0.0.1 "
                                   "is already in use by another server")
         if not warned:  # a silent minute looks like a hang
@@ -467,31 +492,47 @@ def _errors(path: Path, lines: int = 12) -> str:
     return "\n".join(picked[-lines:])
 
 
-def _failure_report(cluster: DevCluster) -> str:
-    stdout = cluster.directory / "stdout.log"
-    errors = _errors(cluster.log) or _tail(cluster.log)
-    return (f"--- errors in {cluster.log} ---\n{errors}\n"
+def _label(cluster: DevCluster, node: BrokerNode) -> str:
+    """How messages name a node: the cluster's name alone when it has one broker."""
+    return cluster.name if cluster.brokers == 1 else f"{node.index} of cluster {cluster.name}"
+
+
+def _failure_report(node: BrokerNode) -> str:
+    stdout = node.directory / "stdout.log"
+    errors = _errors(node.log) or _tail(node.log)
+    return (f"--- errors in {node.log} ---\n{errors}\n"
             f"--- {stdout} (tail) ---\n{_tail(stdout, 10)}")
 
 
-def _how_it_ended(cluster: DevCluster) -> str:
-    child = _children.get(cluster.pid) if cluster.pid is not None else None
+def _how_it_ended(node: BrokerNode) -> str:
+    child = _children.get(node.pid) if node.pid is not None else None
     code = child.poll() if child is not None else None
     if code is None:
         return "exited"
     return f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
 
 
-def _wait_ready(cluster: DevCluster, timeout: float) -> None:
+def _wait_ready(cluster: DevCluster, timeout: float, nodes: Sequence[BrokerNode] | None = None) -> None:
+    """Return once each of ``nodes`` (default: all) runs and answers requests.
+
+    With several brokers each node must answer itself and list itself as a live broker: registered
+    with the controllers and unfenced, so caught up. (Right after a SIGKILL the others still list the
+    dead incarnation until its session expires, so their word is not enough.)
+    """
+    nodes = cluster.nodes if nodes is None else nodes
+    if cluster.brokers > 1:
+        _wait_live(cluster, nodes, timeout)
+        return
     from confluent_kafka.admin import AdminClient
 
+    node = nodes[0]
     admin = AdminClient({**cluster.rdkafka_config(), "socket.connection.setup.timeout.ms": 2000})
     deadline = time.monotonic() + timeout
     last = "no answer yet"
     while True:
-        if not cluster.running:
-            raise DevClusterError(f"broker {cluster.name} {_how_it_ended(cluster)} during start-up\n"
-                                  f"{_failure_report(cluster)}")
+        if not node.running:
+            raise DevClusterError(f"broker {cluster.name} {_how_it_ended(node)} during start-up\n"
+                                  f"{_failure_report(node)}")
         try:
             if admin.list_topics(timeout=2).brokers:
                 return
@@ -499,7 +540,38 @@ def _wait_ready(cluster: DevCluster, timeout: float) -> None:
             last = str(e)
         if time.monotonic() >= deadline:
             raise DevClusterError(f"broker {cluster.name} did not accept requests at {cluster.bootstrap} within "
-                                  f"{timeout:.0f} s ({last})\n{_failure_report(cluster)}")
+                                  f"{timeout:.0f} s ({last})\n{_failure_report(node)}")
+        time.sleep(0.5)
+
+
+def _wait_live(cluster: DevCluster, nodes: Sequence[BrokerNode], timeout: float) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    deadline = time.monotonic() + timeout
+    waiting = list(nodes)
+    last: dict[int, str] = {}
+    while True:
+        for node in list(waiting):
+            if not node.running:
+                raise DevClusterError(f"broker {_label(cluster, node)} {_how_it_ended(node)} during start-up\n"
+                                      f"{_failure_report(node)}")
+            # a new client each time: one that knows the other brokers may ask them instead
+            admin = AdminClient({**cluster.rdkafka_config(), "bootstrap.servers": node.bootstrap,
+                                 "socket.connection.setup.timeout.ms": 2000})
+            try:
+                if node.node_id in admin.list_topics(timeout=2).brokers:
+                    waiting.remove(node)
+                else:
+                    last[node.index] = "answers, but is not a live broker yet"
+            except Exception as e:  # noqa: BLE001 - refused until the broker is up; reported on timeout
+                last[node.index] = str(e)
+        if not waiting:
+            return
+        if time.monotonic() >= deadline:
+            raise DevClusterError("\n".join(
+                f"broker {_label(cluster, node)} did not become a live broker at {node.bootstrap} within "
+                f"{timeout:.0f} s ({last.get(node.index, 'no answer yet')})\n{_failure_report(node)}"
+                for node in waiting))
         time.sleep(0.5)
 
 
@@ -515,56 +587,136 @@ def start_cluster(
     heap: str = "512m",
     jvm_options: tuple[str, ...] = (),
     wait_timeout: float = 90,
+    brokers: int = 1,
 ) -> DevCluster:
     """Start cluster ``name`` on 127.0.0.1:``port``; returns once the broker accepts requests.
 
     Idempotent: a cluster of that name already running on ``port`` is returned as it is. Data
     left by ``stop_cluster(keep_data=True)`` or a crash is reused, so a restart recovers the logs.
     ``jvm_options`` go to the broker's JVM after ``-Xmx``.
+
+    ``brokers`` N > 1 starts N nodes forming one KRaft quorum (all N voters): node i serves clients
+    on ``port + 2*i`` and its controller on ``port + 2*i + 1``; the call returns once every node is
+    a live broker. Internal and default topics get replication factor min(3, N) (transaction log
+    min.insync.replicas min(2, N)). Such clusters speak PLAINTEXT only. Nodes of a running
+    multi-broker cluster that are down (``stop_broker``, a crash) are started again.
     """
     workdir = Path(workdir) if workdir is not None else default_workdir()
+    if brokers < 1:
+        raise DevClusterError(f"a cluster needs at least one broker, not {brokers}")
+    if brokers > 1 and listeners_security.upper() != "PLAINTEXT":
+        raise DevClusterError(f"multi-broker dev clusters speak PLAINTEXT only, not {listeners_security}; "
+                              "use a single-broker cluster for SASL or TLS")
+    if brokers > 1 and controller_port not in (None, port + 1):
+        raise DevClusterError("a multi-broker cluster's controller ports follow its client ports (port + 2*i + 1); "
+                              "a controller port of one's own is for single-broker clusters")
     controller_port = controller_port if controller_port is not None else port + 1
     with _locked(workdir / f".{name}.lock"):
         existing = _read(name, workdir)
         if existing is not None and existing.running:
             if existing.port != port:
                 raise DevClusterError(f"cluster {name} already runs on port {existing.port}, not {port}")
-            _wait_ready(existing, wait_timeout)  # it may still be starting in another process
-            return existing
+            if existing.brokers != brokers:
+                raise DevClusterError(f"cluster {name} already runs with {existing.brokers} broker(s), not {brokers}")
+            if existing.state == "running":
+                _wait_ready(existing, wait_timeout)  # it may still be starting in another process
+                return existing
         directory = workdir / name
-        formatted = (directory / "data" / "meta.properties").exists()
+        layout = DevCluster(name, port, controller_port, directory, None, brokers=brokers)
+        if existing is not None and existing.brokers != brokers and any(
+                (node.data / "meta.properties").exists() for node in existing.nodes):
+            raise DevClusterError(f"cluster {name} has the data of {existing.brokers} broker(s); start it with as "
+                                  f"many, or `mm2py dev-cluster down {name}` to discard the data")
+        formatted = all((node.data / "meta.properties").exists() for node in layout.nodes)
         if formatted and existing is not None and (existing.port, existing.controller_port) != (port, controller_port):
             # the KRaft voter set stored in data/ names the old controller endpoint
             raise DevClusterError(f"cluster {name} has data from ports {existing.port}/{existing.controller_port}; "
                                   f"start it there, or `mm2py dev-cluster down {name}` to discard the data")
-        wait_ports_free([port, controller_port], f"cluster {name}")  # before leaving a folder behind
+        up = {node.index for node in existing.nodes if node.running} if existing is not None else set()
+        if up and not formatted:
+            raise DevClusterError(f"cluster {name} has running brokers but not the data of all; "
+                                  f"`mm2py dev-cluster down {name}` and start it afresh")
+        starting = [node for node in layout.nodes if node.index not in up]
+        ports = [p for node in starting for p in (node.port, node.controller_port)]
+        wait_ports_free(ports, f"cluster {name}")  # before leaving a folder behind
         libs = ensure_kafka_jars()
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "broker.pid").unlink(missing_ok=True)
-        listeners, client = listener_properties(listeners_security, port, controller_port, directory, sasl_users)
-        server_file = directory / "server.properties"
-        _write_properties(server_file, _server_properties(directory, port, controller_port, listeners,
-                                                          dict(extra_properties or {})))
-        _write_properties(directory / "client.properties", client)
-        (directory / "port").write_text(f"{port}\n")
-        (directory / "log4j2.yaml").write_text(_LOG4J.format(log=directory / "broker.log"))
-        if not formatted:
-            _format(name, directory, libs)
-        for attempt in range(1, _BIND_ATTEMPTS + 1):
-            wait_ports_free([port, controller_port], f"cluster {name}")
-            _launch(directory, libs, heap, jvm_options)
-            cluster = _read(name, workdir)
-            assert cluster is not None
-            try:
-                _wait_ready(cluster, wait_timeout)
-                return cluster
-            except DevClusterError:
-                _terminate(cluster, timeout=10)
-                (directory / "broker.pid").unlink(missing_ok=True)
-                # a client connection may take the port between our check and the broker's bind
-                if attempt == _BIND_ATTEMPTS or "Address already in use" not in _tail(cluster.log, 400):
-                    raise
-        raise AssertionError("unreachable")
+        if brokers == 1:
+            (directory / "brokers").unlink(missing_ok=True)
+            (directory / "broker.pid").unlink(missing_ok=True)
+            listeners, client = listener_properties(listeners_security, port, controller_port, directory, sasl_users)
+            server_file = directory / "server.properties"
+            _write_properties(server_file, _server_properties(directory, port, controller_port, listeners,
+                                                              dict(extra_properties or {})))
+            _write_properties(directory / "client.properties", client)
+            (directory / "port").write_text(f"{port}\n")
+            (directory / "log4j2.yaml").write_text(_LOG4J.format(log=directory / "broker.log"))
+            if not formatted:
+                _format(name, directory, libs)
+        else:
+            for node in starting:
+                node.directory.mkdir(exist_ok=True)
+                (node.directory / "broker.pid").unlink(missing_ok=True)
+                listeners, client = listener_properties("PLAINTEXT", node.port, node.controller_port, node.directory)
+                _write_properties(node.directory / "server.properties",
+                                  _node_properties(node, layout.nodes, listeners, dict(extra_properties or {})))
+                (node.directory / "log4j2.yaml").write_text(_LOG4J.format(log=node.log))
+            _write_properties(directory / "client.properties", {"security.protocol": "PLAINTEXT"})
+            (directory / "port").write_text(f"{port}\n")
+            (directory / "brokers").write_text(f"{brokers}\n")
+            if not formatted:
+                _format_quorum(name, layout.nodes, libs)
+        return _start_nodes(name, workdir, [node.index for node in starting], libs, heap, jvm_options, wait_timeout,
+                            whole=True)
+
+
+def _start_nodes(name: str, workdir: Path, indexes: list[int], libs: Path, heap: str, jvm_options: tuple[str, ...],
+                 wait_timeout: float, *, whole: bool) -> DevCluster:
+    """Launch the nodes ``indexes`` of a configured, formatted cluster; wait for all nodes (``whole``) or those."""
+    layout = _read(name, workdir)
+    assert layout is not None
+    ports = [p for i in indexes for p in (layout.nodes[i].port, layout.nodes[i].controller_port)]
+    for attempt in range(1, _BIND_ATTEMPTS + 1):
+        wait_ports_free(ports, f"cluster {name}")
+        for i in indexes:
+            _launch(layout.nodes[i].directory, libs, heap, jvm_options)
+        cluster = _read(name, workdir)
+        assert cluster is not None
+        started = [cluster.nodes[i] for i in indexes]
+        try:
+            _wait_ready(cluster, wait_timeout, None if whole else started)
+            return cluster
+        except DevClusterError:
+            _terminate(started, timeout=10)
+            for node in started:
+                (node.directory / "broker.pid").unlink(missing_ok=True)
+            # a client connection may take the port between our check and the broker's bind
+            if attempt == _BIND_ATTEMPTS or not any("Address already in use" in _tail(node.log, 400)
+                                                    for node in started):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _node_properties(node: BrokerNode, nodes: Sequence[BrokerNode], listeners: dict[str, str],
+                     extra: Mapping[str, object]) -> dict[str, object]:
+    """server.properties of one node of a multi-broker cluster."""
+    replicas, min_isr = str(min(_MAX_RF, len(nodes))), str(min(_MAX_MIN_ISR, len(nodes)))
+    quorum = {
+        "node.id": str(node.node_id),
+        "controller.quorum.bootstrap.servers": ",".join(f"127.0.0.1:{n.controller_port}" for n in nodes),
+        "default.replication.factor": replicas,
+        "offsets.topic.replication.factor": replicas,
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": min_isr,
+        "share.coordinator.state.topic.replication.factor": replicas,
+        "share.coordinator.state.topic.min.isr": min_isr,
+    }
+    return _server_properties(node.directory, node.port, node.controller_port, listeners, {**quorum, **extra})
+
+
+def _brief(output: str) -> str:
+    """A failed Java tool's output without the stack frames."""
+    return "\n".join([line for line in output.splitlines() if not line.startswith("\tat ")][-15:])
 
 
 def _format(name: str, directory: Path, libs: Path) -> None:
@@ -577,15 +729,36 @@ def _format(name: str, directory: Path, libs: Path) -> None:
         capture_output=True, text=True,
     )
     if fmt.returncode != 0:
-        output = (fmt.stdout + fmt.stderr).splitlines()
-        brief = [line for line in output if not line.startswith("\tat ")][-15:]
-        raise DevClusterError(f"formatting {name}'s log directory failed:\n" + "\n".join(brief))
+        raise DevClusterError(f"formatting {name}'s log directory failed:\n" + _brief(fmt.stdout + fmt.stderr))
+
+
+def _format_quorum(name: str, nodes: Sequence[BrokerNode], libs: Path) -> None:
+    """Format every node's log directory: one cluster id, all nodes the initial KRaft voters."""
+    cluster_id = _cluster_id()
+    # id@host:port:directory-id; each node's metadata log directory takes its id from this list
+    voters = ",".join(f"{node.node_id}@127.0.0.1:{node.controller_port}:{_cluster_id()}" for node in nodes)
+    procs = []
+    for node in nodes:  # in parallel: each is a JVM start
+        shutil.rmtree(node.data, ignore_errors=True)
+        procs.append((node, subprocess.Popen(
+            ["java", "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
+             "-c", str(node.directory / "server.properties"), f"--initial-controllers={voters}"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)))
+    failed = []
+    for node, proc in procs:
+        output, _ = proc.communicate()
+        if proc.returncode != 0:
+            failed.append(f"broker {node.index}:\n{_brief(output)}")
+    if failed:
+        raise DevClusterError(f"formatting {name}'s log directories failed:\n" + "\n".join(failed))
 
 
 def _launch(directory: Path, libs: Path, heap: str, jvm_options: tuple[str, ...] = ()) -> int:
     for log in ("broker.log", "stdout.log"):  # a failure report must show this run only; keep one before
         with contextlib.suppress(FileNotFoundError):
             (directory / log).replace(directory / f"{log}.previous")
+    # for start_broker, which restarts a node as it was started
+    (directory / "jvm.args").write_text("".join(f"{arg}\n" for arg in (f"-Xmx{heap}", *jvm_options)))
     with open(directory / "stdout.log", "wb") as out:
         proc = subprocess.Popen(
             ["java", f"-Xmx{heap}", *jvm_options, f"-Dlog4j2.configurationFile={directory / 'log4j2.yaml'}",
@@ -598,32 +771,65 @@ def _launch(directory: Path, libs: Path, heap: str, jvm_options: tuple[str, ...]
     return proc.pid
 
 
+def _jvm_args(directory: Path) -> tuple[str, tuple[str, ...]]:
+    """The heap and JVM options a node was last started with (start_cluster's defaults if unknown)."""
+    args_file = directory / "jvm.args"
+    args = args_file.read_text().splitlines() if args_file.exists() else []
+    if not args or not args[0].startswith("-Xmx"):
+        return "512m", ()
+    return args[0].removeprefix("-Xmx"), tuple(args[1:])
+
+
 def _cluster_id() -> str:
     # KRaft wants a base64 UUID: 22 characters
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def _terminate(cluster: DevCluster, timeout: float) -> None:
-    """SIGTERM the broker's process group; SIGKILL it if it is still there after ``timeout`` s."""
-    assert cluster.pid is not None
-    _signal_group(cluster.pid, signal.SIGTERM)
-    if not _wait_gone(cluster, timeout):
-        _signal_group(cluster.pid, signal.SIGKILL)
-        _wait_gone(cluster, 10)
+def _terminate(nodes: Sequence[BrokerNode], timeout: float, quorum: Sequence[BrokerNode] = ()) -> None:
+    """SIGTERM the nodes' process groups, all at once; SIGKILL those still there after ``timeout`` s.
+
+    ``quorum``: every node of a multi-broker cluster. A broker's controlled shutdown waits (up to
+    5 minutes) for the active controller's consent; once fewer than a majority of the quorum's nodes
+    run there is no controller to give it, so the nodes left get SIGKILL after a short grace instead.
+    """
+    live = [node for node in nodes if node.pid is not None]
+    for node in live:
+        assert node.pid is not None
+        _signal_group(node.pid, signal.SIGTERM)
+        _signal_group(node.pid, signal.SIGCONT)  # a paused broker acts on SIGTERM only once it runs again
+    deadline = time.monotonic() + timeout
+    majority = len(quorum) // 2 + 1
+    lost_since: float | None = None
+    while live:
+        live = [node for node in live if not _wait_gone(node, 0.2)]
+        now = time.monotonic()
+        if not live or now >= deadline:
+            break
+        if quorum and sum(node.running for node in quorum) < majority:
+            lost_since = now if lost_since is None else lost_since
+            if now - lost_since >= _NO_QUORUM_GRACE:
+                log.info("no KRaft quorum left to consent to a controlled shutdown; killing broker(s) %s",
+                         ", ".join(str(node.index) for node in live))
+                break
+    for node in live:
+        assert node.pid is not None
+        _signal_group(node.pid, signal.SIGKILL)
+    for node in live:
+        _wait_gone(node, 10)
 
 
-def _wait_gone(cluster: DevCluster, timeout: float) -> bool:
-    assert cluster.pid is not None
-    child = _children.get(cluster.pid)
+def _wait_gone(node: BrokerNode, timeout: float) -> bool:
+    assert node.pid is not None
+    child = _children.get(node.pid)
     if child is not None:
         try:
             child.wait(timeout)
         except subprocess.TimeoutExpired:
             return False
-        _children.pop(cluster.pid, None)
+        _children.pop(node.pid, None)
         return True
     deadline = time.monotonic() + timeout
-    while cluster.running:
+    while node.running:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.2)
@@ -646,25 +852,168 @@ def _require(name: str, workdir: Path | None) -> DevCluster:
 def stop_cluster(name: str, workdir: Path | None = None, *, keep_data: bool = False, timeout: float = 30) -> bool:
     """Stop cluster ``name`` (SIGTERM, after ``timeout`` s SIGKILL) and delete its data unless ``keep_data``.
 
-    Returns whether it was running. Its folder (settings, broker.log) stays for ``list`` and post-mortems.
+    Returns whether it was running (any of its brokers). Its folder (settings, broker.log) stays for
+    ``list`` and post-mortems. The brokers of a multi-broker cluster stop together; the last ones,
+    left without a controller quorum to consent to their controlled shutdown, get SIGKILL after 5 s.
     """
     cluster = _require(name, workdir)
     was_running = cluster.running
     if was_running:
-        _terminate(cluster, timeout)
-    (cluster.directory / "broker.pid").unlink(missing_ok=True)
-    if not keep_data:
-        shutil.rmtree(cluster.data, ignore_errors=True)
+        _terminate([node for node in cluster.nodes if node.running], timeout, _quorum(cluster))
+    for node in cluster.nodes:
+        (node.directory / "broker.pid").unlink(missing_ok=True)
+        if not keep_data:
+            shutil.rmtree(node.data, ignore_errors=True)
     return was_running
 
 
+def _quorum(cluster: DevCluster) -> tuple[BrokerNode, ...]:
+    return cluster.nodes if cluster.brokers > 1 else ()
+
+
 def kill_cluster_hard(name: str, workdir: Path | None = None) -> None:
-    """SIGKILL the broker's process tree, as a crash would (fault tests); its data stays for a restart."""
+    """SIGKILL every broker's process tree, as a crash would (fault tests); the data stays for a restart."""
     cluster = _require(name, workdir)
-    if cluster.running:
-        assert cluster.pid is not None
-        _signal_group(cluster.pid, signal.SIGKILL)
-        _wait_gone(cluster, 10)
+    running = [node for node in cluster.nodes if node.running]
+    for node in running:
+        assert node.pid is not None
+        _signal_group(node.pid, signal.SIGKILL)
+    for node in running:
+        _wait_gone(node, 10)
+
+
+def _running_node(name: str, index: int, workdir: Path | None) -> BrokerNode:
+    cluster = _require(name, workdir)
+    node = cluster.node(index)
+    if not node.running:
+        raise DevClusterError(f"broker {_label(cluster, node)} is not running")
+    return node
+
+
+def stop_broker(name: str, index: int, workdir: Path | None = None, *, timeout: float = 30) -> bool:
+    """Stop broker ``index`` (0-based) of cluster ``name`` and wait until it has exited.
+
+    SIGTERM: a controlled shutdown, which hands its partition leaderships to others first; SIGKILL
+    after ``timeout`` s. Its data stays for ``start_broker``. Returns whether it was running.
+    """
+    cluster = _require(name, workdir)
+    node = cluster.node(index)
+    was_running = node.running
+    if was_running:
+        _terminate([node], timeout, _quorum(cluster))
+    (node.directory / "broker.pid").unlink(missing_ok=True)
+    return was_running
+
+
+def kill_broker(name: str, index: int, workdir: Path | None = None) -> bool:
+    """SIGKILL broker ``index`` of cluster ``name``, as a crash would, and wait until it is gone.
+
+    The other brokers notice only when its controller session expires (``broker.session.timeout.ms``).
+    Its data stays for ``start_broker``. Returns whether it was running.
+    """
+    node = _require(name, workdir).node(index)
+    if not node.running:
+        return False
+    assert node.pid is not None
+    _signal_group(node.pid, signal.SIGKILL)
+    _wait_gone(node, 10)
+    return True
+
+
+def pause_broker(name: str, index: int, workdir: Path | None = None) -> None:
+    """SIGSTOP broker ``index`` of cluster ``name``: a frozen JVM (a long GC pause, a stalled VM)."""
+    node = _running_node(name, index, workdir)
+    assert node.pid is not None
+    _signal_group(node.pid, signal.SIGSTOP)
+
+
+def resume_broker(name: str, index: int, workdir: Path | None = None) -> None:
+    """SIGCONT broker ``index`` of cluster ``name`` after ``pause_broker``."""
+    node = _running_node(name, index, workdir)
+    assert node.pid is not None
+    _signal_group(node.pid, signal.SIGCONT)
+
+
+def start_broker(name: str, index: int, workdir: Path | None = None, *, wait_timeout: float = 90) -> DevCluster:
+    """Start broker ``index`` of cluster ``name`` again, on its data, with the JVM settings it last had.
+
+    Returns (the cluster, read afresh) once the node is a live broker again: registered, caught up
+    with the metadata, unfenced. A node that runs already is waited for and left alone.
+    """
+    workdir = Path(workdir) if workdir is not None else default_workdir()
+    with _locked(workdir / f".{name}.lock"):
+        cluster = _require(name, workdir)
+        node = cluster.node(index)
+        if node.running:
+            _wait_ready(cluster, wait_timeout, [node])
+            return cluster
+        if not (node.data / "meta.properties").exists():
+            raise DevClusterError(f"broker {_label(cluster, node)} has no data to start on; start the whole "
+                                  f"cluster (`mm2py dev-cluster up {name}`)")
+        heap, jvm_options = _jvm_args(node.directory)
+        return _start_nodes(name, workdir, [index], ensure_kafka_jars(), heap, jvm_options, wait_timeout,
+                            whole=False)
+
+
+def partition_leaders(bootstrap: str, topic: str, *, client: Mapping[str, object] | None = None,
+                      timeout: float = 30) -> dict[int, int | None]:
+    """The node id leading each partition of ``topic`` (None: no leader now).
+
+    Retries for up to ``timeout`` s while brokers come and go; DevClusterError after that.
+    """
+    admin = _admin(bootstrap, client)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return {p.id: p.leader if p.leader >= 0 else None for p in _partitions(admin, topic, 5)}
+        except Exception as e:  # noqa: BLE001 - retried; reported on timeout
+            if time.monotonic() >= deadline:
+                raise DevClusterError(f"cannot describe topic {topic} at {bootstrap} within {timeout:.0f} s: "
+                                      f"{e}") from e
+        time.sleep(0.5)
+
+
+def wait_in_sync(bootstrap: str, topic: str, timeout: float = 60, *,
+                 client: Mapping[str, object] | None = None) -> None:
+    """Return once every partition of ``topic`` has a leader and all its replicas in its ISR.
+
+    DevClusterError after ``timeout`` s, naming the partitions short of replicas. ``client`` adds
+    confluent-kafka settings (``cluster.rdkafka_config()`` for a SASL or TLS cluster).
+    """
+    admin = _admin(bootstrap, client)
+    deadline = time.monotonic() + timeout
+    last = "no answer yet"
+    while True:
+        try:
+            short = [p for p in _partitions(admin, topic, 5) if p.leader < 0 or set(p.isrs) != set(p.replicas)]
+            if not short:
+                return
+            last = "; ".join(f"partition {p.id}: leader {p.leader}, replicas {p.replicas}, isr {p.isrs}"
+                             for p in sorted(short, key=lambda p: p.id))
+        except Exception as e:  # noqa: BLE001 - brokers come and go here; reported on timeout
+            last = str(e)
+        if time.monotonic() >= deadline:
+            raise DevClusterError(f"topic {topic} at {bootstrap} not fully in sync after {timeout:.0f} s: {last}")
+        time.sleep(0.5)
+
+
+def _admin(bootstrap: str, client: Mapping[str, object] | None) -> AdminClient:
+    from confluent_kafka.admin import AdminClient
+
+    from mm2py.kafka.clientconf import RDKAFKA_LOGGER
+
+    return AdminClient({"bootstrap.servers": bootstrap, "logger": RDKAFKA_LOGGER,
+                        "socket.connection.setup.timeout.ms": 2000, **(client or {})})
+
+
+def _partitions(admin: AdminClient, topic: str, timeout: float) -> list[PartitionMetadata]:
+    # A Metadata request, which any broker answers. (librdkafka sends DescribeTopics to the broker the
+    # metadata names as controller: in KRaft a random live one, possibly the one just killed, which
+    # it then waits for.)
+    topics = admin.list_topics(topic, timeout=timeout).topics
+    if topic not in topics or topics[topic].error is not None:
+        raise DevClusterError(f"topic {topic}: {topics[topic].error if topic in topics else 'not found'}")
+    return list(topics[topic].partitions.values())
 
 
 def cluster_status(name: str, workdir: Path | None = None) -> DevCluster | None:

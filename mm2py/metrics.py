@@ -76,6 +76,13 @@ class Metrics:
                                    ("source", "target"), registry=r)
         self.checkpoint_latency = Gauge("kafka_connect_mirror_checkpoint_connector_checkpoint_latency_ms",
                                         "Time the last checkpoint pass took (ms).", ("source", "target"), registry=r)
+        self.flow_state = Gauge("mm2py_flow_state", "1 for the state a flow is in (running, stalled, failed).",
+                                ("source", "target", "state"), registry=r)
+        self.flow_state_since = Gauge("mm2py_flow_state_since_seconds", "When the flow entered its state (epoch s).",
+                                      ("source", "target"), registry=r)
+        self.flow_reason = Gauge("mm2py_flow_reason_info", "The last error of a stalled or failed flow.",
+                                 ("source", "target", "reason"), registry=r)
+        self._reasons: dict[tuple[str, str], str] = {}
         self._ages: dict[tuple, deque[float]] = defaultdict(lambda: deque(maxlen=WINDOW))
         self._latencies: dict[tuple, deque[float]] = defaultdict(lambda: deque(maxlen=WINDOW))
         self._last_batch: dict[tuple, tuple[float, int, int]] = {}
@@ -127,6 +134,23 @@ class Metrics:
                         self.lag_bytes.labels(*labels).set(records * per_record)
             if f.last_heartbeat_age_s is not None:  # type: ignore[attr-defined]
                 self.heartbeat_age.labels(source, target).set(f.last_heartbeat_age_s)  # type: ignore[attr-defined]
+
+    def observe_health(self, health: Iterable[object]) -> None:
+        """Each flow's state from ``mm2py.engine.supervisor.Health``: one series per flow and state."""
+        for h in health:
+            source, target = h.flow.split("->")  # type: ignore[attr-defined]
+            for state in ("running", "stalled", "failed"):
+                self.flow_state.labels(source, target, state).set(1 if h.state.value == state else 0)  # type: ignore[attr-defined]
+            self.flow_state_since.labels(source, target).set(h.since)  # type: ignore[attr-defined]
+            reason = h.reason[:300]  # type: ignore[attr-defined]
+            old = self._reasons.get((source, target))
+            if old is not None and old != reason:
+                self.flow_reason.remove(source, target, old)
+            if reason:
+                self.flow_reason.labels(source, target, reason).set(1)
+                self._reasons[(source, target)] = reason
+            else:
+                self._reasons.pop((source, target), None)
 
     def observe_checkpoint_pass(self, flow: FlowConfig, seconds: float) -> None:
         self.checkpoint_latency.labels(flow.source.alias, flow.target.alias).set(seconds * 1000)

@@ -30,6 +30,10 @@ def render(flows: list[FlowStatus], rates: dict[RateKey, float] | None = None) -
     """A table per flow; ``rates`` (records/s per flow and topic) adds rate and time-left columns."""
     lines = []
     for f in flows:
+        if f.replicator_state is not None:
+            since = time.strftime("%H:%M:%S", time.localtime(f.replicator_since or 0))
+            why = f": {f.replicator_reason}" if f.replicator_reason else ""
+            lines.append(f"flow {f.flow}: replicator {f.replicator_state.upper()} since {since}{why}")
         if f.error:
             lines.append(f"flow {f.flow}: UNAVAILABLE: {f.error}")
             continue
@@ -62,12 +66,12 @@ def _run(args: argparse.Namespace) -> int:
     config = load(args.config)
     flows = config.flows_into(tuple(args.clusters) if args.clusters else None)
     if not args.watch:
-        result = status(flows)
+        result = status(flows, config.metrics_port)
         print(json.dumps([f.to_json() for f in result], indent=2) if args.json else render(result))
         return 1 if any(f.error for f in result) else 0
     previous, at = None, time.monotonic()
     while True:
-        result = status(flows)
+        result = status(flows, config.metrics_port)
         now = time.monotonic()
         rates = rates_between(previous, result, now - at) if previous is not None else {}
         previous, at = result, now

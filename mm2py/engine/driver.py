@@ -19,16 +19,17 @@ from pyspark.sql.streaming import StreamingQuery
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.connectors.checkpoint import CheckpointDataSource
 from mm2py.connectors.heartbeat import HeartbeatDataSource
-from mm2py.connectors.options import encode, encode_flow
+from mm2py.connectors.options import encode_flow
 from mm2py.connectors.sink import FlowSink, log_rows
 from mm2py.connectors.source import MirrorSourceDataSource
 from mm2py.connectors.warmup import WarmupDataSource
 from mm2py.engine.jvmcache import DriverArchive
 from mm2py.engine.sparkhome import use_lean_spark_home
+from mm2py.engine.supervisor import State, Supervisor
 from mm2py.errors import Mm2pyError, from_task_failure
 from mm2py.metrics import Metrics, MetricsServer
 from mm2py.source.commit import committer_for
-from mm2py.topology import check_topology, loop_guard
+from mm2py.topology import check_topology
 
 log = structlog.get_logger(__name__)
 
@@ -107,35 +108,69 @@ def warm_python_workers(spark: SparkSession) -> None:
 
 
 @dataclass
+class Connector:
+    """One streaming query of a flow (source, checkpoint or heartbeat) and how to start it again."""
+
+    flow: FlowConfig
+    kind: str
+    start: Callable[[], StreamingQuery]
+    query: StreamingQuery
+    progress_at: str | None = None  # timestamp of the query's last progress report seen
+    restart_at: float | None = None  # monotonic time to start the failed query again
+    stopped: bool = False  # ended by itself, or its flow failed for good: not restarted
+
+    def made_progress(self) -> bool:
+        """True when the query reported progress since the last call (a trigger ran through)."""
+        try:
+            last = self.query.lastProgress
+        except Exception:  # noqa: BLE001 - a query whose JVM side is gone reports nothing
+            return False
+        stamp = last.get("timestamp") if last else None
+        if stamp is None or stamp == self.progress_at:
+            return False
+        self.progress_at = stamp
+        return True
+
+
+@dataclass
 class RunningFlow:
     flow: FlowConfig
     sink: FlowSink
-    query: StreamingQuery
+    connectors: list[Connector] = field(default_factory=list)
+    ever_ran: bool = False
+
+    @property
+    def query(self) -> StreamingQuery:
+        """The source connector's query."""
+        return self.connectors[0].query
 
 
 @dataclass
 class Engine:
-    """The flows of one process and their queries."""
+    """The flows of one process and their queries, restarted through outages (``Supervisor``)."""
 
     config: MirrorMakerConfig
     spark: SparkSession
     checkpoint_root: str
     flows: list[RunningFlow] = field(default_factory=list)
-    periodic: list[StreamingQuery] = field(default_factory=list)
     metrics: Metrics | None = None
+    supervisor: Supervisor = field(default_factory=Supervisor)
 
     def _query(self, flow: FlowConfig, source: type, kind: str, sink: Callable, trigger: dict) -> StreamingQuery:
-        reader = (
+        df = (
             self.spark.readStream.format(source.name())
             .option("flow", encode_flow(flow))
             .option("tasks", str(self.spark.sparkContext.defaultParallelism))
+            .load()
         )
-        if source is MirrorSourceDataSource:
-            reader = reader.option("guard", encode(loop_guard(self.config, flow)))
-        df = reader.load()
         checkpoint = os.path.join(self.checkpoint_root, flow.name.replace(">", ""), kind)
         return (df.writeStream.queryName(f"{kind} {flow.name}").foreachBatch(sink)
                 .option("checkpointLocation", checkpoint).trigger(**trigger).start())
+
+    def _connector(self, flow: FlowConfig, source: type, kind: str, sink: Callable, trigger: dict) -> Connector:
+        def start() -> StreamingQuery:
+            return self._query(flow, source, kind, sink, trigger)
+        return Connector(flow, kind, start, start())
 
     def start(self, flows: tuple[FlowConfig, ...], *, until_caught_up: bool = False,
               heartbeat_flows: tuple[FlowConfig, ...] = ()) -> None:
@@ -145,23 +180,33 @@ class Engine:
                 return {"availableNow": True}
             return {"processingTime": f"{int(seconds * 1000)} milliseconds"}
 
+        by_name: dict[str, RunningFlow] = {}
         for flow in flows:
             sink = FlowSink(committer_for(flow, self.metrics))
-            query = self._query(flow, MirrorSourceDataSource, "source", sink,
-                                every(flow.trigger_interval_ms / 1000))
-            self.flows.append(RunningFlow(flow, sink, query))
+            running = RunningFlow(flow, sink)
+            running.connectors.append(self._connector(flow, MirrorSourceDataSource, "source", sink,
+                                                      every(flow.trigger_interval_ms / 1000)))
             if flow.emit_checkpoints_enabled and flow.emit_offset_syncs_enabled and not until_caught_up:
-                self.periodic.append(self._query(flow, CheckpointDataSource, "checkpoint",
-                                                 log_rows(flow, "checkpoints", self.metrics),
-                                                 every(flow.emit_checkpoints_interval_seconds)))
+                running.connectors.append(self._connector(flow, CheckpointDataSource, "checkpoint",
+                                                          log_rows(flow, "checkpoints", self.metrics),
+                                                          every(flow.emit_checkpoints_interval_seconds)))
+            self.flows.append(running)
+            by_name[flow.name] = running
+            self.supervisor.add(flow.name)
             log.info("flow started", flow=flow.name, source=flow.source.bootstrap_servers,
                      target=flow.target.bootstrap_servers)
         if not until_caught_up:
             for flow in heartbeat_flows:
-                if flow.emit_heartbeats_enabled:
-                    self.periodic.append(self._query(flow, HeartbeatDataSource, "heartbeat",
-                                                     log_rows(flow, None),
-                                                     every(flow.emit_heartbeats_interval_seconds)))
+                if not flow.emit_heartbeats_enabled:
+                    continue
+                connector = self._connector(flow, HeartbeatDataSource, "heartbeat", log_rows(flow, None),
+                                            every(flow.emit_heartbeats_interval_seconds))
+                if flow.name in by_name:
+                    by_name[flow.name].connectors.append(connector)
+                else:  # heartbeats of a flow that does not mirror (MM2 runs them for every pair)
+                    running = RunningFlow(flow, None, [connector])  # type: ignore[arg-type]
+                    self.flows.append(running)
+                    self.supervisor.add(flow.name)
 
     def await_caught_up(self, timeout: float) -> None:
         """With ``until_caught_up``: wait until every query finished; raise on failure or timeout."""
@@ -177,28 +222,82 @@ class Engine:
                 raise Mm2pyError(f"flow {running.flow.name} still running after {timeout} s")
 
     def wait(self, stop: threading.Event) -> None:
-        """Block until ``stop`` is set or a query ends; raise the first query failure."""
+        """Block until ``stop`` is set or every flow has failed; restart queries through outages.
+
+        Raises the first fatal error once no flow is left running or stalled.
+        """
+        first_fatal: Mm2pyError | None = None
         while not stop.is_set():
-            for query in [r.query for r in self.flows] + self.periodic:
-                if not query.isActive:
-                    exc = query.exception()
-                    if exc is not None:
-                        raise from_task_failure(query.name, str(exc)) from None
-            if all(not r.query.isActive for r in self.flows):
+            for running in self.flows:
+                first_fatal = self._watch(running) or first_fatal
+            if self.metrics is not None:
+                self.metrics.observe_health(self.supervisor.health.values())
+            if not self.supervisor.alive():
+                if first_fatal is not None:
+                    raise first_fatal
                 return
             stop.wait(0.5)
 
+    def _watch(self, running: RunningFlow) -> Mm2pyError | None:
+        """Check one flow's queries: note progress, restart what an outage stopped, stop what failed."""
+        name = running.flow.name
+        for connector in running.connectors:
+            if connector.stopped:
+                continue
+            if connector.made_progress():
+                running.ever_ran = True
+                if connector.kind == "source" or running.sink is None:
+                    self.supervisor.progressed(name)
+            if connector.query.isActive:
+                continue
+            if connector.restart_at is not None:
+                if self.supervisor.clock() >= connector.restart_at:
+                    self._restart(connector)
+                continue
+            exc = _exception(connector.query)
+            if exc is None:
+                connector.stopped = True  # ended by itself (availableNow)
+                continue
+            error = from_task_failure(f"{connector.kind} {name}", exc)
+            health = self.supervisor.failed(name, error, ever_ran=running.ever_ran)
+            if health.state is State.FAILED:
+                for other in running.connectors:
+                    other.stopped = True
+                    with contextlib.suppress(Exception):
+                        other.query.stop()
+                return error
+            connector.restart_at = health.retry_at
+        return None
+
+    def _restart(self, connector: Connector) -> None:
+        connector.restart_at = None
+        try:
+            connector.query = connector.start()
+        except Exception as e:  # noqa: BLE001 - py4j or Spark; tried again at the next backoff
+            health = self.supervisor.failed(connector.flow.name, Mm2pyError(_first_line(e)), ever_ran=True)
+            connector.restart_at = health.retry_at
+            return
+        log.info("query restarted", flow=connector.flow.name, connector=connector.kind)
+
     def stop(self) -> None:
-        for query in self.periodic:
-            with contextlib.suppress(Exception):
-                query.stop()
         for running in self.flows:
-            try:
-                running.query.stop()
-            except Exception as e:  # noqa: BLE001 - keep stopping the others
-                log.warning("stopping a query failed", flow=running.flow.name, error=_first_line(e))
-            running.sink.close()
+            for connector in reversed(running.connectors):
+                try:
+                    connector.query.stop()
+                except Exception as e:  # noqa: BLE001 - keep stopping the others
+                    log.warning("stopping a query failed", flow=running.flow.name, connector=connector.kind,
+                                error=_first_line(e))
+            if running.sink is not None:
+                running.sink.close()
         log.info("flows stopped", flows=[r.flow.name for r in self.flows])
+
+
+def _exception(query: StreamingQuery) -> str | None:
+    try:
+        exc = query.exception()
+    except Exception as e:  # noqa: BLE001 - the JVM side of a query may be gone
+        return _first_line(e)
+    return str(exc) if exc is not None else None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -36,23 +36,11 @@ from mm2py.errors import (
     KafkaError,
     missing_acl,
 )
+from mm2py.kafka.classify import is_retriable
 from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.kafka.resources import TopicAcl, TopicConfigEntry
 from mm2py.kafka.retry import retrying
 from mm2py.types import TP
-
-# Leadership and metadata settle shortly after a topic is created or a broker restarts;
-# librdkafka does not always flag these as retriable in per-partition results.
-_TRANSIENT = {
-    CKafkaError.NOT_LEADER_FOR_PARTITION,
-    CKafkaError.LEADER_NOT_AVAILABLE,
-    CKafkaError.UNKNOWN_TOPIC_OR_PART,
-    CKafkaError.REQUEST_TIMED_OUT,
-    CKafkaError.NOT_COORDINATOR,
-    CKafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    CKafkaError.COORDINATOR_NOT_AVAILABLE,
-}
-
 
 _STATIC_BROKER = (ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.STATIC_BROKER_CONFIG.value)
 
@@ -108,7 +96,7 @@ def translate(exc: BaseException, *, cluster: str, action: str, topic: str | Non
                                    "sasl.*/ssl.* settings of this cluster", cluster=cluster, topic=topic, cause=exc)
     if code in (CKafkaError._TRANSPORT, CKafkaError._ALL_BROKERS_DOWN, CKafkaError._TIMED_OUT):
         return ClusterUnreachableError(message, cluster=cluster, topic=topic, cause=exc, retriable=True)
-    retriable = bool(isinstance(err, CKafkaError) and (err.retriable() or code in _TRANSIENT))
+    retriable = isinstance(err, CKafkaError) and is_retriable(code, library_says_retriable=err.retriable())
     return KafkaError(message, cluster=cluster, topic=topic, cause=exc, retriable=retriable)
 
 

@@ -9,6 +9,7 @@ from typing import TypeVar
 from confluent_kafka import KafkaException
 
 from mm2py.errors import KafkaError
+from mm2py.kafka.classify import action_for
 
 T = TypeVar("T")
 
@@ -18,7 +19,9 @@ def is_retriable(exc: BaseException) -> bool:
         return exc.retriable
     if isinstance(exc, KafkaException) and exc.args:
         err = exc.args[0]
-        return bool(getattr(err, "retriable", lambda: False)())
+        code = getattr(err, "code", None)
+        said = bool(getattr(err, "retriable", lambda: False)())
+        return action_for(code(), library_says_retriable=said).retriable if callable(code) else said
     return False
 
 

@@ -29,6 +29,7 @@ from mm2py.errors import (
     RecordTooLargeError,
 )
 from mm2py.kafka import fastio
+from mm2py.kafka.classify import is_retriable
 from mm2py.kafka.clientconf import kafka_python_config
 from mm2py.kafka.fetch_response import FetchedPartition
 from mm2py.types import TP
@@ -68,7 +69,8 @@ def to_kafka_error(
         return AuthorizationError(f"not authorized ({text})", **where)
     if exc in (kerr.MessageSizeTooLargeError, kerr.RecordListTooLargeError):
         return RecordTooLargeError(f"batch larger than the target allows ({text})", **where)
-    return KafkaError(text, retriable=getattr(exc, "retriable", False), **where)
+    return KafkaError(text, retriable=is_retriable(code, library_says_retriable=getattr(exc, "retriable", False)),
+                      **where)
 
 
 class RawClient:

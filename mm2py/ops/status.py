@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -19,6 +19,7 @@ from mm2py.filters import TopicFilter
 from mm2py.formats import FormatError, Heartbeat
 from mm2py.kafka.admin import Admin, translate
 from mm2py.kafka.clientconf import rdkafka_config
+from mm2py.ops.replicator import replicator_health
 from mm2py.policy import policy_for
 from mm2py.source.positions import PositionStore
 from mm2py.types import TP
@@ -44,6 +45,10 @@ class FlowStatus:
     last_checkpoint_age_s: float | None = None
     last_heartbeat_age_s: float | None = None
     error: str | None = None
+    # what the running replicator says of the flow (metrics.port), when one answers
+    replicator_state: str | None = None
+    replicator_since: float | None = None
+    replicator_reason: str | None = None
 
     @property
     def lag_records(self) -> int:
@@ -170,14 +175,24 @@ def _age(ts: int | None, now_ms: int) -> float | None:
     return None if ts is None else round(max(now_ms - ts, 0) / 1000, 1)
 
 
-def status(flows: Iterable[FlowConfig]) -> list[FlowStatus]:
-    """Every flow's status; a flow whose clusters cannot be read carries the error instead."""
+def status(flows: Iterable[FlowConfig], metrics_port: int | None = None) -> list[FlowStatus]:
+    """Every flow's status; a flow whose clusters cannot be read carries the error instead.
+
+    With ``metrics_port``, each flow also carries what the replicator serving metrics there
+    says of it (running, stalled or failed, since when, why).
+    """
     from mm2py.errors import Mm2pyError
 
+    health = replicator_health(metrics_port) if metrics_port is not None else None
     out = []
     for flow in flows:
         try:
-            out.append(flow_status(flow))
+            result = flow_status(flow)
         except Mm2pyError as e:
-            out.append(FlowStatus(flow.name, error=str(e)))
+            result = FlowStatus(flow.name, error=str(e))
+        h = (health or {}).get(flow.name)
+        if h is not None:
+            result = replace(result, replicator_state=h.state, replicator_since=h.since,
+                             replicator_reason=h.reason or None)
+        out.append(result)
     return out

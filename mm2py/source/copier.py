@@ -36,6 +36,7 @@ from kafka.future import Future
 
 from mm2py.errors import AuthorizationError, DataLossError, KafkaError, missing_acl
 from mm2py.kafka import batches as rb
+from mm2py.kafka.classify import Action, action_for
 from mm2py.kafka.wire import FetchedPartition, RawClient, error_for, to_kafka_error
 from mm2py.source.aborted import AbortedFilter
 from mm2py.source.partition import PartitionCopy, Pending
@@ -45,7 +46,6 @@ from mm2py.types import TP
 OFFSET_OUT_OF_RANGE = 1
 UNKNOWN_TOPIC_OR_PARTITION = 3
 TOO_LARGE = (kerr.MessageSizeTooLargeError, kerr.RecordListTooLargeError)
-RETRIABLE_FETCH = {3, 5, 6, 74, 75}  # unknown topic, leader n/a, not leader, fenced/unknown epoch
 # the broker keeps sequence state for the last 5 batches of a producer per partition
 MAX_IN_FLIGHT_PER_PARTITION = 5
 
@@ -184,7 +184,7 @@ class Copier:
             if start >= r.end:
                 part.done = True
             return
-        if data.error_code in RETRIABLE_FETCH:
+        if action_for(data.error_code) in (Action.RETRY, Action.REFRESH):  # leader moved, broker restarting
             time.sleep(0.2)
             self.src_leaders = self.src.leaders({p.range.topic for p in self.parts.values()})
             return

@@ -1,0 +1,191 @@
+"""Broker events a replicator must ride through, on real single-broker clusters of their own.
+
+Records stream into the source throughout; the replicator runs as an operator runs it (a
+child process). After each event every record the producer had acknowledged is on the target
+in source order per partition (at-least-once: a record may appear twice, never out of order
+and never missing), and the replicator never exited.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from mm2py.dev import cluster as devcluster
+from tests.conftest import PORT_OFFSET
+from tests.integration.mirror_helpers import REPO, Replicator, properties, wait_for
+from tests.kafkautil import consume_all, create_topic
+
+pytestmark = pytest.mark.integration
+
+PORTS = {"fault-a": 31092 + PORT_OFFSET, "fault-b": 31192 + PORT_OFFSET}
+METRICS_PORT = 31292 + PORT_OFFSET
+PARTITIONS = 4
+
+
+@pytest.fixture(scope="module")
+def fault_clusters(cluster_workdir: Path) -> Iterator[dict[str, devcluster.DevCluster]]:
+    started = {name: devcluster.start_cluster(name, port, workdir=cluster_workdir) for name, port in PORTS.items()}
+    try:
+        yield started
+    finally:
+        for name in started:
+            devcluster.stop_cluster(name, cluster_workdir)
+
+
+class Stream:
+    """A producer thread: ``rate`` records/s into the topic, each value numbered per partition."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: int = 500):
+        self.topic, self.rate = topic, rate
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                                  "linger.ms": 5, "message.timeout.ms": 600000,
+                                  "log_level": 2})  # the source restarts: its connection errors are expected
+        self.acked: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+        self.failed: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, err: object, msg: object) -> None:
+        if err is not None:
+            self.failed.append(str(err))
+        else:
+            self.acked[msg.partition()].append(msg.value())  # type: ignore[attr-defined]
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            started = time.monotonic()
+            for _ in range(self.rate // 10):
+                p = n % PARTITIONS
+                self.producer.produce(self.topic, value=b"%d-%08d" % (p, n), partition=p, on_delivery=self._delivered)
+                n += 1
+            self.producer.poll(0)
+            self._stop.wait(max(0.0, 0.1 - (time.monotonic() - started)))
+
+    def start(self) -> Stream:
+        self._thread.start()
+        return self
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(10)
+        left = self.producer.flush(300)
+        assert left == 0 and not self.failed, (left, self.failed[:3])
+        return sum(len(v) for v in self.acked.values())
+
+
+def mirrored_in_order(target: str, remote: str, acked: dict[int, list[bytes]]) -> tuple[int, int]:
+    """(missing, duplicates) of acknowledged records on the target; asserts per-partition order."""
+    got = {p: [r.value for r in rs] for p, rs in consume_all(target, remote).items()}
+    missing = duplicates = 0
+    for p, sent in acked.items():
+        seen = got.get(p, [])
+        first = {}
+        for i, v in enumerate(seen):
+            first.setdefault(v, i)
+        duplicates += len(seen) - len(first)
+        positions = [first.get(v) for v in sent]
+        missing += sum(1 for i in positions if i is None)
+        present = [i for i in positions if i is not None]
+        assert present == sorted(present), f"partition {p} out of source order on the target"
+    return missing, duplicates
+
+
+def all_there(target: str, remote: str, acked: dict[int, list[bytes]]) -> bool:
+    try:
+        return mirrored_in_order(target, remote, acked)[0] == 0
+    except Exception:  # noqa: BLE001 - the target may still be restarting
+        return False
+
+
+def replicator_config(tmp_path: Path, clusters: dict[str, devcluster.DevCluster], topic: str) -> Path:
+    path = tmp_path / "faults.properties"
+    path.write_text(properties({"A": clusters["fault-a"].bootstrap, "B": clusters["fault-b"].bootstrap},
+                               {"A->B": {"topics": topic, "trigger.interval.ms": "200",
+                                         "emit.checkpoints.interval.seconds": "2",
+                                         "refresh.topics.interval.seconds": "5", "admin.timeout.ms": "10000"}},
+                               f"metrics.port = {METRICS_PORT}\n"))
+    return path
+
+
+def restart(name: str, workdir: Path, down_s: float) -> None:
+    devcluster.kill_cluster_hard(name, workdir)
+    time.sleep(down_s)
+    devcluster.start_cluster(name, PORTS[name], workdir=workdir)
+
+
+def test_source_then_target_broker_killed_and_restarted_while_streaming(fault_clusters, cluster_workdir,
+                                                                          unique_name, tmp_path):
+    topic, remote = unique_name, f"A.{unique_name}"
+    a, b = fault_clusters["fault-a"].bootstrap, fault_clusters["fault-b"].bootstrap
+    create_topic(a, topic, PARTITIONS)
+    rep = Replicator(replicator_config(tmp_path, fault_clusters, topic), tmp_path / "mm2.log").start()
+    stream = Stream(a, topic).start()
+    try:
+        wait_for(lambda: all_there(b, remote, {p: v[:50] for p, v in stream.acked.items()}), 180,
+                 "the flow is mirroring", rep)
+        restart("fault-a", cluster_workdir, 10)
+        wait_for(lambda: all_there(b, remote, {p: list(v) for p, v in stream.acked.items()}), 240,
+                 "caught up after the source broker's restart", rep)
+        restart("fault-b", cluster_workdir, 10)
+        wait_for(lambda: all_there(b, remote, {p: list(v) for p, v in stream.acked.items()}), 240,
+                 "caught up after the target broker's restart", rep)
+        total = stream.stop()
+        wait_for(lambda: all_there(b, remote, stream.acked), 240, "every acknowledged record mirrored", rep)
+        assert rep.alive(), rep.tail()
+    finally:
+        stream._stop.set()
+        rc = rep.stop()
+    missing, duplicates = mirrored_in_order(b, remote, stream.acked)
+    assert missing == 0 and total > 0
+    print(f"source then target restarted: {total} records, {duplicates} duplicates, replicator exit {rc}")
+    assert rc == 0, rep.tail()
+
+
+def test_target_down_for_minutes_stalls_the_flow_and_it_catches_up(fault_clusters, cluster_workdir, unique_name,
+                                                                    tmp_path):
+    topic, remote = unique_name, f"A.{unique_name}"
+    a, b = fault_clusters["fault-a"].bootstrap, fault_clusters["fault-b"].bootstrap
+    create_topic(a, topic, PARTITIONS)
+    config = replicator_config(tmp_path, fault_clusters, topic)
+    rep = Replicator(config, tmp_path / "mm2.log").start()
+    stream = Stream(a, topic).start()
+
+    def status() -> dict:
+        out = subprocess.run([sys.executable, "-m", "mm2py", "status", str(config), "--json"], cwd=REPO,
+                             capture_output=True, text=True, timeout=120)
+        return json.loads(out.stdout)[0]
+
+    try:
+        wait_for(lambda: all_there(b, remote, {p: v[:50] for p, v in stream.acked.items()}), 180,
+                 "the flow is mirroring", rep)
+        devcluster.kill_cluster_hard("fault-b", cluster_workdir)
+        down_at = time.monotonic()
+        wait_for(lambda: status().get("replicator_state") == "stalled", 120, "status shows the flow stalled", rep)
+        stalled = status()
+        assert stalled["error"] and "cluster=B" in stalled["error"], stalled
+        assert "cluster=B" in (stalled["replicator_reason"] or ""), stalled
+        time.sleep(max(0.0, 180 - (time.monotonic() - down_at)))  # three minutes down in all
+        assert rep.alive(), rep.tail()
+        devcluster.start_cluster("fault-b", PORTS["fault-b"], workdir=cluster_workdir)
+        total = stream.stop()
+        wait_for(lambda: all_there(b, remote, stream.acked), 300, "caught up after the target came back", rep)
+        wait_for(lambda: status().get("replicator_state") == "running", 120, "status shows it running again", rep)
+    finally:
+        stream._stop.set()
+        rc = rep.stop()
+    missing, duplicates = mirrored_in_order(b, remote, stream.acked)
+    assert missing == 0 and total > 0
+    print(f"target down 3 min: {total} records, {duplicates} duplicates, replicator exit {rc}")
+    assert rc == 0, rep.tail()
+    log = (tmp_path / "mm2.log").read_text()
+    assert log.count("flow stalled") <= 3, "one line per change of state, not one per retry"

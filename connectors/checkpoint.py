@@ -1,4 +1,8 @@
-"""The checkpoint connector: translated group offsets every ``emit.checkpoints.interval.seconds``."""
+"""The checkpoint connector: translated group offsets every ``emit.checkpoints.interval.seconds``.
+
+Groups are listed on the driver side (``mm2py.checkpoint.schedule.GroupListing``, as MM2's
+connector lists them for its tasks) and travel with each pass; the pass runs in a task.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,11 @@ from collections.abc import Iterator
 
 from mm2py.connectors.options import decode_flow
 from mm2py.connectors.ticker import TickingReader
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
+
+from mm2py.checkpoint.schedule import GroupListing, sync_due
+from mm2py.config.model import FlowConfig
 
 
 class CheckpointDataSource(DataSource):
@@ -23,11 +30,36 @@ class CheckpointDataSource(DataSource):
         return CheckpointReader(flow, flow.emit_checkpoints_interval_seconds)
 
 
+class CheckpointPass(InputPartition):
+    def __init__(self, tick: int, groups: tuple[str, ...], sync_offsets: bool):
+        self.tick, self.groups, self.sync_offsets = tick, groups, sync_offsets
+
+
 class CheckpointReader(TickingReader):
-    def work(self, tick: int) -> Iterator[tuple]:
+    def __init__(self, flow: FlowConfig, interval_seconds: float):
+        super().__init__(flow, interval_seconds)
+        self.listing = GroupListing(flow.refresh_groups_enabled, flow.refresh_groups_interval_seconds)
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["listing"] = None  # driver side only
+        return state
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        if end["tick"] <= start["tick"]:
+            return []
+        from mm2py.kafka.admin import Admin
+
+        admin = Admin(self.flow.source, timeout_ms=self.flow.admin_timeout_ms)
+        groups = self.listing.current(lambda: admin.groups())
+        sync = sync_due(end["tick"], self.interval, self.flow.sync_group_offsets_interval_seconds)
+        return [CheckpointPass(end["tick"], groups, sync)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
         from mm2py.checkpoint.task import run_checkpoints  # in the task: the query's planner never needs it
 
-        report = run_checkpoints(self.flow)
+        assert isinstance(partition, CheckpointPass)
+        report = run_checkpoints(self.flow, partition.groups, partition.sync_offsets)
         synced = set(report.synced_groups)
         for cp in report.emitted:
             yield (cp.consumer_group_id, cp.topic, cp.partition, cp.upstream_offset, cp.downstream_offset,

@@ -53,8 +53,8 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def __init__(self, flow: FlowConfig, tasks: int, guard: LoopGuard | None = None):
         self.flow = flow
         self.guard = guard
-        # never more tasks than cores: extra ones only wait, each paying a Python worker round trip
-        self.tasks = min(flow.tasks_max, tasks) if flow.tasks_max else tasks
+        # tasks.max as given (above the core count, extra tasks wait for a core); else Spark's parallelism
+        self.tasks = flow.tasks_max or tasks
         self.settings = CopySettings(request_timeout_ms=flow.admin_timeout_ms, offset_lag_max=flow.offset_lag_max)
         self._planner = None  # driver side only; built on first use, never pickled
 

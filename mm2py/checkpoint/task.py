@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -65,7 +66,12 @@ class CheckpointReport:
     synced_groups: tuple[str, ...]
 
 
-def run_checkpoints(flow: FlowConfig) -> CheckpointReport:
+def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
+                    sync_offsets: bool | None = None) -> CheckpointReport:
+    """One checkpoint pass over ``groups`` (default: list them now), syncing offsets when ``sync_offsets``.
+
+    ``sync_offsets`` defaults to ``sync.group.offsets.enabled``; the connector passes its schedule.
+    """
     policy = policy_for(flow)
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
     dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
@@ -73,7 +79,8 @@ def run_checkpoints(flow: FlowConfig) -> CheckpointReport:
     ensure_compacted_topic(dst, topic, flow.checkpoints_topic_replication_factor)
     group_filter = GroupFilter(flow.groups, flow.groups_exclude)
     topic_filter = TopicFilter(flow.topics, flow.topics_exclude)
-    groups = sorted(g for g in src.groups() if group_filter.matches(g))
+    listed = src.groups() if groups is None else groups
+    groups = sorted(g for g in listed if group_filter.matches(g))
     index = load_syncs(flow)
     previous = load_checkpoints(flow)
     emitted: list[Checkpoint] = []
@@ -99,7 +106,7 @@ def run_checkpoints(flow: FlowConfig) -> CheckpointReport:
         writer = RecordWriter(flow.target, flow.admin_timeout_ms / 1000)
         writer.write(topic, ((cp.key_bytes(), cp.value_bytes()) for cp in emitted))
     synced: list[str] = []
-    if flow.sync_group_offsets_enabled:
+    if flow.sync_group_offsets_enabled and (sync_offsets is None or sync_offsets):
         latest = {**previous, **{(c.consumer_group_id, c.topic, c.partition): c for c in emitted}}
         synced = sync_group_offsets(dst, latest)
     return CheckpointReport(len(groups), tuple(emitted), tuple(synced))

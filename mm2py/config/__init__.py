@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from mm2py.config.delivery import check_delivery
 from mm2py.config.model import ClusterConfig, FlowConfig, MirrorMakerConfig
 from mm2py.config.properties import Entry, parse_properties
 from mm2py.config.resolve import parse_cluster_key, parse_flow_key, resolve
@@ -41,7 +42,9 @@ def load_text(text: str, source: str = "<text>", fmt: Format = "properties") -> 
         entries = parse_properties(text, source)
     else:
         raise ValueError(f"unknown configuration format {fmt!r} (expected 'properties' or 'yaml')")
-    return resolve(entries, source)
+    config = resolve(entries, source)
+    check_delivery(entries, config, source)
+    return config
 
 
 def _read(path: Path, fmt: Format) -> str:

@@ -157,8 +157,8 @@ FLOW_KEYS: tuple[Key, ...] = (
     _flow("admin.timeout.ms", Kind.INT,
           "Timeout of admin operations; also bounds how long an unreachable cluster is waited for.", minimum=1),
     _flow("consumer.poll.timeout.ms", Kind.INT, "Longest wait of one source fetch.", minimum=1),
-    _flow("tasks.max", Kind.INT, "Spark tasks per micro-batch of a flow (default: Spark's parallelism).",
-          minimum=1),
+    _flow("tasks.max", Kind.INT, "Most Spark tasks per micro-batch of a flow (default: Spark's parallelism); "
+          "above the core count tasks queue for a core, each paying a Python worker round trip.", minimum=1),
     _flow("exactly.once.support", Kind.ENUM, "Exactly-once delivery on the target.",
           choices=("requested", "required", "disabled")),
     _flow("partition.mismatch", Kind.ENUM, "Target with fewer partitions: error, or hash keys like a Java producer.",

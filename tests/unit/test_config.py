@@ -77,10 +77,10 @@ def test_key_spellings_that_differ_from_field_names():
 def test_typed_values():
     f = flow(load_text(AB + "tasks.max = 4\nemit.heartbeats.interval.seconds = 0.5\nsync.topic.acls.enabled = FALSE\n"
                        "partition.mismatch = hash\nmax.batch.bytes = 1048576\ntrigger.interval.ms = 0\n"
-                       "topics =  a ,b,, c \nexactly.once.support = Required\n"), "A->B")
+                       "topics =  a ,b,, c \nexactly.once.support = Disabled\n"), "A->B")
     assert (f.tasks_max, f.emit_heartbeats_interval_seconds, f.sync_topic_acls_enabled) == (4, 0.5, False)
     assert (f.partition_mismatch, f.max_batch_bytes, f.trigger_interval_ms) == ("hash", 1048576, 0)
-    assert f.topics == ("a", "b", "c") and f.exactly_once_support == "required"
+    assert f.topics == ("a", "b", "c") and f.exactly_once_support == "disabled"
 
 
 def test_empty_topics_list_mirrors_nothing():
@@ -449,3 +449,24 @@ def test_examples_load():
     for path in examples:
         cfg = load(path)
         assert cfg.enabled_flows and cfg.unknown_keys == (), path
+
+
+def test_exactly_once_required_is_refused_naming_key_and_line() -> None:
+    text = ("clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+            "A->B.enabled = true\nA->B.exactly.once.support = required\n")
+    with pytest.raises(ConfigError) as err:
+        load_text(text, source="mm2.properties")
+    message = str(err.value)
+    assert "mm2.properties:5" in message and "A->B.exactly.once.support" in message
+    assert "at-least-once" in message
+
+
+def test_exactly_once_source_support_warns_that_flows_are_at_least_once() -> None:
+    import structlog
+
+    text = ("clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+            "A->B.enabled = true\nB.exactly.once.source.support = enabled\n")
+    with structlog.testing.capture_logs() as logs:
+        load_text(text)
+    warned = [e for e in logs if "exactly-once source support" in e["event"]]
+    assert warned and warned[0]["keys"] == ["B.exactly.once.source.support"]

@@ -26,10 +26,19 @@ $(JARS_STAMP): build/kafka/pom.xml
 
 jars: $(JARS_STAMP)
 
+# Prometheus and promtool, from Debian's prometheus package, for the metrics, dashboard and alert
+# tests; installed with apt-get when either is missing (as root). The package's service is not
+# started where services are disabled (policy-rc.d); the tests run their own, on 127.0.0.1 only.
+.PHONY: prometheus
+prometheus:
+	@if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; \
+	fi
+
 demo: $(VENV_STAMP) $(JARS_STAMP)
 	$(PY) -m mm2py.dev.demo
 
-test: $(VENV_STAMP) $(JARS_STAMP)
+test: $(VENV_STAMP) $(JARS_STAMP) prometheus
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests
 
 unit: $(VENV_STAMP)

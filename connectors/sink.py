@@ -36,7 +36,7 @@ def log_rows(flow: FlowConfig, what: str | None, metrics: Metrics | None = None)
         started = time.monotonic()
         rows = df.collect()
         if metrics is not None and what == "checkpoints":
-            metrics.observe_checkpoint_pass(flow, time.monotonic() - started)
+            metrics.observe_checkpoint_pass(flow, time.monotonic() - started, rows)
         if what and rows:
             log.info(f"{what} emitted", flow=flow.name, count=len(rows),
                      groups=sorted({r[0] for r in rows}), synced=sorted({r[0] for r in rows if r[-1]}))

@@ -55,7 +55,8 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self.guard = guard
         # tasks.max as given (above the core count, extra tasks wait for a core); else Spark's parallelism
         self.tasks = flow.tasks_max or tasks
-        self.settings = CopySettings(request_timeout_ms=flow.admin_timeout_ms, offset_lag_max=flow.offset_lag_max)
+        # fetch and produce settings of the flow's replication consumer and data producer (mm2py.config.clients)
+        self.settings = CopySettings.for_flow(flow)
         self._planner = None  # driver side only; built on first use, never pickled
 
     def __getstate__(self) -> dict:

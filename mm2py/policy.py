@@ -27,7 +27,9 @@ POLICY_CLASS_KEY = "replication.policy.class"
 
 
 class NameFilter(Protocol):
-    def matches(self, name: str) -> bool: ...
+    """A topic filter (``mm2py.filters.TopicFilterInterface``)."""
+
+    def should_replicate_topic(self, topic: str) -> bool: ...
 
 
 class ReplicationPolicy(ABC):
@@ -155,7 +157,8 @@ class ReplicationPolicy(ABC):
 
         Heartbeats travel even when the filter leaves them out, so hops can be counted.
         """
-        wanted = topic_filter.matches(topic) or (heartbeats_replication_enabled and self.is_heartbeats_topic(topic))
+        wanted = topic_filter.should_replicate_topic(topic) or (
+            heartbeats_replication_enabled and self.is_heartbeats_topic(topic))
         return wanted and not self.is_internal_topic(topic) and not self.is_cycle(topic, target_cluster_alias)
 
 
@@ -308,8 +311,12 @@ def policy_for(flow: FlowConfig) -> ReplicationPolicy:
 
 
 def offset_syncs_location(flow: FlowConfig) -> tuple[ClusterConfig, str]:
-    """The cluster holding a flow's offset syncs (``offset-syncs.topic.location``) and the topic there."""
+    """The cluster holding a flow's offset syncs (``offset-syncs.topic.location``) and the topic there.
+
+    The cluster carries the settings of the clients that write and read the syncs (MM2's
+    offset-syncs producer and consumer, ``mm2py.config.clients``).
+    """
     policy = policy_for(flow)
     if flow.offset_syncs_topic_location == "target":
-        return flow.target, policy.offset_syncs_topic(flow.source.alias)
-    return flow.source, policy.offset_syncs_topic(flow.target.alias)
+        return flow.offset_syncs or flow.target, policy.offset_syncs_topic(flow.source.alias)
+    return flow.offset_syncs or flow.source, policy.offset_syncs_topic(flow.target.alias)

@@ -22,7 +22,10 @@ mm2py refuses only what can loop:
 - Only simple cycles are followed. A name that keeps its form round a walk revisiting a cluster
   keeps it round each simple cycle the walk is made of, so the guards of those cycles stop it.
 - A guard is plain data (pickled into Spark options with its flow); policies and filters are
-  rebuilt from it, once per process.
+  rebuilt from it, once per process. A hop keeps its flow's ``topic.filter.class`` (and, for a
+  class of the user's, the keys it is configured with), so it selects what its flow selects.
+- A cycle with a hop whose ``topic.filter.class`` is the user's is never refused at start (what
+  the class selects cannot be known in advance); its guards decide per topic.
 """
 
 from __future__ import annotations
@@ -33,7 +36,14 @@ from functools import cache
 
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.filters import TopicFilter
+from mm2py.filters import (
+    DEFAULT_TOPIC_FILTER,
+    TOPIC,
+    TopicFilterInterface,
+    filter_props,
+    is_default,
+    load_topic_filter,
+)
 from mm2py.policy import ReplicationPolicy, load_policy
 
 _PROBE = "mm2py-topology-probe"
@@ -54,8 +64,11 @@ def _policy(class_name: str, separator: str, internal_separator: bool, source_al
 
 
 @cache
-def _filter(topics: tuple[str, ...], exclude: tuple[str, ...]) -> TopicFilter:
-    return TopicFilter(topics, exclude)
+def _filter(class_name: str, topics: tuple[str, ...], exclude: tuple[str, ...],
+            props: tuple[tuple[str, str], ...]) -> TopicFilterInterface:
+    # as topic_filter_for(flow), from plain data; one filter per process and hop
+    topic_keys = {"topics": ",".join(topics), "topics.exclude": ",".join(exclude)}
+    return load_topic_filter(class_name, {**dict(props), **topic_keys})
 
 
 @dataclass(frozen=True)
@@ -72,23 +85,32 @@ class Hop:
     internal_topic_separator_enabled: bool = True
     heartbeats_replication_enabled: bool = True
     blind: bool = False
+    topic_filter_class: str = DEFAULT_TOPIC_FILTER
+    # the flow's keys (filter_props), only for a filter class of the user's: the default needs topics alone
+    topic_filter_props: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, flow: FlowConfig) -> Hop:
         policy = _policy(flow.replication_policy_class, flow.replication_policy_separator,
                          flow.internal_topic_separator_enabled, flow.source.alias)
+        default_filter = is_default(TOPIC, flow.topic_filter_class)
+        props = () if default_filter else tuple(sorted(filter_props(flow).items()))
         return cls(flow.name, flow.source.alias, flow.target.alias, tuple(flow.topics), tuple(flow.topics_exclude),
                    flow.replication_policy_class, flow.replication_policy_separator,
                    flow.internal_topic_separator_enabled, flow.heartbeats_replication_enabled,
-                   _is_blind(policy, flow.source.alias))
+                   _is_blind(policy, flow.source.alias), flow.topic_filter_class, props)
 
     @property
     def policy(self) -> ReplicationPolicy:
         return _policy(self.policy_class, self.separator, self.internal_topic_separator_enabled, self.source)
 
     @property
-    def topic_filter(self) -> TopicFilter:
-        return _filter(self.topics, self.topics_exclude)
+    def topic_filter(self) -> TopicFilterInterface:
+        return _filter(self.topic_filter_class, self.topics, self.topics_exclude, self.topic_filter_props)
+
+    @property
+    def default_filter(self) -> bool:
+        return is_default(TOPIC, self.topic_filter_class)
 
     def selects(self, topic: str) -> bool:
         """Whether this flow mirrors ``topic`` of its source (MM2's shouldReplicateTopic)."""
@@ -191,9 +213,9 @@ def is_blind(flow: FlowConfig) -> bool:
 
 
 def _every_topic_loops(cycle: tuple[Hop, ...]) -> bool:
-    """Each hop selects ``.*`` with the same exclusions, and an ordinary name goes round."""
+    """Each hop selects ``.*`` with the same exclusions (default filters only), and an ordinary name goes round."""
     exclude = set(cycle[0].topics_exclude)
-    same = all(MATCH_ALL in h.topics and set(h.topics_exclude) == exclude for h in cycle)
+    same = all(h.default_filter and MATCH_ALL in h.topics and set(h.topics_exclude) == exclude for h in cycle)
     return same and LoopGuard(cycle[0].flow, (cycle,)).loop_for(_PROBE) is not None
 
 

@@ -24,7 +24,7 @@ import gc
 from collections.abc import Iterator
 
 from mm2py.config.model import ClusterConfig
-from mm2py.kafka.wire import RawClient
+from mm2py.kafka.wire import RawClient, settings_of
 
 # Objects in the oldest collected generation that make a new freeze worth its full collection.
 REFREEZE_OBJECTS = 20_000
@@ -52,15 +52,17 @@ def thaw() -> None:
     _frozen = False
 
 
-def _key(cluster: ClusterConfig, client_id: str, timeout_ms: int) -> tuple:
-    return (cluster.alias, cluster.bootstrap_servers, tuple(sorted(cluster.client.items())), client_id, timeout_ms)
+def _key(cluster: ClusterConfig, role: str, client_id: str, timeout_ms: int, receive_max_bytes: int) -> tuple:
+    settings = tuple(sorted(settings_of(cluster, role).items()))
+    return (cluster.alias, cluster.bootstrap_servers, role, settings, client_id, timeout_ms, receive_max_bytes)
 
 
-def _client(cluster: ClusterConfig, client_id: str, timeout_ms: int) -> RawClient:
-    key = _key(cluster, client_id, timeout_ms)
+def _client(cluster: ClusterConfig, role: str, client_id: str, timeout_ms: int, receive_max_bytes: int) -> RawClient:
+    key = _key(cluster, role, client_id, timeout_ms, receive_max_bytes)
     client = _kept.get(key)
     if client is None:
-        client = _kept[key] = RawClient(cluster, client_id=client_id, timeout_ms=timeout_ms)
+        client = _kept[key] = RawClient(cluster, client_id=client_id, timeout_ms=timeout_ms, role=role,
+                                        receive_max_bytes=receive_max_bytes)
     return client
 
 
@@ -75,12 +77,17 @@ def _drop(client: RawClient) -> None:
 
 @contextlib.contextmanager
 def task_clients(
-    source: ClusterConfig, target: ClusterConfig, client_id: str, timeout_ms: int
+    source: ClusterConfig, target: ClusterConfig, client_id: str, timeout_ms: int, *, receive_max_bytes: int = 256 << 20
 ) -> Iterator[tuple[RawClient, RawClient]]:
-    """The (source, target) clients of one task: kept ones when this worker has them."""
-    src = _client(source, client_id, timeout_ms)
+    """The (source, target) clients of one task: kept ones when this worker has them.
+
+    The source's fetches are the replication consumer's (``source.consumer``), the target's
+    writes the data producer's (``target.producer``): their settings, client.id first, win over
+    ``client_id``.
+    """
+    src = _client(source, "consumer", client_id, timeout_ms, receive_max_bytes)
     try:
-        dst = _client(target, client_id, timeout_ms)
+        dst = _client(target, "producer", client_id, timeout_ms, receive_max_bytes)
     except BaseException:
         _drop(src)
         raise

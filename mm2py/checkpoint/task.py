@@ -23,7 +23,7 @@ import structlog
 from mm2py.checkpoint.translation import SyncIndex
 from mm2py.config.model import FlowConfig
 from mm2py.errors import FormatError
-from mm2py.filters import GroupFilter, TopicFilter
+from mm2py.filters import group_filter_for, topic_filter_for
 from mm2py.formats import Checkpoint, OffsetSync
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import RecordWriter, ensure_compacted_topic, read_all
@@ -77,10 +77,10 @@ def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
     dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
     topic = policy.checkpoints_topic(flow.source.alias)
     ensure_compacted_topic(dst, topic, flow.checkpoints_topic_replication_factor)
-    group_filter = GroupFilter(flow.groups, flow.groups_exclude)
-    topic_filter = TopicFilter(flow.topics, flow.topics_exclude)
+    group_filter = group_filter_for(flow)
+    topic_filter = topic_filter_for(flow)
     listed = src.groups() if groups is None else groups
-    groups = sorted(g for g in listed if group_filter.matches(g))
+    groups = sorted(g for g in listed if group_filter.should_replicate_group(g))
     index = load_syncs(flow)
     previous = load_checkpoints(flow)
     emitted: list[Checkpoint] = []

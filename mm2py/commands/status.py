@@ -34,6 +34,11 @@ def render(flows: list[FlowStatus], rates: dict[RateKey, float] | None = None) -
             since = time.strftime("%H:%M:%S", time.localtime(f.replicator_since or 0))
             why = f": {f.replicator_reason}" if f.replicator_reason else ""
             lines.append(f"flow {f.flow}: replicator {f.replicator_state.upper()} since {since}{why}")
+        if f.replicator_audit:
+            missing = sum(a[2] for a in f.replicator_audit)
+            lines.append(f"flow {f.flow}: audit {missing:,} records missing on the target, "
+                         f"{sum(a[3] for a in f.replicator_audit):,} duplicates"
+                         + "".join(f"; {t} partition {p}: {m:,} missing" for t, p, m, _ in f.replicator_audit if m))
         if f.error:
             lines.append(f"flow {f.flow}: UNAVAILABLE: {f.error}")
             continue
@@ -62,16 +67,21 @@ def rates_between(before: list[FlowStatus], after: list[FlowStatus], seconds: fl
             for f in after for t in f.topics if (f.flow, t.topic) in old and seconds > 0}
 
 
+def _metrics_host(bind_address: str) -> str:
+    """Where this machine reaches the replicator's metrics (it listens on every interface by default)."""
+    return "127.0.0.1" if bind_address in ("", "0.0.0.0", "::") else bind_address
+
+
 def _run(args: argparse.Namespace) -> int:
     config = load(args.config)
     flows = config.flows_into(tuple(args.clusters) if args.clusters else None)
     if not args.watch:
-        result = status(flows, config.metrics_port)
+        result = status(flows, config.metrics_port, _metrics_host(config.metrics_bind_address))
         print(json.dumps([f.to_json() for f in result], indent=2) if args.json else render(result))
         return 1 if any(f.error for f in result) else 0
     previous, at = None, time.monotonic()
     while True:
-        result = status(flows, config.metrics_port)
+        result = status(flows, config.metrics_port, _metrics_host(config.metrics_bind_address))
         now = time.monotonic()
         rates = rates_between(previous, result, now - at) if previous is not None else {}
         previous, at = result, now

@@ -123,6 +123,13 @@ FLOW_KEYS: tuple[Key, ...] = (
     _flow("groups.exclude", Kind.REGEX_LIST, "Consumer groups never checkpointed; wins over groups.",
           deprecated_names=("groups.blacklist",)),
     _flow("replication.policy.class", Kind.CLASS, "Remote topic naming: MM2's Java class name or a Python path."),
+    _flow("topic.filter.class", Kind.CLASS, "Which topics a flow mirrors: MM2's DefaultTopicFilter (topics, "
+          "topics.exclude) or the Python path of a class with should_replicate_topic (mm2py.filters)."),
+    _flow("group.filter.class", Kind.CLASS, "Which consumer groups a flow checkpoints: MM2's DefaultGroupFilter "
+          "(groups, groups.exclude) or the Python path of a class with should_replicate_group (mm2py.filters)."),
+    _flow("config.property.filter.class", Kind.CLASS, "Which topic configs are copied: MM2's "
+          "DefaultConfigPropertyFilter (config.properties.exclude, use.defaults.from) or the Python path of a class "
+          "with should_replicate_config_property (mm2py.filters)."),
     _flow("replication.policy.separator", Kind.STR, "Separator between cluster alias and topic in remote names."),
     _flow("replication.policy.internal.topic.separator.enabled", Kind.BOOL,
           "Use the separator in internal topic names too (KIP-949).", field="internal_topic_separator_enabled"),
@@ -174,16 +181,23 @@ FLOW_KEYS: tuple[Key, ...] = (
           extension=True),
 )
 
-# The source consumer's reset policy, read from the consumer settings (MM2 forces 'earliest'
-# unless overridden); declared here for its type, default and doc.
+# The source consumer's reset policy, read from the replication consumer's settings (MM2 forces
+# 'earliest' unless overridden; mm2py.config.clients); declared here for its type, default and doc.
 AUTO_OFFSET_RESET = Key("auto.offset.reset", Kind.ENUM, _FLOW_DEFAULTS["auto_offset_reset"],
                         "Where a partition without a recorded position starts "
-                        "('{source}.consumer.auto.offset.reset' or 'consumer.auto.offset.reset').",
+                        "('{source}.consumer.auto.offset.reset' or '{source}->{target}.consumer.auto.offset.reset').",
                         Scope.CLUSTER, "auto_offset_reset", choices=("earliest", "latest"))
 
 CLUSTERS = Key("clusters", Kind.LIST, (), "Cluster aliases (required), e.g. 'A, B'.", Scope.GLOBAL)
 METRICS_PORT = Key("metrics.port", Kind.INT, None, "Port of the Prometheus metrics endpoint (default: none).",
                    Scope.GLOBAL, minimum=1, maximum=65535, extension=True)
+METRICS_BIND_ADDRESS = Key("metrics.bind.address", Kind.STR, "0.0.0.0",
+                           "Address the metrics endpoint listens on (127.0.0.1: this machine only; default: every "
+                           "interface).", Scope.GLOBAL, extension=True)
+AUDIT_INTERVAL = Key("audit.interval.seconds", Kind.FLOAT, 60.0,
+                     "Completeness audit: compare record counts per topic, partition and minute of the source and "
+                     "the target every this many seconds, with metrics.port set (0: off).", Scope.GLOBAL, minimum=0,
+                     extension=True)
 BOOTSTRAP_SERVERS = Key("bootstrap.servers", Kind.LIST, None,
                         "Brokers of a cluster ('{alias}.bootstrap.servers', required for clusters in use).",
                         Scope.CLUSTER)
@@ -191,7 +205,8 @@ BOOTSTRAP_SERVERS = Key("bootstrap.servers", Kind.LIST, None,
 FLOW_KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in FLOW_KEYS}
 # old spelling -> the key it stands for
 DEPRECATED_NAMES: dict[str, Key] = {old: k for k in FLOW_KEYS for old in k.deprecated_names}
-ALL_KEYS: tuple[Key, ...] = (*FLOW_KEYS, AUTO_OFFSET_RESET, CLUSTERS, METRICS_PORT, BOOTSTRAP_SERVERS)
+ALL_KEYS: tuple[Key, ...] = (*FLOW_KEYS, AUTO_OFFSET_RESET, CLUSTERS, METRICS_PORT, METRICS_BIND_ADDRESS,
+                             AUDIT_INTERVAL, BOOTSTRAP_SERVERS)
 
 CLIENT_TYPES = ("consumer", "producer", "admin")
 
@@ -204,7 +219,7 @@ _WORKER = (
     r"offset\.flush\.(interval|timeout)\.ms|dedicated\.mode\.enable\.internal\.rest"
     r"|(key|value|header)\.converter(\..+)?|(config|offset|status)\.storage\..+"
     r"|exactly\.once\.source\.support|group\.id|listeners|rest\..+|task\..+|worker\..+"
-    r"|(topic|group|config\.property)\.filter\.class|forwarding\.admin\.class"
+    r"|forwarding\.admin\.class"
 )
 WORKER_KEY = re.compile(_WORKER)
 
@@ -216,12 +231,10 @@ ACCEPTED = re.compile(
     r"|client\.id|request\.timeout\.ms|name|connector\.class|source\.cluster\.alias|target\.cluster\.alias"
     r"|replication\.policy\..+|emit\.heartbeats\..+|emit\.checkpoints\..+|checkpoints\.topic\..+"
     r"|heartbeats\.topic\..+|offset-syncs\.topic\..+|sync\.group\.offsets\..+"
+    r"|(source|target)\.(cluster|consumer|producer|admin)\..+"  # per flow: mm2py.config.clients
 )
 
-# Filter classes mm2py does not load: anything but MM2's defaults would be silently ignored.
+# Classes mm2py does not load: anything but MM2's defaults would be silently ignored.
 DEFAULT_CLASSES = {
-    "topic.filter.class": "org.apache.kafka.connect.mirror.DefaultTopicFilter",
-    "group.filter.class": "org.apache.kafka.connect.mirror.DefaultGroupFilter",
-    "config.property.filter.class": "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",
     "forwarding.admin.class": "org.apache.kafka.clients.admin.ForwardingAdmin",
 }

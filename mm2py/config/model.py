@@ -50,9 +50,14 @@ def frozen_map(values: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
 class ClusterConfig:
     """One Kafka cluster named in ``clusters``.
 
-    ``client`` holds every ``{alias}.<client-setting>`` (security.protocol, sasl.*, ssl.*, ...)
-    that applies to all clients; ``consumer``/``producer``/``admin`` are ``client`` overlaid with
-    the ``{alias}.consumer.*``/``producer.*``/``admin.*`` scoped keys.
+    In ``MirrorMakerConfig.clusters`` (mm2py's own tools): ``client`` holds every
+    ``{alias}.<client-setting>`` with top-level security settings beneath; ``consumer``/``producer``/
+    ``admin`` are ``client`` overlaid with top-level and then ``{alias}.`` typed keys.
+
+    In a ``FlowConfig`` (``source``, ``target``, ``offset_syncs``) the same cluster carries the
+    settings of that flow's clients, as MM2 routes them: ``source.consumer`` is the replication
+    consumer, ``target.producer`` the data producer, and so on (``mm2py.config.clients`` has the
+    table). ``client`` stays the cluster's (the position store's clients, MM2's worker clients).
     """
 
     alias: str
@@ -69,7 +74,8 @@ class FlowConfig:
 
     Precedence (as MM2's MirrorMakerConfig): ``{src}->{tgt}.key`` beats the top-level ``key``
     beats the default. ``{alias}.key`` is a client setting of that cluster, never a flow setting;
-    only ``auto_offset_reset`` comes from the source cluster's consumer settings.
+    only ``auto_offset_reset`` comes from the replication consumer's settings (``source.consumer``).
+    Client settings reach ``source``/``target``/``offset_syncs`` as ``mm2py.config.clients`` says.
     """
 
     source: ClusterConfig
@@ -80,6 +86,10 @@ class FlowConfig:
     groups: tuple[str, ...] = (".*",)
     groups_exclude: tuple[str, ...] = ("console-consumer-.*", "connect-.*", "__.*")
     replication_policy_class: str = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+    # MM2's default filter classes, or Python paths (mm2py.filters)
+    topic_filter_class: str = "org.apache.kafka.connect.mirror.DefaultTopicFilter"
+    group_filter_class: str = "org.apache.kafka.connect.mirror.DefaultGroupFilter"
+    config_property_filter_class: str = "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter"
     replication_policy_separator: str = "."
     internal_topic_separator_enabled: bool = True
     replication_factor: int = 2
@@ -126,6 +136,9 @@ class FlowConfig:
     trigger_interval_ms: int = 500  # minimum time between micro-batches
     # every resolved key (including unknown ones), for plugins and diagnostics
     raw: Mapping[str, str] = field(default_factory=frozen_map)
+    # the cluster holding the offset syncs (offset-syncs.topic.location), with the settings of the
+    # clients that write and read them; None: ``source`` or ``target`` as they are
+    offset_syncs: ClusterConfig | None = None
 
     @property
     def name(self) -> str:
@@ -140,6 +153,8 @@ class MirrorMakerConfig:
     flows: tuple[FlowConfig, ...]
     spark: Mapping[str, str] = field(default_factory=frozen_map)  # spark.* keys, e.g. spark.master
     metrics_port: int | None = None
+    metrics_bind_address: str = "0.0.0.0"  # metrics.bind.address
+    audit_interval_seconds: float = 60.0  # audit.interval.seconds; 0: no completeness audit
     source_path: str | None = None
     unknown_keys: tuple[str, ...] = ()
 

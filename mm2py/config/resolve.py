@@ -8,28 +8,30 @@ A key is one of (MM2's ``MirrorMakerConfig``):
 - anything else: top level, the fallback of every flow (and, for client settings, of every
   cluster).
 
-A flow setting is ``{src}->{tgt}.key``, else the top-level ``key``, else the default. A
-cluster's consumer settings are, weakest first: top-level client settings, top-level
-``consumer.*``, ``{alias}.*``, ``{alias}.consumer.*``. Every problem is collected and raised
-together, each naming its key and line.
+A flow setting is ``{src}->{tgt}.key``, else the top-level ``key``, else the default. Which
+client setting reaches which client of a flow is ``mm2py.config.clients``'s table (MM2 4.3's
+rules). Every problem is collected and raised together, each naming its key and line.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import structlog
 
+from mm2py.config import clients
 from mm2py.config.keys import (
     ACCEPTED,
+    AUDIT_INTERVAL,
     AUTO_OFFSET_RESET,
     CLIENT_TYPES,
     DEFAULT_CLASSES,
     DEPRECATED_NAMES,
     FLOW_KEYS,
     FLOW_KEYS_BY_NAME,
+    METRICS_BIND_ADDRESS,
     METRICS_PORT,
     TOP_LEVEL_CLIENT,
     WORKER_KEY,
@@ -40,6 +42,7 @@ from mm2py.config.keys import (
 from mm2py.config.model import ClusterConfig, FlowConfig, MirrorMakerConfig, frozen_map
 from mm2py.config.properties import Entry
 from mm2py.errors import ConfigError, ConfigProblem
+from mm2py.filters import FILTER_KINDS, filter_props, is_default, load_filter
 
 log = structlog.get_logger(__name__)
 
@@ -108,7 +111,7 @@ class _Resolver:
         self.problems: list[ConfigProblem] = []
         self.unknown: list[str] = []
         self.misplaced: list[str] = []  # flow settings under a cluster alias: MM2 ignores them
-        self.custom_classes: dict[str, str] = {}  # filter/admin classes we accept but cannot load
+        self.custom_classes: dict[str, str] = {}  # admin classes we accept but cannot load
         self.top = _Settings()
         self.flows: dict[tuple[str, str], _Settings] = {}
         self.top_clients = _Layers()
@@ -116,6 +119,12 @@ class _Resolver:
         self.bootstrap: dict[str, str] = {}
         self.spark: dict[str, str] = {}
         self.metrics_port: int | None = None
+        self.metrics_bind_address = str(METRICS_BIND_ADDRESS.default)
+        self.audit_interval_seconds = float(AUDIT_INTERVAL.default)  # type: ignore[arg-type]
+        # client settings that reach no client, or that a client of mm2py does not apply: key -> why
+        self.client_notes: dict[str, str] = {}
+        self.spellings: clients.Spellings | None = None
+        self.routed: dict[tuple[str, str], clients.FlowClients] = {}
 
     def problem(self, key: str | None, message: str, line: int | None = None) -> None:
         if line is None and key in self.entries:
@@ -169,6 +178,8 @@ class _Resolver:
         if self.setting(settings, name, setting, entry.value):
             return
         self.check_class(name, setting, entry)
+        if clients.flow_level_nowhere(setting):
+            self.client_notes[name] = clients.NOWHERE_FLOW
         if not ACCEPTED.fullmatch(setting):
             self.unknown.append(name)
 
@@ -184,15 +195,25 @@ class _Resolver:
             return
         if setting in ("auto.offset.reset", _RESET_KEY):
             self.parse(AUTO_OFFSET_RESET, name, entry.value)
+        if clients.worker_only(setting):
+            self.client_notes[name] = clients.WORKER_ONLY
         self.cluster_clients.setdefault(alias, _Layers()).put(setting, entry.value.strip())
 
     def top_level_key(self, name: str, entry: Entry) -> None:
         self.top.raw[name] = entry.value
         if self.setting(self.top, name, name, entry.value):
             return
+        if clients.top_level_nowhere(name):
+            self.client_notes[name] = clients.NOWHERE_TOP
         if name == "metrics.port":
             port = self.parse(METRICS_PORT, name, entry.value)
             self.metrics_port = int(port) if port is not None else None
+        elif name == "metrics.bind.address":
+            address = self.parse(METRICS_BIND_ADDRESS, name, entry.value)
+            self.metrics_bind_address = str(address) if address is not None else self.metrics_bind_address
+        elif name == "audit.interval.seconds":
+            seconds = self.parse(AUDIT_INTERVAL, name, entry.value)
+            self.audit_interval_seconds = float(seconds) if seconds is not None else self.audit_interval_seconds  # type: ignore[arg-type]
         elif name.startswith("spark."):
             self.spark[name] = entry.value.strip()
         elif TOP_LEVEL_CLIENT.fullmatch(name) or name.partition(".")[0] in CLIENT_TYPES:
@@ -212,10 +233,8 @@ class _Resolver:
 
     def setting(self, settings: _Settings, name: str, setting: str, text: str) -> bool:
         """Record a flow setting of one scope; False if ``setting`` is no flow setting."""
-        if setting == _RESET_KEY and settings is not self.top:
-            value = self.parse(AUTO_OFFSET_RESET, name, text)
-            if value is not None:
-                settings.values["auto_offset_reset"] = value
+        if setting in (_RESET_KEY, "source.consumer.auto.offset.reset") and settings is not self.top:
+            self.parse(AUTO_OFFSET_RESET, name, text)  # the value is the replication consumer's (flow())
             return True
         key = FLOW_KEYS_BY_NAME.get(setting)
         deprecated = key is None
@@ -239,16 +258,41 @@ class _Resolver:
         bootstrap = self.bootstrap.get(alias) or ",".join(split_list(top.client.get("bootstrap.servers", "")))
         return ClusterConfig(alias=alias, bootstrap_servers=bootstrap, client=frozen_map(client), **typed)
 
+    def client_spellings(self) -> clients.Spellings:
+        if self.spellings is None:
+            top = {k: v for k, v in self.top_clients.client.items() if k != "bootstrap.servers"}
+            per_cluster = {alias: {**own.client, **{f"{t}.{k}": v for t, typed in own.typed.items()
+                                                    for k, v in typed.items()}}
+                           for alias, own in self.cluster_clients.items()}
+            per_flow = {pair: {k: v.strip() for k, v in scoped.raw.items()} for pair, scoped in self.flows.items()}
+            self.spellings = clients.Spellings(top, per_cluster, per_flow)
+        return self.spellings
+
     def flow(self, src: ClusterConfig, tgt: ClusterConfig) -> FlowConfig:
         scoped = self.flows.get((src.alias, tgt.alias), _Settings())
         values = {k.field: k.default for k in (*FLOW_KEYS, AUTO_OFFSET_RESET) if k.field}
-        reset = src.consumer.get("auto.offset.reset")
-        if reset is not None and reset.strip().lower() in AUTO_OFFSET_RESET.choices:
-            values["auto_offset_reset"] = reset.strip().lower()
         values.update(self.top.values)
         values.update(scoped.values)
+        # every client of the flow with MM2's precedence (mm2py.config.clients)
+        location = str(values["offset_syncs_topic_location"])
+        routed = clients.flow_clients(self.client_spellings(), src.alias, tgt.alias, location)
+        reset = routed.replication_consumer.get("auto.offset.reset")
+        if reset is not None and reset.value.strip().lower() in AUTO_OFFSET_RESET.choices:
+            values["auto_offset_reset"] = reset.value.strip().lower()
+
+        def settings(layer: clients.Layer) -> Mapping[str, str]:
+            return frozen_map(clients.values(layer))
+
+        source = replace(src, consumer=settings(routed.replication_consumer), producer=settings(routed.source_producer),
+                         admin=settings(routed.source_admin))
+        target = replace(tgt, consumer=settings(routed.checkpoints_consumer), producer=settings(routed.data_producer),
+                         admin=settings(routed.target_admin))
+        syncs = replace(tgt if location == "target" else src, consumer=settings(routed.offset_syncs_consumer),
+                        producer=settings(routed.offset_syncs_producer), admin=settings(routed.offset_syncs_admin))
+        self.routed[(src.alias, tgt.alias)] = routed
         raw = {**self.top.raw, **scoped.raw}
-        return FlowConfig(source=src, target=tgt, raw=frozen_map(raw), **values)  # type: ignore[arg-type]
+        return FlowConfig(source=source, target=target, raw=frozen_map(raw), offset_syncs=syncs,
+                          **values)  # type: ignore[arg-type]
 
     def enabled_line(self, flow: FlowConfig) -> int | None:
         for name in (f"{flow.name}.enabled", "enabled"):
@@ -267,9 +311,45 @@ class _Resolver:
                 self.problem(key, f"missing: flow {flow.name} (enabled at this line) needs the brokers of "
                                   f"{cluster.alias}, e.g. '{key} = host:9092'", self.enabled_line(flow))
 
+    def check_filters(self, flows: Iterable[FlowConfig]) -> None:
+        """Load, build and configure each flow's filter classes now: one that cannot is refused, key and line.
+
+        Keys of their own the classes read in ``configure`` are no longer unknown.
+        """
+        reported: set[tuple[str, str]] = set()
+        for flow in flows:
+            for kind in FILTER_KINDS.values():
+                field_name = kind.key.replace(".", "_")
+                class_name = getattr(flow, field_name)
+                used: set[str] = set()
+                try:
+                    if not is_default(kind, class_name):
+                        load_filter(kind, class_name, filter_props(flow), used)
+                        read = {*used, *(f"{flow.name}.{k}" for k in used)}
+                        self.unknown = [k for k in self.unknown if k not in read]
+                except ConfigError as e:
+                    scoped = self.flows.get((flow.source.alias, flow.target.alias), _Settings()).names
+                    name = f"{flow.name}.{kind.key}" if field_name in scoped else kind.key
+                    for problem in e.problems:
+                        if (name, problem.message) not in reported:
+                            reported.add((name, problem.message))
+                            self.problem(name, problem.message if name != kind.key else
+                                         f"{problem.message} (flow {flow.name})")
+
+    def check_clients(self, flows: Iterable[FlowConfig]) -> None:
+        """Refuse client settings mm2py cannot honour safely; note the ones a client does not apply."""
+        found = clients.review(*(self.routed[(flow.source.alias, flow.target.alias)] for flow in flows))
+        for key, why in found.warned.items():
+            self.client_notes.setdefault(key, why)
+        for key, why in found.refused.items():
+            self.problem(key, why)
+
     def warn(self) -> None:
+        if self.client_notes:
+            log.warning("client settings mm2py does not apply (MM2's routing, or no equivalent in mm2py's clients)",
+                        settings=dict(sorted(self.client_notes.items())), source=self.source)
         if self.custom_classes:
-            log.warning("custom filter and admin classes are not supported; MM2's defaults apply",
+            log.warning("custom admin classes are not supported; MM2's defaults apply",
                         classes=self.custom_classes, source=self.source)
         if not self.unknown:
             return
@@ -278,6 +358,12 @@ class _Resolver:
             hint = ("flow settings under a cluster alias have no effect in MM2; "
                     "scope them to a flow ('{src}->{tgt}.<key>') or the top level")
         log.warning("unknown configuration keys (ignored)", keys=self.unknown, source=self.source, hint=hint)
+
+
+def _running(flows: Iterable[FlowConfig], enabled: set[tuple[str, str]]) -> tuple[FlowConfig, ...]:
+    """The flows that run: the enabled ones and, for heartbeats only, their reverses (MM2 creates their herders)."""
+    return tuple(f for f in flows if f.enabled or (
+        f.emit_heartbeats_enabled and (f.target.alias, f.source.alias) in enabled))
 
 
 def resolve(entries: Mapping[str, Entry], source: str | None = None) -> MirrorMakerConfig:
@@ -291,18 +377,20 @@ def resolve(entries: Mapping[str, Entry], source: str | None = None) -> MirrorMa
     if len(aliases) == 1 and r.top.values.get("enabled"):
         r.problem("enabled", f"'clusters' declares only {aliases[0]}; a flow needs a source and a target")
     r.check_bootstrap(f for f in flows if f.enabled)
+    r.check_filters(f for f in flows if f.enabled)
+    r.check_clients(_running(flows, enabled))
     if r.problems:
         r.problems.sort(key=lambda p: (p.line is None, p.line or 0))
         raise ConfigError(r.problems)
     r.warn()
-    # The reverse of an enabled flow runs too, for heartbeats only (MM2 creates its herder)
-    kept = tuple(f for f in flows if f.enabled or (
-        f.emit_heartbeats_enabled and (f.target.alias, f.source.alias) in enabled))
+    kept = _running(flows, enabled)
     return MirrorMakerConfig(
         clusters=frozen_map(clusters),
         flows=kept,
         spark=frozen_map(r.spark),
         metrics_port=r.metrics_port,
+        metrics_bind_address=r.metrics_bind_address,
+        audit_interval_seconds=r.audit_interval_seconds,
         source_path=source,
         unknown_keys=tuple(r.unknown),
     )

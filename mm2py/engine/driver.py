@@ -232,6 +232,7 @@ class Engine:
                 first_fatal = self._watch(running) or first_fatal
             if self.metrics is not None:
                 self.metrics.observe_health(self.supervisor.health.values())
+                self.metrics.observe_connectors(self.connector_states())
             if not self.supervisor.alive():
                 if first_fatal is not None:
                     raise first_fatal
@@ -248,6 +249,8 @@ class Engine:
                 running.ever_ran = True
                 if connector.kind == "source" or running.sink is None:
                     self.supervisor.progressed(name)
+                if connector.kind == "source" and self.metrics is not None:
+                    self.metrics.observe_progress(name)
             if connector.query.isActive:
                 continue
             if connector.restart_at is not None:
@@ -268,6 +271,19 @@ class Engine:
                 return error
             connector.restart_at = health.retry_at
         return None
+
+    def connector_states(self) -> list[tuple[str, str, str]]:
+        """(flow, connector kind, state) of every query: running, stalled (restart pending), failed or stopped."""
+        out = []
+        for running in self.flows:
+            failed = self.supervisor.health[running.flow.name].state is State.FAILED
+            for c in running.connectors:
+                if c.stopped:
+                    state = "failed" if failed else "stopped"
+                else:
+                    state = "stalled" if c.restart_at is not None else "running"
+                out.append((running.flow.name, c.kind, state))
+        return out
 
     def _restart(self, connector: Connector) -> None:
         connector.restart_at = None
@@ -338,7 +354,8 @@ def run(
     root = checkpoint_dir or config.spark.get("spark.checkpoint.dir") or tempfile.mkdtemp(prefix="mm2py-ckpt-")
     metrics = Metrics() if config.metrics_port is not None else None
     engine = Engine(config, spark, root, metrics=metrics)
-    server = MetricsServer(metrics, config.metrics_port, flows).start() if metrics is not None else None
+    server = MetricsServer(metrics, config.metrics_port, flows, config.metrics_bind_address,
+                           config.audit_interval_seconds).start() if metrics is not None else None
     try:
         # heartbeats run on every flow into this process's clusters, enabled or not, as MM2's
         # herders do: B->A heartbeats are what make A's "heartbeats" topic, mirrored as A.heartbeats

@@ -107,7 +107,7 @@ class Admin:
         self.alias = cluster.alias
         self.bootstrap = cluster.bootstrap_servers
         self.timeout = timeout_ms / 1000
-        conf = rdkafka_config(cluster.bootstrap_servers, cluster.admin, cluster.alias)
+        conf = rdkafka_config(cluster.bootstrap_servers, cluster.admin, cluster.alias, "admin")
         conf.setdefault("client.id", f"mm2py-admin-{cluster.alias}")
         self._conf = conf
         # librdkafka reports a refused login only through error_cb; the request itself then

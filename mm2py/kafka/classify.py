@@ -53,6 +53,8 @@ TABLE: dict[int, tuple[str, Action]] = {
     30: ("GROUP_AUTHORIZATION_FAILED", Action.FATAL),
     31: ("CLUSTER_AUTHORIZATION_FAILED", Action.FATAL),
     35: ("UNSUPPORTED_VERSION", Action.FATAL),
+    # internal topics are created with min(factor, live brokers): a refusal means brokers are away
+    38: ("INVALID_REPLICATION_FACTOR", Action.RETRY),
     41: ("NOT_CONTROLLER", Action.REFRESH),
     45: ("OUT_OF_ORDER_SEQUENCE_NUMBER", Action.RESTART),
     47: ("INVALID_PRODUCER_EPOCH", Action.RESTART),

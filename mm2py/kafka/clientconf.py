@@ -9,22 +9,48 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 from collections.abc import Mapping
 
 from mm2py.errors import ConfigError, ConfigProblem
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
-# Java keys that mean the same thing to librdkafka under the same name.
+# Java keys that mean the same thing to librdkafka under the same name, by the clients that take them
+# (mm2py.config.clients says which client each key reaches).
+_RDKAFKA_COMMON = frozenset({
+    "security.protocol", "sasl.mechanism", "sasl.kerberos.service.name", "client.id",
+    "socket.connection.setup.timeout.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms", "retry.backoff.ms",
+    "retry.backoff.max.ms", "metadata.max.age.ms", "connections.max.idle.ms", "client.dns.lookup",
+})
 _RDKAFKA_SAME = {
-    "security.protocol",
-    "sasl.mechanism",
-    "client.id",
-    "socket.connection.setup.timeout.ms",
-    "reconnect.backoff.ms",
-    "reconnect.backoff.max.ms",
-    "retry.backoff.ms",
+    None: _RDKAFKA_COMMON,
+    "admin": _RDKAFKA_COMMON,
+    "consumer": _RDKAFKA_COMMON | {
+        "client.rack", "fetch.max.bytes", "max.partition.fetch.bytes", "fetch.min.bytes", "check.crcs",
+        "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms", "group.instance.id",
+    },
+    "producer": _RDKAFKA_COMMON | {
+        "acks", "linger.ms", "batch.size", "compression.type", "enable.idempotence",
+        "max.in.flight.requests.per.connection", "retries", "delivery.timeout.ms", "request.timeout.ms",
+        "transaction.timeout.ms",
+    },
 }
+# Java keys librdkafka spells differently (values converted in _rdkafka_renamed)
+_RDKAFKA_RENAMED_COMMON = frozenset({"request.timeout.ms", "send.buffer.bytes", "receive.buffer.bytes"})
+_RDKAFKA_RENAMED = {
+    None: _RDKAFKA_RENAMED_COMMON,
+    "admin": _RDKAFKA_RENAMED_COMMON,
+    "consumer": _RDKAFKA_RENAMED_COMMON | {"fetch.max.wait.ms"},
+    "producer": _RDKAFKA_RENAMED_COMMON | {
+        "max.request.size", "buffer.memory", "compression.gzip.level", "compression.lz4.level",
+        "compression.zstd.level",
+    },
+}
+# The Java keys each kind of librdkafka client of mm2py applies (besides ssl.* / sasl.jaas.config, translated below)
+RDKAFKA_CONSUMER = _RDKAFKA_SAME["consumer"] | _RDKAFKA_RENAMED["consumer"]
+RDKAFKA_PRODUCER = _RDKAFKA_SAME["producer"] | _RDKAFKA_RENAMED["producer"]
+RDKAFKA_ADMIN = _RDKAFKA_SAME["admin"] | _RDKAFKA_RENAMED["admin"]
 # Java keys that have no meaning for our clients and are dropped on purpose.
 _JAVA_ONLY = {
     "key.serializer",
@@ -33,6 +59,10 @@ _JAVA_ONLY = {
     "value.deserializer",
     "ssl.endpoint.identification.algorithm",
 }
+# kafka-python's defaults, kept when buffer sizes are added
+_SOCKET_OPTIONS = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1), (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
+# Java's connections.max.idle.ms = -1 (never close idle connections), for kafka-python
+_NEVER_MS = 2**31 - 1
 
 
 def _jaas_credentials(jaas: str, alias: str) -> tuple[str, str]:
@@ -65,14 +95,47 @@ RDKAFKA_LOGGER = logging.getLogger("rdkafka")
 RDKAFKA_LOGGER.setLevel(logging.CRITICAL)
 
 
-def rdkafka_config(bootstrap: str, props: Mapping[str, str], alias: str) -> dict[str, object]:
-    """Settings for confluent-kafka clients (admin, producer, consumer)."""
+def _rdkafka_renamed(conf: dict[str, object], props: Mapping[str, str], kind: str | None) -> None:
+    """The Java keys librdkafka spells differently, converted (ranges clamped to librdkafka's)."""
+    names = _RDKAFKA_RENAMED[kind]
+
+    def number(key: str) -> int | None:
+        try:
+            return int(props[key]) if key in props and key in names else None
+        except ValueError:
+            return None
+
+    if (timeout := number("request.timeout.ms")) is not None:
+        conf["socket.timeout.ms"] = min(max(timeout, 10), 300000)  # librdkafka's network timeout
+    for java, rd in (("send.buffer.bytes", "socket.send.buffer.bytes"),
+                     ("receive.buffer.bytes", "socket.receive.buffer.bytes")):
+        if (size := number(java)) is not None:
+            conf[rd] = min(max(size, 0), 100_000_000)  # Java's -1 (the OS's size) is librdkafka's 0
+    if (wait := number("fetch.max.wait.ms")) is not None:
+        conf["fetch.wait.max.ms"] = wait
+    if (size := number("max.request.size")) is not None:
+        conf["message.max.bytes"] = min(max(size, 1000), 1_000_000_000)
+    if (memory := number("buffer.memory")) is not None:
+        conf["queue.buffering.max.kbytes"] = min(max(-(-memory // 1024), 1), 2**31 - 1)
+    codec = props.get("compression.type", "").strip().lower()
+    if (level := number(f"compression.{codec}.level")) is not None and -1 <= level <= 12:
+        conf["compression.level"] = level
+
+
+def rdkafka_config(bootstrap: str, props: Mapping[str, str], alias: str, kind: str | None = None) -> dict[str, object]:
+    """Settings for confluent-kafka clients; ``kind`` (consumer, producer, admin) adds that client's own settings.
+
+    Every Java key with a librdkafka equivalent is passed on; ``RDKAFKA_CONSUMER`` etc. list them.
+    Callers set what mm2py decides itself (group.id, isolation level, acks) after this.
+    """
     # librdkafka logs through Python logging, so our log setup decides what is shown;
     # connection failures surface as mm2py errors naming the cluster instead
     conf: dict[str, object] = {"bootstrap.servers": bootstrap, "logger": RDKAFKA_LOGGER}
+    same = _RDKAFKA_SAME[kind]
     for key, value in props.items():
-        if key in _RDKAFKA_SAME:
+        if key in same:
             conf[key] = value
+    _rdkafka_renamed(conf, props, kind)
     if "sasl.jaas.config" in props:
         user, password = _jaas_credentials(props["sasl.jaas.config"], alias)
         conf["sasl.username"] = user
@@ -90,7 +153,11 @@ def rdkafka_config(bootstrap: str, props: Mapping[str, str], alias: str) -> dict
 
 
 def kafka_python_config(bootstrap: str, props: Mapping[str, str], alias: str) -> dict[str, object]:
-    """Settings for kafka-python's network client (the raw fetch/produce path)."""
+    """Settings for kafka-python's network client (the raw fetch/produce path).
+
+    Connection-level Java settings (``mm2py.config.clients.RAW_CONNECTION``) and security; what a
+    Fetch or Produce request carries is the copier's (``mm2py.source.copier.CopySettings``).
+    """
     conf: dict[str, object] = {"bootstrap_servers": bootstrap.split(",")}
     if "security.protocol" in props:
         conf["security_protocol"] = props["security.protocol"].upper()
@@ -100,6 +167,8 @@ def kafka_python_config(bootstrap: str, props: Mapping[str, str], alias: str) ->
         user, password = _jaas_credentials(props["sasl.jaas.config"], alias)
         conf["sasl_plain_username"] = user
         conf["sasl_plain_password"] = password
+    if "sasl.kerberos.service.name" in props:
+        conf["sasl_kerberos_service_name"] = props["sasl.kerberos.service.name"]
     if ca := _pem_location(props, "truststore", alias):
         conf["ssl_cafile"] = ca
     if cert := _pem_location(props, "keystore", alias):
@@ -111,6 +180,19 @@ def kafka_python_config(bootstrap: str, props: Mapping[str, str], alias: str) ->
         conf["ssl_check_hostname"] = False
     if "client.id" in props:
         conf["client_id"] = props["client.id"]
-    if "request.timeout.ms" in props:
-        conf["request_timeout_ms"] = int(props["request.timeout.ms"])
+    if "client.dns.lookup" in props:
+        conf["client_dns_lookup"] = props["client.dns.lookup"]
+    for java in ("request.timeout.ms", "socket.connection.setup.timeout.ms", "socket.connection.setup.timeout.max.ms",
+                 "reconnect.backoff.ms", "reconnect.backoff.max.ms", "metadata.max.age.ms"):
+        if java in props:
+            conf[java.replace(".", "_")] = int(props[java])
+    if "connections.max.idle.ms" in props:
+        idle = int(props["connections.max.idle.ms"])
+        conf["connections_max_idle_ms"] = idle if idle >= 0 else _NEVER_MS
+    options = list(_SOCKET_OPTIONS)
+    for java, option in (("send.buffer.bytes", socket.SO_SNDBUF), ("receive.buffer.bytes", socket.SO_RCVBUF)):
+        if int(props.get(java, -1)) > 0:  # -1: the operating system's size (and its autotuning)
+            options.append((socket.SOL_SOCKET, option, int(props[java])))
+    if len(options) > len(_SOCKET_OPTIONS):
+        conf["socket_options"] = options
     return conf

@@ -70,7 +70,7 @@ def read_to_end(consumer: Consumer, topic: str, starts: Mapping[int, int], ends:
 
 
 def _read(cluster: ClusterConfig, topic: str, timeout: float, start: int) -> Iterator[Entry]:
-    conf = rdkafka_config(cluster.bootstrap_servers, cluster.consumer, cluster.alias)
+    conf = rdkafka_config(cluster.bootstrap_servers, cluster.consumer, cluster.alias, "consumer")
     conf.update({"group.id": "mm2py-internal-reader", "enable.auto.commit": False,
                  "isolation.level": "read_committed"})
     consumer = Consumer(conf)
@@ -95,8 +95,9 @@ class RecordWriter:
     """Writes key/value records durably (acks=all) to one cluster; raises if any failed."""
 
     def __init__(self, cluster: ClusterConfig, timeout: float = 60):
-        conf = rdkafka_config(cluster.bootstrap_servers, cluster.producer, cluster.alias)
-        conf.update({"acks": "all", "enable.idempotence": True, "linger.ms": 5})
+        conf = rdkafka_config(cluster.bootstrap_servers, cluster.producer, cluster.alias, "producer")
+        conf.setdefault("linger.ms", 5)
+        conf.update({"acks": "all", "enable.idempotence": True})
         self.cluster = cluster
         self.timeout = timeout
         self._producer = Producer(conf)

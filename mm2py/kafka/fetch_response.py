@@ -32,6 +32,7 @@ class FetchedPartition:
     log_start_offset: int
     aborted: tuple[tuple[int, int], ...]  # (producer_id, first_offset) of aborted txns
     records: bytes | memoryview
+    preferred_read_replica: int = -1  # a replica the leader says to fetch from instead (client.rack), or -1
 
 
 class _Reader:
@@ -90,11 +91,11 @@ def parse_fetch_v12(frame: memoryview) -> tuple[int, int, dict[TP, FetchedPartit
                 for _ in range(max(r.uvarint() - 1, 0)):  # 0: null array
                     aborted.append(r.fixed(_ABORTED))
                     r.skip_tagged()
-                r.pos += 4  # preferred_read_replica
+                (preferred,) = r.fixed(_I32)
                 length = r.uvarint() - 1
                 records = r.view(length) if length > 0 else b""
                 r.skip_tagged()
-                out[(topic, index)] = FetchedPartition(code, high, stable, start, tuple(aborted), records)
+                out[(topic, index)] = FetchedPartition(code, high, stable, start, tuple(aborted), records, preferred)
             r.skip_tagged()
         r.skip_tagged()
     except (IndexError, struct.error, UnicodeDecodeError) as e:

@@ -39,6 +39,10 @@ METADATA = MetadataRequest[12]
 READ_COMMITTED = 1
 # kafka-python refuses sends past this per connection; we stay one below it.
 MAX_IN_FLIGHT = 16
+# The settings a raw client takes from its cluster's configuration, by what it is used for: the
+# copy path fetches as MM2's replication consumer and produces as the Connect worker's producer
+# (mm2py.config.clients); the planner's DescribeLogDirs is an admin's request.
+ROLES = ("consumer", "producer", "admin")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,13 @@ class ProducedPartition:
     error_code: int
     base_offset: int
     error_message: str | None
+
+
+def settings_of(cluster: ClusterConfig, role: str) -> Mapping[str, str]:
+    """The settings of the ``role`` client of ``cluster`` (consumer, producer or admin)."""
+    if role not in ROLES:
+        raise ValueError(f"unknown client role {role!r} (expected one of {', '.join(ROLES)})")
+    return getattr(cluster, role)
 
 
 def error_for(code: int) -> type[Exception]:
@@ -76,29 +87,45 @@ def to_kafka_error(
 class RawClient:
     """One cluster's brokers, spoken to with raw protocol requests.
 
+    Its connection settings are those of ``role`` in ``cluster`` (``cluster.consumer`` for
+    fetching, ``cluster.producer`` for producing): security, client.id, timeouts, buffer sizes
+    (``mm2py.kafka.clientconf.kafka_python_config``), client.rack for the fetches' rack_id and
+    max.in.flight.requests.per.connection.
+
     Invariants:
-    - at most ``MAX_IN_FLIGHT - 1`` requests are outstanding per broker connection;
+    - at most ``max_in_flight`` (below ``MAX_IN_FLIGHT``) requests are outstanding per broker connection;
     - every error leaving this class is a ``mm2py.errors.KafkaError`` naming the cluster.
     """
 
     def __init__(
-        self, cluster: ClusterConfig, *, client_id: str, timeout_ms: int = 60000, receive_max_bytes: int = 256 << 20
+        self, cluster: ClusterConfig, *, client_id: str, timeout_ms: int = 60000, receive_max_bytes: int = 256 << 20,
+        role: str = "consumer",
     ):
         self.alias = cluster.alias
         self.timeout_ms = timeout_ms
-        conf = kafka_python_config(cluster.bootstrap_servers, cluster.client, cluster.alias)
+        settings = settings_of(cluster, role)
+        conf = kafka_python_config(cluster.bootstrap_servers, settings, cluster.alias)
         conf.setdefault("client_id", client_id)
         conf["max_in_flight_requests_per_connection"] = MAX_IN_FLIGHT
         conf["receive_message_max_bytes"] = receive_max_bytes
         conf.setdefault("request_timeout_ms", min(timeout_ms, 30000))
+        self.client_id = str(conf["client_id"])
+        self.rack = settings.get("client.rack", "") if role == "consumer" else ""
+        # a producer setting only (Java's consumer and admin have no such key)
+        wanted = int(settings.get("max.in.flight.requests.per.connection", MAX_IN_FLIGHT - 1)) if (
+            role == "producer") else MAX_IN_FLIGHT - 1
+        self.max_in_flight = max(1, min(wanted, MAX_IN_FLIGHT - 1))
         try:
             self._net = KafkaNetClient(**conf)
             self._net.check_version(timeout_ms=timeout_ms)
         except kerr.SaslAuthenticationFailedError as e:
             raise AuthenticationError("authentication failed", cluster=self.alias, cause=e) from e
         except kerr.KafkaError as e:
+            # kafka-python's bootstrap retries a refused SASL login until it times out, like a silent broker
+            login = (f"; or the brokers refused the SASL login of this client ({role} settings)"
+                     if str(conf.get("security_protocol", "")).startswith("SASL") else "")
             raise ClusterUnreachableError(
-                f"no broker answered at {cluster.bootstrap_servers} within {timeout_ms} ms",
+                f"no broker answered at {cluster.bootstrap_servers} within {timeout_ms} ms{login}",
                 cluster=self.alias,
                 cause=e,
             ) from e
@@ -114,17 +141,32 @@ class RawClient:
     def _send(self, node: int, request: object) -> Future:
         pending = self._in_flight.setdefault(node, [])
         pending[:] = [f for f in pending if not f.is_done]
-        while len(pending) >= MAX_IN_FLIGHT - 1:
+        while len(pending) >= self.max_in_flight:
             self._net.poll(timeout_ms=self.timeout_ms, future=pending[0])
             pending[:] = [f for f in pending if not f.is_done]
-        try:
-            self._net.await_ready(node, timeout_ms=self.timeout_ms)
-        except kerr.KafkaError as e:
-            raise KafkaError(f"broker {node} not reachable", cluster=self.alias, cause=e, retriable=True) from e
+        self._await_ready(node)
         fastio.adapt(self._net._manager._conns.get(node))
         future = self._net.send(node, request)
         pending.append(future)
         return future
+
+    def _await_ready(self, node: int) -> None:
+        """Connect to ``node`` if needed; wait out a pause the broker asked for (a quota's throttle time).
+
+        kafka-python's ``await_ready`` polls once for a paused connection and gives up, although the
+        pause ends by itself; a broker quota on this client's client.id must slow the copy, not fail it.
+        """
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        while True:
+            try:
+                self._net.await_ready(node, timeout_ms=max(1, int((deadline - time.monotonic()) * 1000)))
+                return
+            except kerr.KafkaError as e:
+                conn = self._net._manager._conns.get(node)
+                if conn is None or not conn.connected or not conn.paused or time.monotonic() >= deadline:
+                    raise KafkaError(f"broker {node} not reachable", cluster=self.alias, cause=e,
+                                     retriable=True) from e
+                self._net.poll(timeout_ms=min(100, max(1, int((deadline - time.monotonic()) * 1000))))
 
     def wait(self, future: Future) -> object:
         deadline = time.monotonic() + self.timeout_ms / 1000
@@ -175,7 +217,15 @@ class RawClient:
         partition_max_bytes: int,
         max_bytes: int,
         max_wait_ms: int = 500,
+        min_bytes: int = 1,
+        closest_replica: bool = False,
     ) -> Future:
+        """One Fetch request for ``positions`` (in that order: a partition first in the request gets its
+        first batch whole even when larger than the limits, KIP-74).
+
+        ``closest_replica``: send client.rack, so that the leader may answer with a replica to fetch
+        from instead (``FetchedPartition.preferred_read_replica``); only for callers that follow it.
+        """
         by_topic: dict[str, list[object]] = {}
         for (topic, partition), offset in positions.items():
             by_topic.setdefault(topic, []).append(
@@ -191,14 +241,14 @@ class RawClient:
         request = FETCH(
             replica_id=-1,
             max_wait_ms=max_wait_ms,
-            min_bytes=1,
+            min_bytes=min_bytes,
             max_bytes=max_bytes,
             isolation_level=READ_COMMITTED,
             session_id=0,
             session_epoch=-1,
             topics=[FETCH.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
             forgotten_topics_data=[],
-            rack_id="",
+            rack_id=self.rack if closest_replica else "",  # KIP-392
         )
         return self._send(node, request)
 
@@ -217,6 +267,7 @@ class RawClient:
                     p.log_start_offset,
                     aborted,
                     p.records or b"",
+                    getattr(p, "preferred_read_replica", -1),
                 )
         return out
 

@@ -16,29 +16,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mm2py.filters import ConfigPropertyFilter
+from mm2py.filters import ConfigPropertyFilterInterface, should_replicate_source_default
 from mm2py.kafka.resources import TopicConfigEntry
 
 MAX_MESSAGE_BYTES = "max.message.bytes"
 
 
-def _copyable(entry: TopicConfigEntry, filt: ConfigPropertyFilter) -> bool:
+def _copyable(entry: TopicConfigEntry, filt: ConfigPropertyFilterInterface) -> bool:
     # a static broker value of max.message.bytes (message.max.bytes) still bounds the batches
     static = entry.static_broker and entry.name != MAX_MESSAGE_BYTES
     return (not entry.read_only and not entry.sensitive and not static
-            and entry.value is not None and filt.should_replicate(entry.name))
+            and entry.value is not None and filt.should_replicate_config_property(entry.name))
 
 
-def _always_set(entry: TopicConfigEntry, filt: ConfigPropertyFilter) -> bool:
-    return not entry.is_default or filt.should_replicate_source_default(entry.name) or entry.name == MAX_MESSAGE_BYTES
+def _always_set(entry: TopicConfigEntry, filt: ConfigPropertyFilterInterface) -> bool:
+    return (not entry.is_default or should_replicate_source_default(filt, entry.name)
+            or entry.name == MAX_MESSAGE_BYTES)
 
 
-def creation_configs(entries: Iterable[TopicConfigEntry], filt: ConfigPropertyFilter) -> dict[str, str]:
+def creation_configs(entries: Iterable[TopicConfigEntry], filt: ConfigPropertyFilterInterface) -> dict[str, str]:
     """The configs a new remote topic is created with."""
     return {e.name: e.value for e in entries if _copyable(e, filt) and _always_set(e, filt)}  # type: ignore[misc]
 
 
-def sync_operations(entries: Iterable[TopicConfigEntry], filt: ConfigPropertyFilter) -> dict[str, str | None]:
+def sync_operations(entries: Iterable[TopicConfigEntry], filt: ConfigPropertyFilterInterface) -> dict[str, str | None]:
     """Incremental changes for an existing remote topic: name -> value to set, or None to delete."""
     return {e.name: (e.value if _always_set(e, filt) else None) for e in entries if _copyable(e, filt)}
 

@@ -16,7 +16,7 @@ import structlog
 
 from mm2py.config.model import FlowConfig
 from mm2py.errors import AuthorizationError, KafkaError
-from mm2py.filters import ConfigPropertyFilter
+from mm2py.filters import config_property_filter_for
 from mm2py.kafka.admin import Admin
 from mm2py.metadata.acls import target_acls
 from mm2py.metadata.configs import creation_configs, pending, sync_operations
@@ -35,7 +35,7 @@ class MetadataSync:
                  mirrored: Callable[[str], bool]):
         self.flow, self.src, self.dst = flow, src, dst
         self.remote_topic, self.mirrored = remote_topic, mirrored
-        self.filter = ConfigPropertyFilter(flow.config_properties_exclude, flow.use_defaults_from)
+        self.filter = config_property_filter_for(flow)
         self._configs_at: float | None = None
         self._acls_at: float | None = None
         self._no_authorizer_logged = False

@@ -17,7 +17,7 @@ from mm2py.checkpoint.task import load_syncs
 from mm2py.client import MirrorClient
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.errors import ConfigError, ConfigProblem, KafkaError, Mm2pyError
-from mm2py.filters import TopicFilter
+from mm2py.filters import topic_filter_for
 from mm2py.kafka.admin import Admin
 from mm2py.policy import policy_for
 from mm2py.source.positions import PositionStore
@@ -91,9 +91,9 @@ def plan_failover(config: MirrorMakerConfig, group: str, from_alias: str, to_ali
         missing = [(r.target_topic, r.partition) for r in rows if r.target_offset is None]
         if not rows:  # no checkpoints at all: every partition of the remote topics
             topics = dst.topics()
-            mirrored = TopicFilter(flow.topics, flow.topics_exclude)
+            mirrored = topic_filter_for(flow)
             missing = [(t, p) for t in MirrorClient.for_cluster(config, to_alias).remote_topics(from_alias)
-                       if mirrored.matches(policy.upstream_topic(t) or t) for p in range(topics[t])]
+                       if mirrored.should_replicate_topic(policy.upstream_topic(t) or t) for p in range(topics[t])]
             rows = [PartitionPlan(policy.upstream_topic(t) or t, t, p, None, None, "none", None) for t, p in missing]
         by_time = dst.offsets_for_time(missing, to_time_ms)
         rows = [r if r.target_offset is not None else

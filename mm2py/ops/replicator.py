@@ -20,6 +20,8 @@ class FlowHealth:
     state: str  # running, stalled or failed
     since: float  # epoch seconds
     reason: str = ""
+    # the completeness audit (mm2py.audit): (remote topic, partition, missing, duplicates) per partition
+    audit: tuple[tuple[str, int, int, int], ...] = ()
 
 
 def replicator_health(port: int, host: str = "127.0.0.1", timeout: float = 2.0) -> dict[str, FlowHealth] | None:
@@ -36,6 +38,7 @@ def parse_health(text: str) -> dict[str, FlowHealth]:
     states: dict[str, str] = {}
     since: dict[str, float] = {}
     reasons: dict[str, str] = {}
+    audit: dict[str, dict[tuple[str, int], list[int]]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             labels = sample.labels
@@ -48,4 +51,9 @@ def parse_health(text: str) -> dict[str, FlowHealth]:
                 since[flow] = sample.value
             elif sample.name == "mm2py_flow_reason_info" and sample.value == 1:
                 reasons[flow] = labels["reason"]
-    return {flow: FlowHealth(state, since.get(flow, 0.0), reasons.get(flow, "")) for flow, state in states.items()}
+            elif sample.name in ("mm2py_audit_missing_records", "mm2py_audit_duplicate_records"):
+                counts = audit.setdefault(flow, {}).setdefault((labels["topic"], int(labels["partition"])), [0, 0])
+                counts[sample.name == "mm2py_audit_duplicate_records"] = int(sample.value)
+    return {flow: FlowHealth(state, since.get(flow, 0.0), reasons.get(flow, ""),
+                             tuple((t, p, m, d) for (t, p), (m, d) in sorted(audit.get(flow, {}).items())))
+            for flow, state in states.items()}

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mm2py.config.model import ClusterConfig, FlowConfig
-from mm2py.filters import TopicFilter
+from mm2py.filters import topic_filter_for
 from mm2py.formats import FormatError, Heartbeat
 from mm2py.kafka.admin import Admin, translate
 from mm2py.kafka.clientconf import rdkafka_config
@@ -49,6 +49,8 @@ class FlowStatus:
     replicator_state: str | None = None
     replicator_since: float | None = None
     replicator_reason: str | None = None
+    # the replicator's completeness audit: (remote topic, partition, missing, duplicates)
+    replicator_audit: tuple[tuple[str, int, int, int], ...] = ()
 
     @property
     def lag_records(self) -> int:
@@ -145,7 +147,7 @@ def flow_status(flow: FlowConfig, now_ms: int | None = None) -> FlowStatus:
     """The status of one flow, read from its two clusters."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     policy = policy_for(flow)
-    filt = TopicFilter(flow.topics, flow.topics_exclude)
+    filt = topic_filter_for(flow)
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
     topics = {t: n for t, n in src.topics().items()
               if policy.should_replicate_topic(t, flow.target.alias, filt, flow.heartbeats_replication_enabled)}
@@ -175,7 +177,8 @@ def _age(ts: int | None, now_ms: int) -> float | None:
     return None if ts is None else round(max(now_ms - ts, 0) / 1000, 1)
 
 
-def status(flows: Iterable[FlowConfig], metrics_port: int | None = None) -> list[FlowStatus]:
+def status(flows: Iterable[FlowConfig], metrics_port: int | None = None,
+           metrics_host: str = "127.0.0.1") -> list[FlowStatus]:
     """Every flow's status; a flow whose clusters cannot be read carries the error instead.
 
     With ``metrics_port``, each flow also carries what the replicator serving metrics there
@@ -183,7 +186,7 @@ def status(flows: Iterable[FlowConfig], metrics_port: int | None = None) -> list
     """
     from mm2py.errors import Mm2pyError
 
-    health = replicator_health(metrics_port) if metrics_port is not None else None
+    health = replicator_health(metrics_port, metrics_host) if metrics_port is not None else None
     out = []
     for flow in flows:
         try:
@@ -193,6 +196,6 @@ def status(flows: Iterable[FlowConfig], metrics_port: int | None = None) -> list
         h = (health or {}).get(flow.name)
         if h is not None:
             result = replace(result, replicator_state=h.state, replicator_since=h.since,
-                             replicator_reason=h.reason or None)
+                             replicator_reason=h.reason or None, replicator_audit=h.audit)
         out.append(result)
     return out

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from mm2py.checkpoint.task import load_syncs
 from mm2py.config.model import FlowConfig
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.filters import TopicFilter
+from mm2py.filters import topic_filter_for
 from mm2py.kafka.admin import Admin
 from mm2py.ops.digest import PartitionCheck, digest_ranges
 from mm2py.policy import policy_for
@@ -50,7 +50,7 @@ def plan_audit(flow: FlowConfig, topics: str | None = None) -> list[AuditRange]:
     except re.error as e:
         raise ConfigError(ConfigProblem("--topics", f"not a regular expression: {e}")) from None
     policy = policy_for(flow)
-    filt = TopicFilter(flow.topics, flow.topics_exclude)
+    filt = topic_filter_for(flow)
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
     dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
     positions = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms).load()

@@ -9,7 +9,7 @@ import structlog
 
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError, missing_acl
-from mm2py.filters import TopicFilter
+from mm2py.filters import TopicFilter, TopicFilterInterface
 from mm2py.kafka.admin import Admin
 from mm2py.metadata.sync import MetadataSync
 from mm2py.policy import ReplicationPolicy
@@ -44,8 +44,8 @@ class TopicCatalogue:
       ``refresh.topics.enabled`` is false), unless a refresh is forced.
     """
 
-    def __init__(self, flow: FlowConfig, policy: ReplicationPolicy, topic_filter: TopicFilter, src: Admin, dst: Admin,
-                 metadata: MetadataSync, *, stored: Callable[[], dict[TP, int]],
+    def __init__(self, flow: FlowConfig, policy: ReplicationPolicy, topic_filter: TopicFilterInterface, src: Admin,
+                 dst: Admin, metadata: MetadataSync, *, stored: Callable[[], dict[TP, int]],
                  log_sizes: Callable[[set[str]], dict[TP, int]], guard: LoopGuard | None = None):
         self.flow = flow
         self.guard = guard or LoopGuard(flow.name)
@@ -148,7 +148,9 @@ class TopicCatalogue:
         the same for a topic that does not exist, so as not to tell. Where the principal may
         look, a topic that does not exist (yet, or a typo) is a warning, once.
         """
-        named = [t for t in self.filter.named_topics() if t not in listed]
+        # only the default filter knows names it expects; a user class is asked about listed names only
+        spelled = self.filter.named_topics() if isinstance(self.filter, TopicFilter) else ()
+        named = [t for t in spelled if t not in listed]
         if not named:
             return
         try:

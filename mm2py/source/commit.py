@@ -6,13 +6,15 @@ Invariants:
 - offset syncs are written before positions: data that counts as mirrored always has its
   syncs, so translation never lacks the mapping of a mirrored record;
 - positions move only to where the tasks report they copied (``next_offset - 1``), never to
-  the planned ends, and only for partitions that moved.
+  the planned ends, and only for partitions that moved;
+- a write refused by an outage is retried (up to ``MAX_OUTAGE_SECONDS``) rather than failing
+  the micro-batch, whose data the target already holds.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -30,6 +32,9 @@ from mm2py.source.sync_writer import OffsetSyncWriter
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
+
+# How long a commit waits for its cluster before the micro-batch fails (and is copied again).
+MAX_OUTAGE_SECONDS = 600.0
 
 
 class PositionSaver(Protocol):
@@ -71,6 +76,9 @@ class FlowCommitter:
         self.metrics = metrics
         self.totals = FlowTotals()
         self._started = time.monotonic()
+        self.max_outage_s = MAX_OUTAGE_SECONDS
+        self.clock: Callable[[], float] = time.monotonic
+        self.sleep: Callable[[float], None] = time.sleep
 
     def commit(self, results: list[RangeResult], batch_id: int) -> None:
         if not results:
@@ -79,8 +87,8 @@ class FlowCommitter:
         positions = {(r.topic, r.partition): r.next_offset - 1 for r in results if r.next_offset > r.start}
         syncs = [OffsetSync(r.topic, r.partition, up, down) for r in results for up, down in r.syncs]
         if self.syncs is not None and syncs:
-            self.syncs.write(syncs)
-        self.positions.save(positions)
+            self._durably("offset syncs", lambda: self.syncs.write(syncs))  # type: ignore[union-attr]
+        self._durably("positions", lambda: self.positions.save(positions))
         self._report_trouble(results)
         records = sum(r.records for r in results)
         size = sum(r.bytes for r in results)
@@ -89,7 +97,7 @@ class FlowCommitter:
         self.totals.bytes += size
         self.totals.positions.update(positions)
         if self.metrics is not None:
-            self.metrics.observe_batch(self.flow, results)
+            self.metrics.observe_batch(self.flow, results, commit_seconds=time.monotonic() - t0)
         lag = self._lag(results)
         elapsed = time.monotonic() - t0
         log.info(
@@ -107,6 +115,32 @@ class FlowCommitter:
             seconds=round(elapsed, 3),
             mb_per_s=round(size / elapsed / 1e6, 1) if elapsed > 0 else None,
         )
+
+    def _durably(self, what: str, write: Callable[[], object]) -> None:
+        """``write()``, retried through an outage of its cluster for up to ``max_outage_s``.
+
+        The micro-batch's data is on the target already: failing here would make Spark copy it
+        again (duplicates), while waiting keeps the next micro-batch from starting, so order and
+        the syncs-before-positions rule hold either way.
+        """
+        deadline = self.clock() + self.max_outage_s
+        backoff, waiting = 0.5, False
+        while True:
+            try:
+                write()
+            except KafkaError as e:
+                if not e.retriable or self.clock() + backoff > deadline:
+                    raise
+                if not waiting:
+                    log.warning(f"could not record {what}; retrying until the cluster answers", flow=self.flow.name,
+                                error=str(e))
+                    waiting = True
+                self.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+                continue
+            if waiting:
+                log.info(f"{what} recorded after the outage", flow=self.flow.name)
+            return
 
     def _report_trouble(self, results: list[RangeResult]) -> None:
         """ERROR lines for stalled partitions (every micro-batch while they stay so) and lost ranges."""

@@ -20,7 +20,13 @@ Invariants:
   mirrored), the rest of the task goes on, and the result row carries the offset, size and
   reason; the planner re-plans it from there (mm2py.source.stalls);
 - records deleted from the source before they were mirrored (retention) are skipped from the
-  log start on, and the lost range is reported in the result row rather than failing the flow.
+  log start on, and the lost range is reported in the result row rather than failing the flow;
+- a partition whose fetch returned only part of a batch (a batch larger than
+  max.partition.fetch.bytes, behind another partition's data) is asked for first in the next
+  request to that broker, where the broker returns its first batch whole (KIP-74); the others
+  rotate, so that fetch.max.bytes starves none of them;
+- with client.rack set, a partition is fetched from the replica its leader names (KIP-392) until
+  an error or an empty answer from that replica sends it back to the leader.
 """
 
 from __future__ import annotations
@@ -28,12 +34,13 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import kafka.errors as kerr
 from kafka.future import Future
 
+from mm2py.config.model import FlowConfig
 from mm2py.errors import AuthorizationError, DataLossError, KafkaError, missing_acl
 from mm2py.kafka import batches as rb
 from mm2py.kafka.classify import Action, action_for
@@ -52,15 +59,46 @@ MAX_IN_FLIGHT_PER_PARTITION = 5
 
 @dataclass(frozen=True)
 class CopySettings:
-    """Tuning of one copy task; picklable, sent with the task."""
+    """Tuning of one copy task; picklable, sent with the task.
 
-    partition_max_bytes: int = 8 << 20
-    fetch_max_bytes: int = 64 << 20
-    fetch_max_wait_ms: int = 200
-    produce_timeout_ms: int = 30000
-    request_timeout_ms: int = 60000
-    verify_crc: bool = False
+    ``for_flow`` reads them from the flow's replication consumer and data producer settings (the
+    Java client setting each field stands for is named beside it); mm2py's defaults apply where the
+    file says nothing.
+    """
+
+    partition_max_bytes: int = 8 << 20  # max.partition.fetch.bytes
+    fetch_max_bytes: int = 64 << 20  # fetch.max.bytes (also bounds what a task holds unsent)
+    fetch_max_wait_ms: int = 200  # fetch.max.wait.ms
+    fetch_min_bytes: int = 1  # fetch.min.bytes
+    produce_timeout_ms: int = 30000  # the data producer's request.timeout.ms, sent in each Produce request
+    request_timeout_ms: int = 60000  # admin.timeout.ms: the longest wait for any answer
+    verify_crc: bool = False  # check.crcs
     offset_lag_max: int = 100
+    retry_backoff_ms: int = 200  # retry.backoff.ms: the pause before fetching again after a leader moved
+    max_in_flight_per_partition: int = MAX_IN_FLIGHT_PER_PARTITION  # the producer's max.in.flight..., up to 5
+
+    @classmethod
+    def for_flow(cls, flow: FlowConfig) -> CopySettings:
+        """The copy settings of ``flow`` (``flow.source.consumer``, ``flow.target.producer``)."""
+        consumer, producer = flow.source.consumer, flow.target.producer
+
+        def number(settings: Mapping[str, str], key: str, default: int) -> int:
+            return int(settings[key]) if key in settings else default
+
+        in_flight = number(producer, "max.in.flight.requests.per.connection", MAX_IN_FLIGHT_PER_PARTITION)
+        return cls(
+            # 0 is legal in Kafka (a fetch still returns a first batch whole); here it would fetch nothing
+            partition_max_bytes=max(1, number(consumer, "max.partition.fetch.bytes", cls.partition_max_bytes)),
+            fetch_max_bytes=max(1, number(consumer, "fetch.max.bytes", cls.fetch_max_bytes)),
+            fetch_max_wait_ms=number(consumer, "fetch.max.wait.ms", cls.fetch_max_wait_ms),
+            fetch_min_bytes=number(consumer, "fetch.min.bytes", cls.fetch_min_bytes),
+            produce_timeout_ms=number(producer, "request.timeout.ms", cls.produce_timeout_ms),
+            request_timeout_ms=flow.admin_timeout_ms,
+            verify_crc=consumer.get("check.crcs", str(cls.verify_crc)).strip().lower() == "true",
+            offset_lag_max=flow.offset_lag_max,
+            retry_backoff_ms=number(consumer, "retry.backoff.ms", cls.retry_backoff_ms),
+            max_in_flight_per_partition=max(1, min(in_flight, MAX_IN_FLIGHT_PER_PARTITION)),
+        )
 
 
 class Copier:
@@ -81,6 +119,9 @@ class Copier:
         self.src_leaders: dict[TP, int] = {}
         self.dst_leaders: dict[TP, int] = {}
         self.produce_futures: deque[tuple[Future, int, dict[TP, PartitionCopy]]] = deque()
+        self.read_from: dict[TP, int] = {}  # a replica other than the leader to fetch from (client.rack)
+        self.ask_first: set[TP] = set()  # partitions whose last answer was part of a batch
+        self._turn = 0  # rotates the order of partitions in fetch requests
 
     def _start(self) -> None:
         ranges = self.ranges
@@ -123,17 +164,20 @@ class Copier:
 
     def run(self) -> list[RangeResult]:
         self._start()
-        fetches: dict[int, Future] = {}
+        fetches: dict[int, tuple[Future, TP]] = {}
         while True:
             for node, tps in self._fetch_plan().items():
                 if node not in fetches:
                     positions = {tp: self.parts[tp].next_fetch for tp in tps}
-                    fetches[node] = self.src.fetch(
+                    future = self.src.fetch(
                         node, positions,
                         partition_max_bytes=self.settings.partition_max_bytes,
                         max_bytes=self.settings.fetch_max_bytes,
                         max_wait_ms=self.settings.fetch_max_wait_ms,
+                        min_bytes=self.settings.fetch_min_bytes,
+                        closest_replica=True,
                     )
+                    fetches[node] = (future, tps[0])
             if not fetches:
                 if all(p.done for p in self.parts.values()):
                     break
@@ -141,11 +185,11 @@ class Copier:
                 self._send_produce()
                 self._reap_produce(block=True)
                 continue
-            node, future = next(iter(fetches.items()))
+            node, (future, first) = next(iter(fetches.items()))
             del fetches[node]
             response = self.src.wait(future)
             for tp, data in self.src.fetched(response).items():
-                self._handle_fetched(tp, data)
+                self._handle_fetched(tp, data, node, first=tp == first)
             self._send_produce()
             self._reap_produce(block=False)
         self._send_produce()
@@ -164,14 +208,27 @@ class Copier:
             return plan
         for tp, part in self.parts.items():
             if not part.done and part.queued_bytes < self.settings.partition_max_bytes:
-                plan.setdefault(self.src_leaders[tp], []).append(tp)
+                plan.setdefault(self.read_from.get(tp, self.src_leaders[tp]), []).append(tp)
+        self._turn += 1
+        for tps in plan.values():
+            turn = self._turn % len(tps)
+            tps[:] = sorted(tps[turn:] + tps[:turn], key=lambda tp: tp not in self.ask_first)
         return plan
 
-    def _handle_fetched(self, tp: TP, data: FetchedPartition) -> None:
+    def _handle_fetched(self, tp: TP, data: FetchedPartition, node: int = -1, *, first: bool = True) -> None:
+        """One partition of a fetch answered by broker ``node``; ``first``: it led the request."""
         part = self.parts[tp]
         r = part.range
         if part.stalled:
             return  # a fetch sent before the partition stalled
+        if not data.error_code and data.preferred_read_replica >= 0 and data.preferred_read_replica != node:
+            self.read_from[tp] = data.preferred_read_replica  # the leader names a closer replica (client.rack)
+            return
+        follower = tp in self.read_from
+        if data.error_code and follower:
+            del self.read_from[tp]  # whatever the replica's trouble (behind, moved), the leader knows better
+            if action_for(data.error_code).retriable or data.error_code == OFFSET_OUT_OF_RANGE:
+                return
         if data.error_code == OFFSET_OUT_OF_RANGE:
             start = self.src.log_start_offset(self.src_leaders[tp], tp)
             if start <= part.next_fetch:
@@ -185,7 +242,8 @@ class Copier:
                 part.done = True
             return
         if action_for(data.error_code) in (Action.RETRY, Action.REFRESH):  # leader moved, broker restarting
-            time.sleep(0.2)
+            time.sleep(self.settings.retry_backoff_ms / 1000)
+            self.read_from.clear()
             self.src_leaders = self.src.leaders({p.range.topic for p in self.parts.values()})
             return
         if data.error_code:
@@ -231,12 +289,22 @@ class Copier:
             if view.last_offset >= r.end - 1:
                 part.done = True
                 break
+        if progressed:
+            self.ask_first.discard(tp)
+        elif not part.done and buf and not any(True for _ in rb.split_batches(buf)) and not first:
+            self.ask_first.add(tp)  # only part of a batch came, behind other partitions' data: lead next time
+            return
         if not progressed and not part.done and buf and not any(True for _ in rb.split_batches(buf)):
             raise KafkaError(
                 f"a batch at offset {part.next_fetch} is larger than the fetch size "
                 f"({self.settings.partition_max_bytes} bytes); raise max.partition.fetch.bytes",
                 cluster=self.src.alias, topic=r.topic, partition=r.partition, offset=part.next_fetch,
             )
+        if not progressed and not part.done and follower:
+            # the replica has not caught up with the range yet (its high watermark lags the leader's):
+            # back to the leader, which knows where the log ends
+            del self.read_from[tp]
+            return
         if not progressed and not part.done:
             # nothing at or after next_fetch below the end: the range's tail is not readable
             # (e.g. end beyond the last stable offset); finish where the log stands now
@@ -267,7 +335,8 @@ class Copier:
             rounds: dict[int, dict[TP, PartitionCopy]] = {}
             payloads: dict[int, dict[TP, rb.Pieces]] = {}
             for part in self.parts.values():
-                if part.queue and len(part.in_flight) < (MAX_IN_FLIGHT_PER_PARTITION if part.answered else 1):
+                most = self.settings.max_in_flight_per_partition if part.answered else 1
+                if part.queue and len(part.in_flight) < most:
                     node = self.dst_leaders[part.target]
                     rounds.setdefault(node, {})[part.target] = part
                     payloads.setdefault(node, {})[part.target] = part.send_next()

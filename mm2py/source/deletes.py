@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mm2py.filters import TopicFilter
+from mm2py.filters import TopicFilterInterface
 from mm2py.policy import ReplicationPolicy
 
 
@@ -19,7 +19,7 @@ def orphaned_remote_topics(
     policy: ReplicationPolicy,
     source_alias: str,
     target_alias: str,
-    topic_filter: TopicFilter,
+    topic_filter: TopicFilterInterface,
     source_topics: Iterable[str],
     target_topics: Iterable[str],
     heartbeats_replication_enabled: bool = True,

@@ -19,7 +19,7 @@ import time
 
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
-from mm2py.filters import TopicFilter
+from mm2py.filters import topic_filter_for
 from mm2py.kafka.admin import Admin
 from mm2py.metadata.sync import MetadataSync
 from mm2py.policy import policy_for
@@ -209,7 +209,7 @@ def planner_for(flow: FlowConfig, guard: LoopGuard | None = None) -> BatchPlanne
     planner: BatchPlanner
     metadata = MetadataSync(flow, src, dst, lambda topic: catalogue.remote_topic(topic),
                             lambda topic: catalogue.mirrored(topic))
-    catalogue = TopicCatalogue(flow, policy, TopicFilter(flow.topics, flow.topics_exclude), src, dst, metadata,
+    catalogue = TopicCatalogue(flow, policy, topic_filter_for(flow), src, dst, metadata,
                                stored=lambda: planner.recorded(), log_sizes=functools.partial(_source_log_sizes, flow),
                                guard=guard)
     planner = BatchPlanner(flow, catalogue=catalogue, source=src, target=dst, store=store,
@@ -222,7 +222,8 @@ def _source_log_sizes(flow: FlowConfig, topics: set[str]) -> dict[TP, int]:
     """Bytes on the source's disk per partition of ``topics``, through a client opened for the call."""
     from mm2py.kafka.wire import RawClient  # the driver-side runner imports it only when needed
 
-    client = RawClient(flow.source, client_id=f"mm2py-planner-{flow.name}", timeout_ms=flow.admin_timeout_ms)
+    client = RawClient(flow.source, client_id=f"mm2py-planner-{flow.name}", timeout_ms=flow.admin_timeout_ms,
+                       role="admin")
     try:
         return client.log_sizes(topics)
     finally:

@@ -75,8 +75,11 @@ class RehashCopier(Copier):
 
     def _start(self) -> None:
         super()._start()
-        conf = rdkafka_config(self.target.bootstrap_servers, self.target.producer, self.target.alias)
-        conf.update({"client.id": self.client_id, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+        # the data producer's settings (compression.type, linger.ms, batch.size ... apply on this path)
+        conf = rdkafka_config(self.target.bootstrap_servers, self.target.producer, self.target.alias, "producer")
+        conf.setdefault("client.id", self.client_id)
+        conf.setdefault("linger.ms", 5)
+        conf.update({"acks": "all", "enable.idempotence": True})
         self.producer = Producer(conf)
 
     def _on_delivery(self, err: object, msg: object) -> None:

@@ -12,7 +12,7 @@ from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.kafkautil import create_topic, produce
 
 pytestmark = pytest.mark.integration
-P = "kafka_connect_mirror_source_connector_"
+P = "kafka_connect_mirror_mirrorsourceconnector_"
 
 
 def free_port() -> int:
@@ -46,15 +46,16 @@ def test_metrics_endpoint_counts_latency_lag_and_heartbeats(cluster_a, cluster_b
     try:
         wait_for(lambda: scrape(port), 120, "metrics endpoint up", rep)
         produce(cluster_a.bootstrap, topic, [(b"k%d" % i, b"v" * 100, None, None) for i in range(300)])
-        wait_for(lambda: total(scrape(port), P + "record_count_total", topic) == 300, 120, "300 records counted", rep)
+        remote = f"A.{topic}"  # MM2 tags its metrics with the remote topic
+        wait_for(lambda: total(scrape(port), P + "record_count", remote) == 300, 120, "300 records counted", rep)
         got = scrape(port)
-        assert total(got, P + "byte_count_total", topic) > 300 * 100
-        assert total(got, P + "replication_latency_ms", topic, stat="p99") > 0
-        assert total(got, P + "record_age_ms", topic, stat="max") >= 0
-        wait_for(lambda: (m := scrape(port)) and any(n == P + "lag_records" and ("topic", topic) in ls
-                                                     for n, ls in m) and total(m, P + "lag_records", topic) == 0,
+        assert total(got, P + "byte_count", remote) > 300 * 100
+        assert total(got, "mm2py_replication_latency_ms", remote, quantile="0.99") > 0
+        assert total(got, P + "record_age_ms_max", remote) >= 0
+        wait_for(lambda: (m := scrape(port)) and any(n == "mm2py_lag_records" and ("topic", remote) in ls
+                                                     for n, ls in m) and total(m, "mm2py_lag_records", remote) == 0,
                  60, "lag refreshed to 0 after catch-up", rep)
-        wait_for(lambda: any(n == "kafka_connect_mirror_heartbeat_age_seconds" and ("source", "A") in ls and v < 30
+        wait_for(lambda: any(n == "mm2py_heartbeat_age_seconds" and ("source", "A") in ls and v < 30
                              for (n, ls), v in scrape(port).items()), 60, "heartbeat age on A->B", rep)
     finally:
         assert rep.stop() == 0, rep.tail()

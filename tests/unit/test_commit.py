@@ -60,8 +60,10 @@ def test_syncs_are_written_before_positions_and_positions_are_what_was_copied() 
 
 def test_positions_do_not_move_when_syncs_cannot_be_written() -> None:
     journal = Journal(fail_syncs=True)
+    c = committer(journal)
+    c.max_outage_s = 0  # the outage outlasts what a commit waits for
     with pytest.raises(KafkaError):
-        committer(journal).commit([RangeResult("t", 0, 0, 10, 10, records=10, syncs=((0, 0), (10, 10)))], 0)
+        c.commit([RangeResult("t", 0, 0, 10, 10, records=10, syncs=((0, 0), (10, 10)))], 0)
     assert journal.events == [], "a failed micro-batch is retried from the old positions"
 
 
@@ -81,3 +83,34 @@ def test_without_offset_syncs_only_positions_are_written() -> None:
     FlowCommitter(FLOW, policy_for(FLOW), journal, None, journal).commit(
         [RangeResult("t", 0, 0, 10, 10, records=10, syncs=((0, 0),))], 0)
     assert [kind for kind, _ in journal.events] == ["positions"]
+
+
+def test_an_outage_while_recording_is_waited_out_not_copied_again() -> None:
+    class Flaky(Journal):
+        def __init__(self) -> None:
+            super().__init__()
+            self.refusals = 3
+
+        def save(self, positions: Mapping[TP, int]) -> None:
+            if self.refusals:
+                self.refusals -= 1
+                raise KafkaError("could not record positions", cluster="B", retriable=True)
+            super().save(positions)
+
+    journal = Flaky()
+    c = committer(journal)
+    slept: list[float] = []
+    c.sleep = slept.append
+    c.commit([RangeResult("t", 0, 0, 10, 10, records=10, syncs=((0, 0), (10, 10)))], 0)
+    assert [kind for kind, _ in journal.events] == ["syncs", "positions"] and slept == [0.5, 1.0, 2.0]
+
+
+def test_a_refusal_that_waiting_cannot_fix_fails_at_once() -> None:
+    class Refused(Journal):
+        def save(self, positions: Mapping[TP, int]) -> None:
+            raise KafkaError("not authorized", cluster="B", retriable=False)
+
+    c = committer(Refused())
+    c.sleep = lambda s: None
+    with pytest.raises(KafkaError, match="not authorized"):
+        c.commit([RangeResult("t", 0, 0, 10, 10, records=10)], 0)

@@ -58,7 +58,7 @@ def test_defaults_are_mm2s():
 def test_every_flow_field_has_exactly_one_key():
     declared = [k.field for k in ALL_KEYS if k.field]
     assert len(declared) == len(set(declared))
-    fields = {f.name for f in dataclasses.fields(FlowConfig)} - {"source", "target", "raw"}
+    fields = {f.name for f in dataclasses.fields(FlowConfig)} - {"source", "target", "raw", "offset_syncs"}
     assert set(declared) == fields
     for key in FLOW_KEYS:
         assert key.scope is Scope.FLOW and key.doc
@@ -226,11 +226,16 @@ def test_worker_settings_under_an_alias_are_accepted_but_not_client_settings():
 
 
 def test_auto_offset_reset_precedence():
-    assert flow(load_text(AB + "consumer.auto.offset.reset = latest\n"), "A->B").auto_offset_reset == "latest"
-    cfg = load_text(BASE + "A->B.enabled = true\nB->A.enabled = true\nconsumer.auto.offset.reset = latest\n"
-                    "A.consumer.auto.offset.reset = earliest\n")
-    assert (flow(cfg, "A->B").auto_offset_reset, flow(cfg, "B->A").auto_offset_reset) == ("earliest", "latest")
-    cfg = load_text(AB + "A.consumer.auto.offset.reset = earliest\nA->B.consumer.auto.offset.reset = LATEST\n")
+    # MM2 4.3: the replication consumer's setting; a top-level consumer.* reaches no client (and is warned)
+    with capture_logs() as logs:
+        assert flow(load_text(AB + "consumer.auto.offset.reset = latest\n"), "A->B").auto_offset_reset == "earliest"
+    assert "consumer.auto.offset.reset" in next(e["settings"] for e in logs if "settings" in e)
+    cfg = load_text(BASE + "A->B.enabled = true\nB->A.enabled = true\nA.consumer.auto.offset.reset = latest\n")
+    assert (flow(cfg, "A->B").auto_offset_reset, flow(cfg, "B->A").auto_offset_reset) == ("latest", "earliest")
+    assert flow(load_text(AB + "A->B.consumer.auto.offset.reset = LATEST\n"), "A->B").auto_offset_reset == "latest"
+    cfg = load_text(AB + "A.consumer.auto.offset.reset = earliest\nA->B.consumer.auto.offset.reset = latest\n")
+    assert flow(cfg, "A->B").auto_offset_reset == "earliest", "A.consumer.* beats A->B.consumer.* in MM2"
+    cfg = load_text(AB + "A.consumer.auto.offset.reset = earliest\nA->B.source.consumer.auto.offset.reset = latest\n")
     assert flow(cfg, "A->B").auto_offset_reset == "latest"
 
 
@@ -263,7 +268,7 @@ def test_unknown_keys_are_listed_in_one_warning_not_fatal():
                 "topic.filter.class = org.apache.kafka.connect.mirror.DefaultTopicFilter\n"
                 "emit.heartbeats.something = 1\nreplication.policy.future = 2\nsource.cluster.alias = A\n"
                 "ssl.truststore.location = /t\nsasl.mechanism = PLAIN\nsecurity.protocol = SSL\n"
-                "producer.acks = all\nadmin.retries = 1\nA->B.consumer.fetch.min.bytes = 1\n")
+                "A->B.consumer.fetch.min.bytes = 1\nA->B.source.consumer.check.crcs = true\n")
     with capture_logs() as logs:
         cfg = load_text(AB + accepted + "mystery.knob = 3\nA->B.typo.enabeld = true\nC.bootstrap.servers = c:1\n")
     assert cfg.unknown_keys == ("mystery.knob", "A->B.typo.enabeld", "C.bootstrap.servers")
@@ -271,12 +276,11 @@ def test_unknown_keys_are_listed_in_one_warning_not_fatal():
     assert len(warnings) == 1 and warnings[0]["keys"] == list(cfg.unknown_keys)
 
 
-def test_custom_filter_class_is_accepted_with_a_warning():
-    with capture_logs() as logs:
-        cfg = load_text(AB + "topic.filter.class = com.example.MyFilter\n")
-    assert cfg.unknown_keys == ()
-    assert [e["classes"] for e in logs if e["log_level"] == "warning"] == [
-        {"topic.filter.class": "com.example.MyFilter"}]
+def test_a_filter_class_that_cannot_be_loaded_is_refused_naming_key_and_line():
+    # mm2py loads filter classes (mm2py.filters); a Java one it cannot is no longer swallowed with a warning
+    (problem,) = problems(AB + "topic.filter.class = com.example.MyFilter\n")
+    assert (problem.key, problem.line) == ("topic.filter.class", 6)
+    assert "com.example.MyFilter" in problem.message and "Python port" in problem.message
 
 
 # -- validation ----------------------------------------------------------------------------

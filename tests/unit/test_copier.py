@@ -197,3 +197,85 @@ def test_rebuilt_batches_sync_at_every_gap() -> None:
     part.send_next()
     part.acked(0, lag_max=1000)
     assert part.syncs == [(0, 0), (5, 2)] and part.run_next == (7, 4)
+
+
+# -- fetch settings from the flow (max.partition.fetch.bytes, client.rack, max.in.flight) --------------
+
+
+class LimitedSource(FakeSource):
+    """As a broker under max.partition.fetch.bytes: a larger batch comes whole only to the first
+    partition of a request with data (KIP-74); behind another partition's data it is cut short."""
+
+    def __init__(self, logs: dict[TP, list[bytes]]):
+        super().__init__(logs)
+        self.requests: list[list[TP]] = []
+        self.cut: list[tuple[int, TP]] = []  # (request number, partition) answered with part of a batch
+
+    def fetch(self, node: int, positions: dict[TP, int], *, partition_max_bytes: int, **_: object) -> Answer:
+        self.requests.append(list(positions))
+        out, data_before = {}, False
+        for tp, offset in positions.items():
+            held = [b for b in self.logs[tp] if next(rb.split_batches(b)).next_offset > offset]
+            data = held[0] if held else b""
+            if data_before and len(data) > partition_max_bytes:
+                data = data[:partition_max_bytes]
+                self.cut.append((len(self.requests) - 1, tp))
+            data_before = data_before or bool(data)
+            out[tp] = FetchedPartition(0, 1000, 1000, 0, (), data)
+        return Answer(out, is_done=True)
+
+
+def test_a_batch_larger_than_max_partition_fetch_bytes_behind_other_data_is_asked_first_next() -> None:
+    small = [batch(o, 2) for o in range(0, 40, 2)]
+    logs = {("t", 0): small, ("t", 1): small, ("t", 2): small, ("t", 3): [batch(0, 3, value_size=3000), batch(3, 1)]}
+    source, target = LimitedSource(logs), FakeTarget()
+    ranges = [PartitionRange("t", p, 0, 40, "A.t") for p in range(3)] + [PartitionRange("t", 3, 0, 4, "A.t")]
+    c = Copier(source, target, ranges, CopySettings(partition_max_bytes=1000))  # type: ignore[arg-type]
+    c._target_leaders = lambda topics: {(r.target_topic, r.partition): 2 for r in ranges}  # type: ignore[method-assign]
+    c.run()
+    assert target.logs[("A.t", 3)] == [0, 3] and target.logs[("A.t", 0)] == list(range(0, 40, 2))
+    assert source.cut, "the big batch came cut behind partition 0's data at least once"
+    for request, tp in source.cut:
+        later = next(r for r in source.requests[request + 1:] if tp in r)
+        assert later[0] == tp, "a partition answered with part of a batch leads the next request"
+
+
+class RackSource(FakeSource):
+    """Leader 1 names replica 3 (client.rack); replica 3 is behind once, then serves."""
+
+    def __init__(self, logs: dict[TP, list[bytes]], behind_once: bool = False):
+        super().__init__(logs)
+        self.asked: list[int] = []
+        self.behind = behind_once
+
+    def fetch(self, node: int, positions: dict[TP, int], **kw: object) -> Answer:
+        self.asked.append(node)
+        if node == 1:
+            return Answer({tp: FetchedPartition(0, 1000, 1000, 0, (), b"", 3) for tp in positions}, is_done=True)
+        if self.behind:
+            self.behind = False
+            return Answer({tp: FetchedPartition(0, 0, 0, 0, (), b"") for tp in positions}, is_done=True)
+        return super().fetch(node, positions, **kw)
+
+
+def test_with_client_rack_partitions_are_fetched_from_the_replica_the_leader_names() -> None:
+    logs = {("t", 0): [batch(o, 5) for o in range(0, 20, 5)]}
+    for behind in (False, True):
+        source, target = RackSource(logs, behind_once=behind), FakeTarget()
+        ranges = [PartitionRange("t", 0, 0, 20, "A.t")]
+        c = Copier(source, target, ranges, CopySettings())  # type: ignore[arg-type]
+        c._target_leaders = lambda topics: {("A.t", 0): 2}  # type: ignore[method-assign]
+        c.run()
+        assert target.logs[("A.t", 0)] == [0, 5, 10, 15]
+        # a replica behind the range's end sends the partition back to its leader (no data loss error)
+        assert source.asked[:2] == [1, 3] and source.asked.count(1) == (2 if behind else 1)
+
+
+def test_max_in_flight_per_partition_follows_the_producer_setting() -> None:
+    logs = {("t", 0): [batch(o, 1) for o in range(20)]}
+    target = FakeTarget()
+    ranges = [PartitionRange("t", 0, 0, 20, "A.t")]
+    c = Copier(FakeSource(logs), target, ranges, CopySettings(max_in_flight_per_partition=1))  # type: ignore[arg-type]
+    c._target_leaders = lambda topics: {("A.t", 0): 2}  # type: ignore[method-assign]
+    c.run()
+    assert target.most_in_flight[("A.t", 0)] == 1 and target.logs[("A.t", 0)] == list(range(20))

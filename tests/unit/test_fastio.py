@@ -103,3 +103,22 @@ def test_broker_error_codes_map_to_our_errors():
     assert isinstance(to_kafka_error(29, cluster="A", topic="t"), AuthorizationError)
     not_leader = to_kafka_error(6, cluster="A", topic="t", partition=2)
     assert not_leader.retriable and "[cluster=A" in str(not_leader)
+
+
+def test_fetch_response_keeps_the_preferred_read_replica():
+    from kafka.protocol.consumer import FetchResponse
+
+    from mm2py.kafka.fetch_response import parse_fetch_v12
+    from mm2py.kafka.wire import RawClient
+
+    resp_cls = FetchResponse[12]
+    topic_cls = resp_cls.FetchableTopicResponse
+    part = topic_cls.PartitionData(partition_index=0, error_code=0, high_watermark=9, last_stable_offset=9,
+                                   log_start_offset=0, aborted_transactions=None, preferred_read_replica=3,
+                                   records=None)
+    resp = resp_cls(throttle_time_ms=0, error_code=0, session_id=0,
+                    responses=[topic_cls(topic="orders", partitions=[part])])
+    resp.with_header(correlation_id=1)
+    frame = memoryview(bytes(resp.encode(framed=True, header=True)))[4:]
+    assert parse_fetch_v12(frame)[2][("orders", 0)].preferred_read_replica == 3
+    assert RawClient.fetched(resp)[("orders", 0)].preferred_read_replica == 3, "kafka-python's decoding path too"

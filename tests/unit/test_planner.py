@@ -171,7 +171,7 @@ def test_first_plan_starts_from_recorded_positions_exactly_else_earliest():
 
 
 def test_first_plan_without_a_recorded_position_follows_auto_offset_reset_latest():
-    r = rig({"orders": 2}, stored={("orders", 0): 41}, extra="consumer.auto.offset.reset = latest\n")
+    r = rig({"orders": 2}, stored={("orders", 0): 41}, extra="A.consumer.auto.offset.reset = latest\n")
     r.src.earliest = {("orders", 1): 5}
     r.src.latest = {("orders", 0): 100, ("orders", 1): 70}
     assert r.planner.initial_offsets()["p"] == {"orders:0": 42, "orders:1": 70}

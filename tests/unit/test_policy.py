@@ -21,12 +21,12 @@ JAVA = "org.apache.kafka.connect.mirror."
 
 
 class Everything:
-    def matches(self, name: str) -> bool:
+    def should_replicate_topic(self, topic: str) -> bool:
         return True
 
 
 class Nothing:
-    def matches(self, name: str) -> bool:
+    def should_replicate_topic(self, topic: str) -> bool:
         return False
 
 

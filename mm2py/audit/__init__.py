@@ -1,0 +1,1 @@
+"""The completeness audit: per topic, partition and minute, records on the source versus the target."""

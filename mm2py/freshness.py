@@ -1,0 +1,87 @@
+"""Checkpoint freshness per consumer group, read from the clusters (for ``mm2py.metrics``).
+
+A group's checkpoints are fresh when they follow the group: a checkpoint record is written
+only when a group's translated offsets change, so the age of the newest checkpoint alone
+would call every idle group stale. Two figures per group tell it apart:
+
+- the age of the group's newest checkpoint record on the target (its timestamp);
+- per partition, the group's committed offset on the source minus the upstream offset of
+  its newest checkpoint: progress of the group that a failover now would read again. An
+  idle group stays at 0 however old its checkpoint; a group that moves while checkpoints
+  stop grows it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from mm2py.config.model import FlowConfig
+from mm2py.errors import FormatError
+from mm2py.formats import Checkpoint
+from mm2py.kafka.admin import Admin, translate
+from mm2py.kafka.clientconf import rdkafka_config
+from mm2py.kafka.compacted import read_to_end
+from mm2py.policy import policy_for
+
+
+@dataclass(frozen=True)
+class GroupFreshness:
+    flow: str  # "A->B"
+    group: str
+    newest_ms: int | None  # timestamp of the group's newest checkpoint record on the target
+    # (remote topic, partition, committed offset on the source minus the newest checkpoint's upstream offset)
+    behind: tuple[tuple[str, int, int], ...] = ()
+
+
+def read_checkpoints(flow: FlowConfig) -> dict[tuple[str, str, int], tuple[Checkpoint, int]]:
+    """The newest checkpoint of every (group, remote topic, partition), with its record timestamp (ms)."""
+    topic = policy_for(flow).checkpoints_topic(flow.source.alias)
+    cluster = flow.target
+    timeout = flow.admin_timeout_ms / 1000
+    conf = rdkafka_config(cluster.bootstrap_servers, cluster.consumer, cluster.alias)
+    conf.update({"group.id": "mm2py-freshness", "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer = Consumer(conf)
+    out: dict[tuple[str, str, int], tuple[Checkpoint, int]] = {}
+
+    def on_record(msg: object) -> None:
+        try:
+            cp = Checkpoint.from_record(msg.key(), msg.value())  # type: ignore[attr-defined]
+        except FormatError:
+            return
+        out[(cp.consumer_group_id, cp.topic, cp.partition)] = (cp, msg.timestamp()[1])  # type: ignore[attr-defined]
+
+    try:
+        try:
+            md = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+            if md is None or md.error is not None:
+                return {}
+            low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)
+        except KafkaException as e:
+            raise translate(e, cluster=cluster.alias, action="reading", topic=topic) from e
+        read_to_end(consumer, topic, {0: low}, {0: end}, cluster=cluster.alias,
+                    deadline=time.monotonic() + timeout, on_record=on_record)
+    finally:
+        consumer.close()
+    return out
+
+
+def checkpoint_freshness(flow: FlowConfig) -> list[GroupFreshness]:
+    """Every group with checkpoints of ``flow``: newest checkpoint time and how far each partition is behind."""
+    checkpoints = read_checkpoints(flow)
+    policy = policy_for(flow)
+    src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
+    by_group: dict[str, list[tuple[Checkpoint, int]]] = {}
+    for (group, _topic, _partition), entry in checkpoints.items():
+        by_group.setdefault(group, []).append(entry)
+    out = []
+    for group, entries in sorted(by_group.items()):
+        committed = {(policy.format_remote_topic(flow.source.alias, t), p): off
+                     for (t, p), off in src.group_offsets(group).items()}
+        behind = tuple(sorted((cp.topic, cp.partition, max(committed[key] - cp.upstream_offset, 0))
+                              for cp, _ts in entries if (key := (cp.topic, cp.partition)) in committed))
+        newest = max((ts for _cp, ts in entries if ts >= 0), default=None)
+        out.append(GroupFreshness(flow.name, group, newest, behind))
+    return out

@@ -1,0 +1,70 @@
+"""Plugin classes as an operator writes them, loaded by dotted path (``tests.plugins.X``).
+
+The replicator subprocess of the integration tests runs with the checkout as its working
+directory, and Spark's Python workers inherit it, so this module is importable everywhere a
+flow builds its filters. None of these classes subclasses anything of mm2py's but the policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from mm2py.policy import ReplicationPolicy
+
+
+class SuffixTopics:
+    """Topic filter: exactly the topics ending with ``filter.topic.suffix`` (default ``.internal``).
+
+    Every other topic is left out, whatever ``topics`` says: the default ``topics.exclude`` would
+    keep ``*.internal`` home, and the default ``topics = .*`` would take the rest.
+    """
+
+    def __init__(self) -> None:
+        self.suffix = ".internal"
+        self.props: dict[str, object] = {}
+
+    def configure(self, props: Mapping[str, object]) -> None:
+        self.props = dict(props)
+        self.suffix = str(props.get("filter.topic.suffix", self.suffix))
+
+    def should_replicate_topic(self, topic: str) -> bool:
+        return topic.endswith(self.suffix)
+
+
+class PrefixGroups:
+    """Group filter: exactly the groups starting with ``filter.group.prefix`` (default ``console-consumer-``)."""
+
+    def __init__(self) -> None:
+        self.prefix = "console-consumer-"
+        self.props: dict[str, object] = {}
+
+    def configure(self, props: Mapping[str, object]) -> None:
+        self.props = dict(props)
+        self.prefix = str(props.get("filter.group.prefix", self.prefix))
+
+    def should_replicate_group(self, group: str) -> bool:
+        return group.startswith(self.prefix)
+
+
+class NoRetention:
+    """Config property filter without ``configure``: copies every topic config but ``retention.*``."""
+
+    def should_replicate_config_property(self, prop: str) -> bool:
+        return not prop.startswith("retention.")
+
+
+class FromSuffix(ReplicationPolicy):
+    """Policy: ``orders`` of A is ``orders-from-A`` on the target (hops stack: ``orders-from-A-from-B``)."""
+
+    MARK = "-from-"
+
+    def format_remote_topic(self, source_cluster_alias: str, topic: str) -> str:
+        return f"{topic}{self.MARK}{source_cluster_alias}"
+
+    def topic_source(self, topic: str) -> str | None:
+        head, mark, alias = topic.rpartition(self.MARK)
+        return alias if mark and head and alias else None
+
+    def upstream_topic(self, topic: str) -> str | None:
+        head, mark, alias = topic.rpartition(self.MARK)
+        return head if mark and head and alias else None

@@ -8,7 +8,7 @@ VENV_STAMP := $(VENV)/.installed
 JARS_STAMP := $(KAFKA_LIBS)/.fetched
 PYTEST_ARGS ?=
 
-.PHONY: all demo test unit integration bench lint jars venv clean clean-var
+.PHONY: config-doc all demo test unit integration bench lint jars venv clean clean-var
 
 all: test
 
@@ -44,11 +44,14 @@ test: $(VENV_STAMP) $(JARS_STAMP) prometheus
 unit: $(VENV_STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/unit
 
-integration: $(VENV_STAMP) $(JARS_STAMP)
+integration: $(VENV_STAMP) $(JARS_STAMP) prometheus
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/integration
 
 bench: $(VENV_STAMP) $(JARS_STAMP)
 	$(PY) -m bench.run
+
+config-doc: $(VENV_STAMP)
+	$(PY) -c 'from mm2py.config.support import render; print(render(), end="")' > docs/configuration.md
 
 lint: $(VENV_STAMP)
 	$(VENV)/bin/ruff check mm2py connectors tests

@@ -7,22 +7,16 @@ believe otherwise:
 - ``exactly.once.support = required`` (connector key, top level or per flow) on an enabled flow
   is refused with a ConfigError naming the key and line: the guarantee it demands is not there;
 - ``{alias}.exactly.once.source.support = enabled | preparing`` (MM2's worker key, per target
-  cluster or top level) starts, with one WARNING naming the clusters and what holds instead.
+  cluster or top level) starts; the start-up WARNING names it (``mm2py.config.support``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-import structlog
-
 from mm2py.config.model import MirrorMakerConfig
 from mm2py.config.properties import Entry
 from mm2py.errors import ConfigError, ConfigProblem
-
-log = structlog.get_logger(__name__)
-
-SOURCE_SUPPORT = "exactly.once.source.support"
 
 
 def check_delivery(entries: Mapping[str, Entry], config: MirrorMakerConfig, source: str | None = None) -> None:
@@ -39,9 +33,3 @@ def check_delivery(entries: Mapping[str, Entry], config: MirrorMakerConfig, sour
                  "'requested'", line, source))
     if problems:
         raise ConfigError(problems)
-    asked = {name: entry.value.strip().lower() for name, entry in entries.items()
-             if name == SOURCE_SUPPORT or name.endswith("." + SOURCE_SUPPORT)}
-    asked = {name: value for name, value in asked.items() if value in ("enabled", "preparing")}
-    if asked:
-        log.warning("exactly-once source support is not implemented: flows are at-least-once (a restart may "
-                    "copy up to a micro-batch again)", keys=sorted(asked), source=source)

@@ -41,10 +41,13 @@ from mm2py.config.keys import (
 )
 from mm2py.config.model import ClusterConfig, FlowConfig, MirrorMakerConfig, frozen_map
 from mm2py.config.properties import Entry
+from mm2py.config.support import Status, other_support
 from mm2py.errors import ConfigError, ConfigProblem
 from mm2py.filters import FILTER_KINDS, filter_props, is_default, load_filter
 
 log = structlog.get_logger(__name__)
+
+SOURCE_SUPPORT = "exactly.once.source.support"
 
 # Aliases end up in topic names (A.heartbeats, mm2-offset-syncs.A.internal): Kafka's legal chars.
 _ALIAS = re.compile(r"[A-Za-z0-9._-]+")
@@ -123,6 +126,7 @@ class _Resolver:
         self.audit_interval_seconds = float(AUDIT_INTERVAL.default)  # type: ignore[arg-type]
         # client settings that reach no client, or that a client of mm2py does not apply: key -> why
         self.client_notes: dict[str, str] = {}
+        self.not_supported: dict[str, str] = {}  # MM2 features mm2py has not: key -> why
         self.spellings: clients.Spellings | None = None
         self.routed: dict[tuple[str, str], clients.FlowClients] = {}
 
@@ -178,6 +182,7 @@ class _Resolver:
         if self.setting(settings, name, setting, entry.value):
             return
         self.check_class(name, setting, entry)
+        self.note_unsupported(name, setting, entry)
         if clients.flow_level_nowhere(setting):
             self.client_notes[name] = clients.NOWHERE_FLOW
         if not ACCEPTED.fullmatch(setting):
@@ -192,6 +197,8 @@ class _Resolver:
             self.unknown.append(name)
             return
         if WORKER_KEY.fullmatch(setting):
+            self.check_class(name, setting, entry)
+            self.note_unsupported(name, setting, entry)
             return
         if setting in ("auto.offset.reset", _RESET_KEY):
             self.parse(AUTO_OFFSET_RESET, name, entry.value)
@@ -224,12 +231,23 @@ class _Resolver:
             self.unknown.append(name)
         else:
             self.check_class(name, name, entry)
+            self.note_unsupported(name, name, entry)
 
     def check_class(self, name: str, setting: str, entry: Entry) -> None:
         # accepted so that MM2 files load, but a custom class would be ignored: say so
         default = DEFAULT_CLASSES.get(setting)
         if default is not None and entry.value.strip() not in ("", default):
             self.custom_classes[name] = entry.value.strip()
+
+    def note_unsupported(self, name: str, setting: str, entry: Entry) -> None:
+        """An MM2 feature mm2py does not have (mm2py.config.support): named, with why, in the warning."""
+        support = other_support(setting)
+        if support is None or support.status is not Status.WARNED or setting in DEFAULT_CLASSES:
+            return
+        value = entry.value.strip().lower()
+        if setting == SOURCE_SUPPORT and value not in ("enabled", "preparing"):
+            return  # 'disabled' asks for nothing mm2py lacks
+        self.not_supported[name] = support.why
 
     def setting(self, settings: _Settings, name: str, setting: str, text: str) -> bool:
         """Record a flow setting of one scope; False if ``setting`` is no flow setting."""
@@ -345,19 +363,29 @@ class _Resolver:
             self.problem(key, why)
 
     def warn(self) -> None:
-        if self.client_notes:
-            log.warning("client settings mm2py does not apply (MM2's routing, or no equivalent in mm2py's clients)",
-                        settings=dict(sorted(self.client_notes.items())), source=self.source)
-        if self.custom_classes:
-            log.warning("custom admin classes are not supported; MM2's defaults apply",
-                        classes=self.custom_classes, source=self.source)
-        if not self.unknown:
-            return
-        hint = None
+        """One WARNING for everything the file says that mm2py will not do as written, grouped, each with why.
+
+        ``keys``: unknown keys (ignored); ``settings``: client settings no client applies (MM2's
+        routing, or no equivalent in mm2py's clients); ``not_supported``: MM2 features mm2py has
+        not (the REST server, exactly-once, a custom admin class).
+        """
+        groups: dict[str, object] = {}
+        if self.unknown:
+            groups["keys"] = self.unknown
         if self.misplaced:
-            hint = ("flow settings under a cluster alias have no effect in MM2; "
-                    "scope them to a flow ('{src}->{tgt}.<key>') or the top level")
-        log.warning("unknown configuration keys (ignored)", keys=self.unknown, source=self.source, hint=hint)
+            groups["hint"] = ("flow settings under a cluster alias have no effect in MM2; "
+                              "scope them to a flow ('{src}->{tgt}.<key>') or the top level")
+        if self.client_notes:
+            groups["settings"] = dict(sorted(self.client_notes.items()))
+        not_supported = dict(self.not_supported)
+        forwarding = other_support("forwarding.admin.class")
+        for name, value in self.custom_classes.items():
+            not_supported[name] = f"{value}: {forwarding.why if forwarding else 'not loaded'}"
+        if not_supported:
+            groups["not_supported"] = dict(sorted(not_supported.items()))
+        if groups:
+            log.warning("configuration mm2py does not apply as written (each with why; docs/configuration.md)",
+                        source=self.source, **groups)
 
 
 def _running(flows: Iterable[FlowConfig], enabled: set[tuple[str, str]]) -> tuple[FlowConfig, ...]:

@@ -472,5 +472,5 @@ def test_exactly_once_source_support_warns_that_flows_are_at_least_once() -> Non
             "A->B.enabled = true\nB.exactly.once.source.support = enabled\n")
     with structlog.testing.capture_logs() as logs:
         load_text(text)
-    warned = [e for e in logs if "exactly-once source support" in e["event"]]
-    assert warned and warned[0]["keys"] == ["B.exactly.once.source.support"]
+    [warned] = [e for e in logs if e["log_level"] == "warning"]
+    assert "at-least-once" in warned["not_supported"]["B.exactly.once.source.support"]

@@ -41,6 +41,7 @@ def run_mirror_maker(args: argparse.Namespace) -> int:
         master=args.spark_master,
         checkpoint_dir=args.checkpoint_dir,
         until_caught_up=args.once,
+        quiet=args.log_level.lower() != "debug",
     )
 
 

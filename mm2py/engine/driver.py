@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -23,6 +24,7 @@ from mm2py.connectors.options import encode_flow
 from mm2py.connectors.sink import FlowSink, log_rows
 from mm2py.connectors.source import MirrorSourceDataSource
 from mm2py.connectors.warmup import WarmupDataSource
+from mm2py.engine.console import JvmOutput, log4j2_options
 from mm2py.engine.jvmcache import DriverArchive
 from mm2py.engine.sparkhome import use_lean_spark_home
 from mm2py.engine.supervisor import State, Supervisor
@@ -68,7 +70,8 @@ def local_master_with_retries(master: str) -> str:
     return master
 
 
-def build_session(master: str, conf: Mapping[str, str], app_name: str = "mm2py") -> SparkSession:
+def build_session(master: str, conf: Mapping[str, str], app_name: str = "mm2py", *,
+                  extra_driver_options: str = "", output: JvmOutput | None = None) -> SparkSession:
     builder = SparkSession.builder.appName(app_name).master(local_master_with_retries(master))
     settings = dict(SPARK_DEFAULTS)
     if master.startswith("local") or master.startswith("spark://127.") or master.startswith("spark://localhost"):
@@ -81,11 +84,12 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "mm2py")
     spark_home = use_lean_spark_home()
     archive = DriverArchive(JVM_OPTIONS, spark_home)
     for key in JVM_OPTION_KEYS:
-        cds = archive.option() if key == "spark.driver.extraJavaOptions" else ""
-        settings[key] = f"{JVM_OPTIONS} {cds} {settings.get(key, '')}".strip()
+        driver = f"{archive.option()} {extra_driver_options}" if key == "spark.driver.extraJavaOptions" else ""
+        settings[key] = f"{JVM_OPTIONS} {driver} {settings.get(key, '')}".strip()
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with output.capture() if output is not None else contextlib.nullcontext():
+        spark = builder.getOrCreate()
     gateway = getattr(spark.sparkContext._gateway, "proc", None)  # spark-submit exec's into the JVM
     archive.started(getattr(gateway, "pid", None))
     spark.sparkContext.setLogLevel("ERROR")
@@ -295,17 +299,26 @@ class Engine:
             return
         log.info("query restarted", flow=connector.flow.name, connector=connector.kind)
 
-    def stop(self) -> None:
+    def stop(self, *, quiet: bool = False) -> None:
+        """Stop every query and report what was committed; ``quiet`` after a signal (the JVM may be gone)."""
+        unstoppable = []
         for running in self.flows:
             for connector in reversed(running.connectors):
                 try:
                     connector.query.stop()
                 except Exception as e:  # noqa: BLE001 - keep stopping the others
-                    log.warning("stopping a query failed", flow=running.flow.name, connector=connector.kind,
-                                error=_first_line(e))
+                    unstoppable.append(f"{connector.kind} {running.flow.name}")
+                    if not quiet:
+                        log.warning("stopping a query failed", flow=running.flow.name, connector=connector.kind,
+                                    error=_first_line(e))
             if running.sink is not None:
-                running.sink.close()
-        log.info("flows stopped", flows=[r.flow.name for r in self.flows])
+                with contextlib.suppress(Exception):
+                    running.sink.close()
+        committed = {r.flow.name: {"micro_batches": r.sink.committer.totals.batches,
+                                   "records": r.sink.committer.totals.records}
+                     for r in self.flows if r.sink is not None}
+        log.info("flows stopped; each resumes from the positions recorded on its target", committed=committed,
+                 **({"spark_ended_first": unstoppable} if unstoppable and quiet else {}))
 
 
 def _exception(query: StreamingQuery) -> str | None:
@@ -331,8 +344,13 @@ def run(
     master: str | None = None,
     checkpoint_dir: str | None = None,
     until_caught_up: bool = False,
+    quiet: bool = True,
 ) -> int:
-    """Run the enabled flows (into ``targets`` when given) until SIGINT/SIGTERM."""
+    """Run the enabled flows (into ``targets`` when given) until SIGINT/SIGTERM.
+
+    ``quiet``: Spark's own logs go to ``spark.log`` beside the checkpoints and the JVM's
+    start-up chatter is dropped (``mm2py.engine.console``); else both reach the terminal.
+    """
     flows = config.flows_into(targets)
     if not flows:
         raise Mm2pyError(
@@ -341,17 +359,29 @@ def run(
         )
     check_topology(config)  # refuse a looping topology before paying for Spark
     master = master or config.spark.get("spark.master") or DEFAULT_MASTER
-    spark = build_session(master, config.spark)
+    # Without a configured directory each run plans from the positions on the target, so a
+    # lost or stale checkpoint can never disagree with what was really copied.
+    root = checkpoint_dir or config.spark.get("spark.checkpoint.dir") or tempfile.mkdtemp(prefix="mm2py-ckpt-")
+    output = JvmOutput() if quiet else None
+    options = ""
+    if quiet and "://" not in root:
+        options, spark_log = log4j2_options(root)
+        log.info("Spark's own logs", path=str(spark_log))
+    spark = build_session(master, config.spark, extra_driver_options=options, output=output)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
+        if output is not None:
+            output.stopping()  # workers and the JVM may die of the same signal: their tracebacks say nothing
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
+        # PySpark's accumulator server prints an EOFError traceback when the JVM it serves dies first
+        server = getattr(spark.sparkContext, "_accumulatorServer", None)
+        if server is not None:
+            server.handle_error = lambda *_: None
         log.info("shutting down", signal=signal.Signals(signum).name)
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    # Without a configured directory each run plans from the positions on the target, so a
-    # lost or stale checkpoint can never disagree with what was really copied.
-    root = checkpoint_dir or config.spark.get("spark.checkpoint.dir") or tempfile.mkdtemp(prefix="mm2py-ckpt-")
     metrics = Metrics() if config.metrics_port is not None else None
     engine = Engine(config, spark, root, metrics=metrics)
     server = MetricsServer(metrics, config.metrics_port, flows, config.metrics_bind_address,
@@ -370,13 +400,12 @@ def run(
             raise
         # A signal sent to the whole process group (Ctrl-C, systemd) reaches Spark's JVM too and
         # may end it before we stop the queries. Nothing is lost: positions move only after
-        # a micro-batch completed, so the next start resumes from them.
-        log.warning("Spark ended during shutdown; flows resume from their recorded positions")
+        # a micro-batch completed, so the next start resumes from them (engine.stop says so).
         return 0
     finally:
         if server is not None:
             server.stop()
-        engine.stop()
+        engine.stop(quiet=stop.is_set())
         with contextlib.suppress(Exception):
             spark.stop()
         for s, handler in previous.items():

@@ -149,6 +149,12 @@ def test_source_then_target_broker_killed_and_restarted_while_streaming(fault_cl
     assert missing == 0 and total > 0
     print(f"source then target restarted: {total} records, {duplicates} duplicates, replicator exit {rc}")
     assert rc == 0, rep.tail()
+    log = (tmp_path / "mm2.log").read_text()
+    # the operator's terminal: mm2py's own lines; Spark's logs and stack traces went to spark.log
+    assert "Using incubator modules" not in log and "default log4j profile" not in log, log[:2000]
+    assert "MicroBatchExecution" not in log, "Spark's query failures stay in spark.log"
+    after_signal = log.split('"shutting down"')[-1]
+    assert "Traceback" not in after_signal and "flows stopped" in after_signal, after_signal[-2000:]
 
 
 def test_target_down_for_minutes_stalls_the_flow_and_it_catches_up(fault_clusters, cluster_workdir, unique_name,

@@ -1,0 +1,96 @@
+"""The operator's terminal shows mm2py's own lines: Spark's logs go to a file, JVM chatter is dropped.
+
+The Spark driver JVM (and the Python workers it forks) write to the stderr they inherit. While
+the JVM starts, ``jvm_output`` puts a pipe there; a thread forwards what arrives to the real
+stderr, except the JVM's and Spark's start-up chatter (``CHATTER``) and, once the process is
+stopping, everything (workers and the JVM dying under a signal print tracebacks that say
+nothing about the data). Spark's own log4j output goes to ``spark.log`` in the given folder
+(``log4j2_options``), WARN and above.
+
+Invariants: nothing mm2py logs itself passes through the filter (the driver's Python writes
+to the real stderr); a line is dropped only when it matches ``CHATTER`` or arrives after
+``stopping()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+CHATTER = re.compile(
+    r"WARNING: Using incubator modules: .*"
+    r"|Using Spark's default log4j profile: .*"
+    r"|Setting default log level to .*"
+    r"|To adjust logging level use sc\.setLogLevel.*"
+    r"|.* WARN NativeCodeLoader: .*"
+)
+
+_LOG4J2 = """\
+# mm2py: Spark's driver logs go to a file; the terminal shows mm2py's own lines.
+status = error
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {path}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+"""
+
+
+def log4j2_options(folder: str | Path) -> tuple[str, Path]:
+    """JVM options sending Spark's log4j output to ``folder/spark.log``, and that file's path."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "spark.log"
+    config = folder / "log4j2.properties"
+    config.write_text(_LOG4J2.format(path=log))
+    return f"-Dlog4j2.configurationFile=file:{config}", log
+
+
+def keep(line: str, stopping: bool) -> bool:
+    """Whether a line the JVM or a worker wrote reaches the terminal."""
+    return not stopping and not CHATTER.fullmatch(line.rstrip("\r\n"))
+
+
+class JvmOutput:
+    """Forwards the JVM's stderr to ours, line by line, through ``keep``."""
+
+    def __init__(self) -> None:
+        self._stopping = threading.Event()
+
+    def stopping(self) -> None:
+        """From now on the JVM's and workers' output is dropped (a shutdown is under way)."""
+        self._stopping.set()
+
+    @contextlib.contextmanager
+    def capture(self) -> Iterator[None]:
+        """While the block runs, processes started inherit a stderr that this object filters."""
+        try:
+            sys.stderr.flush()
+            real = os.dup(2)
+        except (OSError, ValueError):
+            yield  # no real stderr (a test harness): nothing to filter
+            return
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        thread = threading.Thread(target=self._forward, args=(read_end, real), name="mm2py-jvm-output",
+                                  daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            os.dup2(real, 2)  # our own writes go straight to the terminal again
+
+    def _forward(self, read_end: int, real: int) -> None:
+        with os.fdopen(read_end, "rb") as pipe, os.fdopen(real, "wb", buffering=0) as out:
+            for raw in pipe:
+                if keep(raw.decode("utf-8", "replace"), self._stopping.is_set()):
+                    with contextlib.suppress(OSError):
+                        out.write(raw)

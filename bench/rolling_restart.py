@@ -27,19 +27,17 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from mm2py.dev import cluster as devcluster
 from tests.integration.mirror_helpers import Replicator
-from tests.kafkautil import consume_all, end_offsets
+from tests.kafkautil import Stream, consume_all, end_offsets
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / "work" / "rolling-restart"
@@ -88,53 +86,6 @@ def stop_clusters(workdir: Path) -> None:
     for name in NAMES.values():
         if devcluster.cluster_status(name, workdir) is not None:
             devcluster.stop_cluster(name, workdir)
-
-
-class Stream:
-    """A producer thread: ``rate`` records/s over ``partitions`` partitions, values numbered in send order."""
-
-    def __init__(self, bootstrap: str, topic: str, partitions: int = PARTITIONS, rate: int = RATE):
-        self.topic, self.partitions, self.rate = topic, partitions, rate
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                                  "linger.ms": 5, "message.timeout.ms": 600000,
-                                  "log_level": 2})  # brokers restart: their connection errors are expected
-        self.acked: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
-        self.failed: list[str] = []
-        self.unflushed = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _delivered(self, err: object, msg: object) -> None:
-        if err is not None:
-            self.failed.append(str(err))
-        else:
-            self.acked[msg.partition()].append(msg.value())  # type: ignore[attr-defined]
-
-    def _run(self) -> None:
-        n = 0
-        while not self._stop.is_set():
-            started = time.monotonic()
-            for _ in range(self.rate // 10):
-                p = n % self.partitions
-                self.producer.produce(self.topic, value=b"%d-%08d" % (p, n), partition=p, on_delivery=self._delivered)
-                n += 1
-            self.producer.poll(0)
-            self._stop.wait(max(0.0, 0.1 - (time.monotonic() - started)))
-
-    def start(self) -> Stream:
-        self._thread.start()
-        return self
-
-    def snapshot(self) -> dict[int, list[bytes]]:
-        """The records acknowledged so far, per partition."""
-        return {p: list(v) for p, v in self.acked.items()}
-
-    def stop(self) -> int:
-        """Stop sending, wait for the last acknowledgements; returns how many records were acknowledged."""
-        self._stop.set()
-        self._thread.join(10)
-        self.unflushed = self.producer.flush(300)
-        return sum(len(v) for v in self.acked.values())
 
 
 @dataclass
@@ -400,7 +351,7 @@ class Scenario:
         config.write_text(flow_properties(self.tool, self.clusters, out.topic, self.offset))
         runner = Mm2 if self.tool == "mm2" else Replicator
         self.rep = runner(config, Path(out.log)).start()
-        self.stream = Stream(self.source, out.topic).start()
+        self.stream = Stream(self.source, out.topic, PARTITIONS, RATE).start()
         try:
             self._phase("start: the flow mirrors", self._first_records)
             try:

@@ -6,6 +6,7 @@ Every helper takes the bootstrap address first; ``client`` adds confluent-kafka 
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -208,3 +209,50 @@ def wait_until(predicate: Callable[[], object], timeout: float = 30, interval: f
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for: {message}")
         time.sleep(interval)
+
+
+class Stream:
+    """A producer thread: ``rate`` records/s over ``partitions`` partitions, values numbered in send order."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int):
+        self.topic, self.partitions, self.rate = topic, partitions, rate
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                                  "linger.ms": 5, "message.timeout.ms": 600000,
+                                  "log_level": 2})  # fault tests restart brokers: connection errors are expected
+        self.acked: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        self.failed: list[str] = []
+        self.unflushed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, err: object, msg: object) -> None:
+        if err is not None:
+            self.failed.append(str(err))
+        else:
+            self.acked[msg.partition()].append(msg.value())  # type: ignore[attr-defined]
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            started = time.monotonic()
+            for _ in range(self.rate // 10):
+                p = n % self.partitions
+                self.producer.produce(self.topic, value=b"%d-%08d" % (p, n), partition=p, on_delivery=self._delivered)
+                n += 1
+            self.producer.poll(0)
+            self._stop.wait(max(0.0, 0.1 - (time.monotonic() - started)))
+
+    def start(self) -> Stream:
+        self._thread.start()
+        return self
+
+    def snapshot(self) -> dict[int, list[bytes]]:
+        """The records acknowledged so far, per partition."""
+        return {p: list(v) for p, v in self.acked.items()}
+
+    def stop(self) -> int:
+        """Stop sending, wait for the last acknowledgements; returns how many records were acknowledged."""
+        self._stop.set()
+        self._thread.join(10)
+        self.unflushed = self.producer.flush(300)
+        return sum(len(v) for v in self.acked.values())

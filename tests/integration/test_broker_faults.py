@@ -11,18 +11,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 
 from mm2py.dev import cluster as devcluster
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import REPO, Replicator, properties, wait_for
-from tests.kafkautil import consume_all, create_topic
+from tests.kafkautil import Stream, consume_all, create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -39,48 +37,6 @@ def fault_clusters(cluster_workdir: Path) -> Iterator[dict[str, devcluster.DevCl
     finally:
         for name in started:
             devcluster.stop_cluster(name, cluster_workdir)
-
-
-class Stream:
-    """A producer thread: ``rate`` records/s into the topic, each value numbered per partition."""
-
-    def __init__(self, bootstrap: str, topic: str, rate: int = 500):
-        self.topic, self.rate = topic, rate
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                                  "linger.ms": 5, "message.timeout.ms": 600000,
-                                  "log_level": 2})  # the source restarts: its connection errors are expected
-        self.acked: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
-        self.failed: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _delivered(self, err: object, msg: object) -> None:
-        if err is not None:
-            self.failed.append(str(err))
-        else:
-            self.acked[msg.partition()].append(msg.value())  # type: ignore[attr-defined]
-
-    def _run(self) -> None:
-        n = 0
-        while not self._stop.is_set():
-            started = time.monotonic()
-            for _ in range(self.rate // 10):
-                p = n % PARTITIONS
-                self.producer.produce(self.topic, value=b"%d-%08d" % (p, n), partition=p, on_delivery=self._delivered)
-                n += 1
-            self.producer.poll(0)
-            self._stop.wait(max(0.0, 0.1 - (time.monotonic() - started)))
-
-    def start(self) -> Stream:
-        self._thread.start()
-        return self
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join(10)
-        left = self.producer.flush(300)
-        assert left == 0 and not self.failed, (left, self.failed[:3])
-        return sum(len(v) for v in self.acked.values())
 
 
 def mirrored_in_order(target: str, remote: str, acked: dict[int, list[bytes]]) -> tuple[int, int]:
@@ -129,7 +85,7 @@ def test_source_then_target_broker_killed_and_restarted_while_streaming(fault_cl
     a, b = fault_clusters["fault-a"].bootstrap, fault_clusters["fault-b"].bootstrap
     create_topic(a, topic, PARTITIONS)
     rep = Replicator(replicator_config(tmp_path, fault_clusters, topic), tmp_path / "mm2.log").start()
-    stream = Stream(a, topic).start()
+    stream = Stream(a, topic, PARTITIONS, 500).start()
     try:
         wait_for(lambda: all_there(b, remote, {p: v[:50] for p, v in stream.acked.items()}), 180,
                  "the flow is mirroring", rep)
@@ -140,6 +96,7 @@ def test_source_then_target_broker_killed_and_restarted_while_streaming(fault_cl
         wait_for(lambda: all_there(b, remote, {p: list(v) for p, v in stream.acked.items()}), 240,
                  "caught up after the target broker's restart", rep)
         total = stream.stop()
+        assert stream.unflushed == 0 and not stream.failed, (stream.unflushed, stream.failed[:3])
         wait_for(lambda: all_there(b, remote, stream.acked), 240, "every acknowledged record mirrored", rep)
         assert rep.alive(), rep.tail()
     finally:
@@ -164,7 +121,7 @@ def test_target_down_for_minutes_stalls_the_flow_and_it_catches_up(fault_cluster
     create_topic(a, topic, PARTITIONS)
     config = replicator_config(tmp_path, fault_clusters, topic)
     rep = Replicator(config, tmp_path / "mm2.log").start()
-    stream = Stream(a, topic).start()
+    stream = Stream(a, topic, PARTITIONS, 500).start()
 
     def status() -> dict:
         out = subprocess.run([sys.executable, "-m", "mm2py", "status", str(config), "--json"], cwd=REPO,
@@ -184,6 +141,7 @@ def test_target_down_for_minutes_stalls_the_flow_and_it_catches_up(fault_cluster
         assert rep.alive(), rep.tail()
         devcluster.start_cluster("fault-b", PORTS["fault-b"], workdir=cluster_workdir)
         total = stream.stop()
+        assert stream.unflushed == 0 and not stream.failed, (stream.unflushed, stream.failed[:3])
         wait_for(lambda: all_there(b, remote, stream.acked), 300, "caught up after the target came back", rep)
         wait_for(lambda: status().get("replicator_state") == "running", 120, "status shows it running again", rep)
     finally:

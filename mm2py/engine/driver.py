@@ -210,7 +210,7 @@ class Engine:
                 else:  # heartbeats of a flow that does not mirror (MM2 runs them for every pair)
                     running = RunningFlow(flow, None, [connector])  # type: ignore[arg-type]
                     self.flows.append(running)
-                    self.supervisor.add(flow.name)
+                    self.supervisor.add(flow.name, mirrors=False)
 
     def await_caught_up(self, timeout: float) -> None:
         """With ``until_caught_up``: wait until every query finished; raise on failure or timeout."""

@@ -14,7 +14,7 @@ Invariants:
   an outage: the flow stops at once, naming it, rather than waiting for ever;
 - each flow logs once per change of state (running -> stalled -> running, or -> failed), not
   once per attempt;
-- the process ends with an error only once no flow is left running or stalled.
+- the process ends with an error only once no mirroring flow is left running or stalled.
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ class Health:
     reason: str = ""  # the last error while stalled or failed
     attempts: int = 0  # restarts since the flow last made progress
     retry_at: float = 0.0  # monotonic time of the next restart while stalled
+    mirrors: bool = True  # False for a flow that only writes heartbeats (the reverse of an enabled one)
 
 
 class Supervisor:
@@ -91,8 +92,8 @@ class Supervisor:
         self.wall = wall
         self.health: dict[str, Health] = {}
 
-    def add(self, flow: str) -> None:
-        self.health[flow] = Health(flow, since=self.wall())
+    def add(self, flow: str, *, mirrors: bool = True) -> None:
+        self.health[flow] = Health(flow, since=self.wall(), mirrors=mirrors)
 
     def failed(self, flow: str, error: Mm2pyError, *, ever_ran: bool) -> Health:
         """A query of ``flow`` failed with ``error``: stall it (retry later) or fail it."""
@@ -121,5 +122,5 @@ class Supervisor:
         h.attempts = 0
 
     def alive(self) -> bool:
-        """True while some flow is running or stalled."""
-        return any(h.state is not State.FAILED for h in self.health.values())
+        """True while some mirroring flow is running or stalled (heartbeats alone keep no process up)."""
+        return any(h.state is not State.FAILED for h in self.health.values() if h.mirrors)

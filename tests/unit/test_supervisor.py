@@ -64,6 +64,14 @@ def test_one_failed_flow_leaves_the_others_alive() -> None:
     assert not sup.alive()
 
 
+def test_heartbeats_alone_keep_no_process_up() -> None:
+    sup = Supervisor()
+    sup.add("A->B")
+    sup.add("B->A", mirrors=False)  # the reverse of A->B, for heartbeats only
+    sup.failed("A->B", AuthorizationError("missing ACL", cluster="A"), ever_ran=True)
+    assert not sup.alive()
+
+
 def test_state_changes_are_logged_once_not_per_attempt() -> None:
     import structlog
 

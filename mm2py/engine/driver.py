@@ -406,7 +406,11 @@ def run(
         if server is not None:
             server.stop()
         engine.stop(quiet=stop.is_set())
+        if stop.is_set():
+            # py4j logs (to the root logger) every command the dying JVM no longer answers
+            logging.disable(logging.CRITICAL)
         with contextlib.suppress(Exception):
             spark.stop()
+        logging.disable(logging.NOTSET)
         for s, handler in previous.items():
             signal.signal(s, handler)

@@ -20,7 +20,7 @@ from pyspark.sql.streaming import StreamingQuery
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.connectors.checkpoint import CheckpointDataSource
 from mm2py.connectors.heartbeat import HeartbeatDataSource
-from mm2py.connectors.options import encode_flow
+from mm2py.connectors.options import encode, encode_flow
 from mm2py.connectors.sink import FlowSink, log_rows
 from mm2py.connectors.source import MirrorSourceDataSource
 from mm2py.connectors.warmup import WarmupDataSource
@@ -31,7 +31,7 @@ from mm2py.engine.supervisor import State, Supervisor
 from mm2py.errors import Mm2pyError, from_task_failure
 from mm2py.metrics import Metrics, MetricsServer
 from mm2py.source.commit import committer_for
-from mm2py.topology import check_topology
+from mm2py.topology import check_topology, loop_guard
 
 log = structlog.get_logger(__name__)
 
@@ -161,12 +161,14 @@ class Engine:
     supervisor: Supervisor = field(default_factory=Supervisor)
 
     def _query(self, flow: FlowConfig, source: type, kind: str, sink: Callable, trigger: dict) -> StreamingQuery:
-        df = (
+        reader = (
             self.spark.readStream.format(source.name())
             .option("flow", encode_flow(flow))
             .option("tasks", str(self.spark.sparkContext.defaultParallelism))
-            .load()
         )
+        if source is MirrorSourceDataSource:
+            reader = reader.option("guard", encode(loop_guard(self.config, flow)))
+        df = reader.load()
         checkpoint = os.path.join(self.checkpoint_root, flow.name.replace(">", ""), kind)
         return (df.writeStream.queryName(f"{kind} {flow.name}").foreachBatch(sink)
                 .option("checkpointLocation", checkpoint).trigger(**trigger).start())
@@ -226,9 +228,9 @@ class Engine:
                 raise Mm2pyError(f"flow {running.flow.name} still running after {timeout} s")
 
     def wait(self, stop: threading.Event) -> None:
-        """Block until ``stop`` is set or every flow has failed; restart queries through outages.
+        """Block until ``stop`` is set or every flow's source query has ended; restart queries through outages.
 
-        Raises the first fatal error once no flow is left running or stalled.
+        Raises the first fatal error once no mirroring flow is left running or stalled.
         """
         first_fatal: Mm2pyError | None = None
         while not stop.is_set():
@@ -237,7 +239,9 @@ class Engine:
             if self.metrics is not None:
                 self.metrics.observe_health(self.supervisor.health.values())
                 self.metrics.observe_connectors(self.connector_states())
-            if not self.supervisor.alive():
+            # every mirroring flow's source query ended: by itself (availableNow) or failed for good
+            finished = all(r.connectors[0].stopped for r in self.flows if r.sink is not None)
+            if finished or not self.supervisor.alive():
                 if first_fatal is not None:
                     raise first_fatal
                 return

@@ -35,6 +35,9 @@ pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(prom.binaries() is None, reason="prometheus not installed (make prometheus)")]
 
 STALL_CLUSTER_PORT = 31593 + PORT_OFFSET  # a single-broker target of our own (controller on +1)
+# a source of our own: the shared clusters' 'heartbeats' topics hold other tests' old beats, whose lag
+# would fire LagHigh and keep some panels from settling
+SOURCE_CLUSTER_PORT = 31793 + PORT_OFFSET
 PROMETHEUS_PORTS = (31693 + PORT_OFFSET, 31697 + PORT_OFFSET)
 METRICS_PORTS = (31695 + PORT_OFFSET, 31699 + PORT_OFFSET)
 AUDIT_SECONDS = 5
@@ -181,7 +184,8 @@ def run_promtool(scrapes: list[tuple[str, str, float, bool, dict]], tmp_path: Pa
 
 
 def test_prometheus_scrapes_mm2py_dashboards_strimzi_panels_healthy_rules_and_audit(
-        cluster_a, cluster_b, unique_name, tmp_path):
+        prom_source, cluster_b, unique_name, tmp_path):
+    cluster_a = prom_source
     topic, group, remote = f"{unique_name}-t", f"{unique_name}-g", f"A.{unique_name}-t"
     create_topic(cluster_a.bootstrap, topic, 2)
     # six minutes of history, 50 records per minute and partition, one produce call per minute so
@@ -269,6 +273,16 @@ def test_prometheus_scrapes_mm2py_dashboards_strimzi_panels_healthy_rules_and_au
     assert rc == 0, rep.tail()
 
 
+@pytest.fixture(scope="module")
+def prom_source(cluster_workdir: Path):
+    name = "prom-source-a"
+    started = devcluster.start_cluster(name, SOURCE_CLUSTER_PORT, workdir=cluster_workdir)
+    try:
+        yield started
+    finally:
+        devcluster.stop_cluster(name, cluster_workdir)
+
+
 @pytest.fixture
 def stall_target(cluster_workdir: Path):
     name = "prom-stall-b"
@@ -280,7 +294,8 @@ def stall_target(cluster_workdir: Path):
 
 
 def test_flow_stalled_fires_in_prometheus_when_the_target_stops_and_clears_when_it_returns(
-        cluster_a, stall_target, cluster_workdir, unique_name, tmp_path):
+        prom_source, stall_target, cluster_workdir, unique_name, tmp_path):
+    cluster_a = prom_source
     topic, group = f"{unique_name}-t", f"{unique_name}-g"
     create_topic(cluster_a.bootstrap, topic, 2)
     metrics_port, prometheus_port = METRICS_PORTS[1], PROMETHEUS_PORTS[1]

@@ -38,6 +38,7 @@ STALL_CLUSTER_PORT = 31593 + PORT_OFFSET  # a single-broker target of our own (c
 # a source of our own: the shared clusters' 'heartbeats' topics hold other tests' old beats, whose lag
 # would fire LagHigh and keep some panels from settling
 SOURCE_CLUSTER_PORT = 31793 + PORT_OFFSET
+TARGET_CLUSTER_PORT = 31893 + PORT_OFFSET  # and a target of its own: other tests' topics stay out of the panels
 PROMETHEUS_PORTS = (31693 + PORT_OFFSET, 31697 + PORT_OFFSET)
 METRICS_PORTS = (31695 + PORT_OFFSET, 31699 + PORT_OFFSET)
 AUDIT_SECONDS = 5
@@ -184,8 +185,8 @@ def run_promtool(scrapes: list[tuple[str, str, float, bool, dict]], tmp_path: Pa
 
 
 def test_prometheus_scrapes_mm2py_dashboards_strimzi_panels_healthy_rules_and_audit(
-        prom_source, cluster_b, unique_name, tmp_path):
-    cluster_a = prom_source
+        prom_source, prom_target, unique_name, tmp_path):
+    cluster_a, cluster_b = prom_source, prom_target
     topic, group, remote = f"{unique_name}-t", f"{unique_name}-g", f"A.{unique_name}-t"
     create_topic(cluster_a.bootstrap, topic, 2)
     # six minutes of history, 50 records per minute and partition, one produce call per minute so
@@ -277,6 +278,16 @@ def test_prometheus_scrapes_mm2py_dashboards_strimzi_panels_healthy_rules_and_au
 def prom_source(cluster_workdir: Path):
     name = "prom-source-a"
     started = devcluster.start_cluster(name, SOURCE_CLUSTER_PORT, workdir=cluster_workdir)
+    try:
+        yield started
+    finally:
+        devcluster.stop_cluster(name, cluster_workdir)
+
+
+@pytest.fixture(scope="module")
+def prom_target(cluster_workdir: Path):
+    name = "prom-target-b"
+    started = devcluster.start_cluster(name, TARGET_CLUSTER_PORT, workdir=cluster_workdir)
     try:
         yield started
     finally:

@@ -37,7 +37,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from mm2py.dev import cluster as devcluster
 from tests.integration.mirror_helpers import Replicator
-from tests.kafkautil import Stream, consume_all, end_offsets
+from tests.kafkautil import Stream, compare, consume_all, end_offsets
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / "work" / "rolling-restart"
@@ -86,32 +86,6 @@ def stop_clusters(workdir: Path) -> None:
     for name in NAMES.values():
         if devcluster.cluster_status(name, workdir) is not None:
             devcluster.stop_cluster(name, workdir)
-
-
-@dataclass
-class Comparison:
-    on_target: int = 0
-    missing: int = 0
-    duplicates: int = 0
-    out_of_order: list[int] = field(default_factory=list)  # partitions
-
-
-def compare(target: str, remote: str, acked: dict[int, list[bytes]]) -> Comparison:
-    """Acknowledged records against the remote topic: missing, duplicates, partitions out of source order."""
-    got = {p: [r.value for r in rs] for p, rs in consume_all(target, remote).items()}
-    out = Comparison(on_target=sum(len(v) for v in got.values()))
-    for p, sent in acked.items():
-        seen = got.get(p, [])
-        first: dict[bytes | None, int] = {}
-        for i, v in enumerate(seen):
-            first.setdefault(v, i)
-        out.duplicates += len(seen) - len(first)
-        positions = [first.get(v) for v in sent]
-        out.missing += sum(1 for i in positions if i is None)
-        present = [i for i in positions if i is not None]
-        if present != sorted(present):
-            out.out_of_order.append(p)
-    return out
 
 
 def create_source_topic(bootstrap: str, topic: str) -> None:

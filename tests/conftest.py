@@ -6,6 +6,7 @@ them all, so two test sessions on one machine do not collide.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
@@ -90,3 +91,13 @@ def unique_name(request: pytest.FixtureRequest) -> str:
     """A topic-name prefix no other test uses: the test's name plus a short random suffix."""
     base = re.sub(r"[^a-zA-Z0-9]+", "-", request.node.name.removeprefix("test_"))[:40].strip("-")
     return f"{base}-{uuid.uuid4().hex[:6]}"
+
+
+@contextlib.contextmanager
+def own_cluster(name: str, port: int, workdir: Path) -> Iterator[devcluster.DevCluster]:
+    """A single-broker cluster for one test module alone (kept apart from the shared clusters' topics)."""
+    started = devcluster.start_cluster(name, port, workdir=workdir)
+    try:
+        yield started
+    finally:
+        devcluster.stop_cluster(name, workdir)

@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
@@ -256,3 +256,39 @@ class Stream:
         self._thread.join(10)
         self.unflushed = self.producer.flush(300)
         return sum(len(v) for v in self.acked.values())
+
+
+@dataclass
+class Comparison:
+    on_target: int = 0
+    missing: int = 0
+    duplicates: int = 0
+    out_of_order: list[int] = field(default_factory=list)  # partitions
+
+
+def compare(target: str, remote: str, acked: dict[int, list[bytes]]) -> Comparison:
+    """Acknowledged records against the remote topic: missing, duplicates, partitions out of source order."""
+    got = {p: [r.value for r in rs] for p, rs in consume_all(target, remote).items()}
+    out = Comparison(on_target=sum(len(v) for v in got.values()))
+    for p, sent in acked.items():
+        seen = got.get(p, [])
+        first: dict[bytes | None, int] = {}
+        for i, v in enumerate(seen):
+            first.setdefault(v, i)
+        out.duplicates += len(seen) - len(first)
+        positions = [first.get(v) for v in sent]
+        out.missing += sum(1 for i in positions if i is None)
+        present = [i for i in positions if i is not None]
+        if present != sorted(present):
+            out.out_of_order.append(p)
+    return out
+
+
+def commit_offsets(bootstrap: str, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+    """Commit ``offsets`` for ``group`` as a consumer that does not subscribe (a console consumer's group)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "log_level": 0})
+    try:
+        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()

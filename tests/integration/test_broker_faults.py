@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from mm2py.dev import cluster as devcluster
-from tests.conftest import PORT_OFFSET
+from tests.conftest import PORT_OFFSET, own_cluster
 from tests.integration.mirror_helpers import REPO, Replicator, properties, wait_for
-from tests.kafkautil import Stream, consume_all, create_topic
+from tests.kafkautil import Stream, compare, create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -31,29 +31,16 @@ PARTITIONS = 4
 
 @pytest.fixture(scope="module")
 def fault_clusters(cluster_workdir: Path) -> Iterator[dict[str, devcluster.DevCluster]]:
-    started = {name: devcluster.start_cluster(name, port, workdir=cluster_workdir) for name, port in PORTS.items()}
-    try:
-        yield started
-    finally:
-        for name in started:
-            devcluster.stop_cluster(name, cluster_workdir)
+    with own_cluster("fault-a", PORTS["fault-a"], cluster_workdir) as a, \
+            own_cluster("fault-b", PORTS["fault-b"], cluster_workdir) as b:
+        yield {"fault-a": a, "fault-b": b}
 
 
 def mirrored_in_order(target: str, remote: str, acked: dict[int, list[bytes]]) -> tuple[int, int]:
     """(missing, duplicates) of acknowledged records on the target; asserts per-partition order."""
-    got = {p: [r.value for r in rs] for p, rs in consume_all(target, remote).items()}
-    missing = duplicates = 0
-    for p, sent in acked.items():
-        seen = got.get(p, [])
-        first = {}
-        for i, v in enumerate(seen):
-            first.setdefault(v, i)
-        duplicates += len(seen) - len(first)
-        positions = [first.get(v) for v in sent]
-        missing += sum(1 for i in positions if i is None)
-        present = [i for i in positions if i is not None]
-        assert present == sorted(present), f"partition {p} out of source order on the target"
-    return missing, duplicates
+    found = compare(target, remote, acked)
+    assert not found.out_of_order, f"partitions {found.out_of_order} out of source order on the target"
+    return found.missing, found.duplicates
 
 
 def all_there(target: str, remote: str, acked: dict[int, list[bytes]]) -> bool:

@@ -27,7 +27,7 @@ from mm2py.kafka.admin import Admin
 from mm2py.ops.failover import apply_plan, plan_failover
 from mm2py.types import TP
 from tests.integration.mirror_helpers import mirror_once, properties
-from tests.kafkautil import Record, consume_all, end_offsets, list_topics, produce, wait_until
+from tests.kafkautil import Record, commit_offsets, consume_all, end_offsets, list_topics, produce, wait_until
 from tests.kafkautil import create_topic as _create_topic
 
 pytestmark = pytest.mark.integration
@@ -109,15 +109,6 @@ def produce_batches(bootstrap: str, topic: str, partition: int, batches: int, pe
         produce(bootstrap, topic, values(f"{prefix}-p{partition}", b * per_batch, per_batch), partition=partition)
 
 
-def commit(bootstrap: str, group: str, offsets: dict[TP, int]) -> None:
-    """Commit ``offsets`` for ``group`` explicitly, as a consumer that does not subscribe."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "log_level": 0})
-    try:
-        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-    finally:
-        consumer.close()
-
 
 def consume(bootstrap: str, group: str, topics: list[str], limits: dict[int, int] | None = None,
             idle: float = 5.0, timeout: float = 90) -> list[Record]:
@@ -198,7 +189,7 @@ def test_replication_with_empty_partition(spark, cluster_a, cluster_b, unique_na
                      extra="sync.group.offsets.enabled = true\n")
     create_topic(cluster_a.bootstrap, topic, 2)
     produce(cluster_a.bootstrap, topic, values("v", 0, 100), partition=0)
-    commit(cluster_a.bootstrap, group, {(topic, 0): 37, (topic, 1): 0})
+    commit_offsets(cluster_a.bootstrap, group, {(topic, 0): 37, (topic, 1): 0})
 
     flow.mirror(spark)
     assert end_offsets(cluster_b.bootstrap, flow.remote(topic)) == {0: 100, 1: 0}
@@ -349,7 +340,7 @@ def test_offset_translation_behind_replication_flow(spark, cluster_a, cluster_b,
 
     seen: list[int] = []
     for upstream in (105, 905, 105):  # advance to ~90%, then rewind to ~10%
-        commit(cluster_a.bootstrap, group, {(topic, 0): upstream})
+        commit_offsets(cluster_a.bootstrap, group, {(topic, 0): upstream})
         flow.checkpoint_pass()
         cp = flow.checkpoints(group)[(remote, 0)]
         assert cp.upstream_offset == upstream, cp

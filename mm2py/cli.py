@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from mm2py import __version__
 from mm2py.errors import ConfigError, Mm2pyError
 
-COMMANDS = ("run", "dev_cluster", "offsets", "failover", "status", "verify")
+COMMANDS = ("run", "dev_cluster", "dev_registry", "offsets", "failover", "status", "verify")
 
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:

@@ -18,7 +18,9 @@ from pyspark.sql.types import StructType
 
 from mm2py import worker
 from mm2py.config.model import FlowConfig
+from mm2py.schemas.settings import SchemaSettings
 from mm2py.source.copier import CopySettings
+from mm2py.source.exactly_once import spec_for
 from mm2py.source.ranges import PartitionRange, RangeResult, assign
 from mm2py.source.task import copy_ranges
 from mm2py.topology import LoopGuard
@@ -30,10 +32,11 @@ MIN_TASK_BYTES = 16 << 20
 
 
 class RangeGroup(InputPartition):
-    """The ranges one Spark task copies."""
+    """The ranges one Spark task copies; ``index`` is its place in the micro-batch (its transaction slice)."""
 
-    def __init__(self, ranges: list[PartitionRange]):
+    def __init__(self, ranges: list[PartitionRange], index: int = 0):
         self.ranges = ranges
+        self.index = index
 
 
 class MirrorSourceDataSource(DataSource):
@@ -57,6 +60,8 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self.tasks = flow.tasks_max or tasks
         # fetch and produce settings of the flow's replication consumer and data producer (mm2py.config.clients)
         self.settings = CopySettings.for_flow(flow)
+        self.schemas = SchemaSettings.for_flow(flow)  # None unless schemas.mode = translate
+        self.exactly_once = spec_for(flow)  # None: at-least-once
         self._planner = None  # driver side only; built on first use, never pickled
 
     def __getstate__(self) -> dict:
@@ -88,17 +93,18 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         planner = self.planner
         groups = assign(planner.ranges(start, end), self.tasks, planner.estimated_bytes, MIN_TASK_BYTES)
-        return [RangeGroup(group) for group in groups]
+        return [RangeGroup(group, i) for i, group in enumerate(groups)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         assert isinstance(partition, RangeGroup)
         client_id = f"mm2py-{self.flow.name}-{os.getpid()}"
-        for result in copy_ranges(self.flow.source, self.flow.target, partition.ranges, self.settings, client_id):
+        for result in copy_ranges(self.flow.source, self.flow.target, partition.ranges, self.settings, client_id,
+                                  self.exactly_once, partition.index, schemas=self.schemas):
             yield result.to_row()
         worker.settle()
 
     def commit(self, end: dict) -> None:
-        pass  # positions are recorded by the sink, from what tasks actually copied
+        pass  # positions are recorded from what tasks actually copied: by the sink, or in the tasks' transactions
 
     def stop(self) -> None:
         pass

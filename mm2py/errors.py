@@ -148,6 +148,16 @@ class FormatError(Mm2pyError):
     """Bytes that do not decode as the MM2 record type they should be."""
 
 
+class SchemaError(KafkaError, FormatError):
+    """A record whose schema id cannot be carried to the target (``schemas.mode``): not the
+    Confluent wire format, an id its registry does not know, a schema that is not Avro, or a
+    target id that would not resolve to the same schema. Waiting cannot fix it: the flow stops."""
+
+
+class SchemaRegistryError(KafkaError):
+    """A schema registry did not answer or refused a call; ``cluster`` names whose registry."""
+
+
 _RAISED_IN_TASK = re.compile(r"^mm2py\.errors\.(\w+): (.+)$", re.M)
 _WHERE = re.compile(r"\[cluster=(\S+)(?: topic=(\S+))?(?: partition=(\d+))?(?: offset=(\d+))?\]")
 

@@ -24,6 +24,7 @@ import gc
 from collections.abc import Iterator
 
 from mm2py.config.model import ClusterConfig
+from mm2py.kafka.compacted import RecordWriter
 from mm2py.kafka.wire import RawClient, settings_of
 
 # Objects in the oldest collected generation that make a new freeze worth its full collection.
@@ -97,3 +98,15 @@ def task_clients(
         _drop(src)
         _drop(dst)
         raise
+
+
+_writers: dict[tuple, RecordWriter] = {}
+
+
+def kept_writer(cluster: ClusterConfig, timeout_s: float) -> RecordWriter:
+    """A record writer (acks=all) on ``cluster`` with its producer settings, kept across tasks."""
+    key = (cluster.alias, cluster.bootstrap_servers, tuple(sorted(cluster.producer.items())), timeout_s)
+    writer = _writers.get(key)
+    if writer is None:
+        writer = _writers[key] = RecordWriter(cluster, timeout_s)
+    return writer

@@ -14,7 +14,11 @@ that sync's downstream offset: a consumer resumes exactly where mirrored data en
 
 Invariants of ``SyncIndex``:
 - syncs of a partition are kept sorted by upstream offset, all of them (MM2 keeps 64);
-- a later sync for the same upstream offset replaces the earlier (a re-copy after a restart);
+- a sync read later (syncs are read in log order) supersedes every earlier sync of its partition
+  at or above its upstream offset: a copy starts at a position and goes forward, so a sync below
+  what is indexed starts a re-copy (a restart, MM2 taking over, or the retry of an exactly-once
+  attempt that aborted) and what the earlier copy synced from there on no longer describes the
+  target's readable records;
 - translation never returns an offset beyond the downstream end of the last sync.
 """
 
@@ -34,11 +38,9 @@ class _PartitionSyncs:
 
     def add(self, up: int, down: int) -> None:
         i = bisect.bisect_left(self.upstream, up)
-        if i < len(self.upstream) and self.upstream[i] == up:
-            self.downstream[i] = down
-        else:
-            self.upstream.insert(i, up)
-            self.downstream.insert(i, down)
+        del self.upstream[i:], self.downstream[i:]
+        self.upstream.append(up)
+        self.downstream.append(down)
 
 
 class SyncIndex:

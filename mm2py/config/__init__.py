@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from mm2py.config.delivery import check_delivery
+from mm2py.config.delivery import apply_delivery
 from mm2py.config.model import ClusterConfig, FlowConfig, MirrorMakerConfig
 from mm2py.config.properties import Entry, parse_properties
 from mm2py.config.resolve import parse_cluster_key, parse_flow_key, resolve
@@ -43,8 +43,7 @@ def load_text(text: str, source: str = "<text>", fmt: Format = "properties") -> 
     else:
         raise ValueError(f"unknown configuration format {fmt!r} (expected 'properties' or 'yaml')")
     config = resolve(entries, source)
-    check_delivery(entries, config, source)
-    return config
+    return apply_delivery(entries, config, source)
 
 
 def _read(path: Path, fmt: Format) -> str:

@@ -1,35 +1,67 @@
-"""Delivery guarantees a file asks for that mm2py does not give: refused or named at start.
+"""The delivery mode of each flow: at-least-once (MM2's default) or exactly-once on the target.
 
-mm2py delivers at-least-once: positions move after a whole micro-batch is acknowledged, so a
-crash copies up to a micro-batch again. MM2's exactly-once keys must not let an operator
-believe otherwise:
+Two keys ask for exactly-once, as in MM2:
 
-- ``exactly.once.support = required`` (connector key, top level or per flow) on an enabled flow
-  is refused with a ConfigError naming the key and line: the guarantee it demands is not there;
-- ``{alias}.exactly.once.source.support = enabled | preparing`` (MM2's worker key, per target
-  cluster or top level) starts; the start-up WARNING names it (``mm2py.config.support``).
+- ``exactly.once.source.support`` (MM2's worker key: per target cluster ``{target}.`` or top
+  level): ``enabled`` or ``required`` turn it on for every flow into that cluster;
+  ``preparing`` (MM2's rollout step) and ``disabled`` leave flows at-least-once;
+- ``exactly.once.support`` (the connector key: per flow or top level): ``required`` demands it,
+  ``enabled`` (mm2py's spelling) asks for it; MM2's ``requested`` follows the worker key.
+
+A flow's mode (``FlowConfig.exactly_once``) is then ``off``, ``enabled`` (exactly-once when
+the target can do it, else at-least-once with one WARNING naming why) or ``required`` (the flow
+does not start without it: ``mm2py.source.exactly_once.prepare`` checks the target at start).
+``partition.mismatch = hash`` has no exactly-once mode: ``required`` with it is refused here,
+naming the key and line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
-from mm2py.config.model import MirrorMakerConfig
+from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.config.properties import Entry
 from mm2py.errors import ConfigError, ConfigProblem
 
+WORKER_KEY = "exactly.once.source.support"
+CONNECTOR_KEY = "exactly.once.support"
+_STRENGTH = {"off": 0, "enabled": 1, "required": 2}
 
-def check_delivery(entries: Mapping[str, Entry], config: MirrorMakerConfig, source: str | None = None) -> None:
-    problems = []
-    for flow in config.enabled_flows:
-        if flow.exactly_once_support != "required":
-            continue
-        key = next((k for k in (f"{flow.name}.exactly.once.support", "exactly.once.support") if k in entries),
-                   "exactly.once.support")
-        line = entries[key].line if key in entries else None
-        problems.append(ConfigProblem(
-            key, f"flow {flow.name} requires exactly-once delivery, which mm2py does not give yet: it is "
-                 "at-least-once (a restart may copy up to a micro-batch again); remove the key or set it to "
-                 "'requested'", line, source))
+
+def _worker_mode(entries: Mapping[str, Entry], target: str) -> tuple[str, str | None]:
+    for key in (f"{target}.{WORKER_KEY}", WORKER_KEY):
+        if key in entries:
+            value = entries[key].value.strip().lower()
+            return ("required" if value == "required" else "enabled" if value == "enabled" else "off"), key
+    return "off", None
+
+
+def flow_mode(entries: Mapping[str, Entry], flow: FlowConfig) -> tuple[str, str | None]:
+    """(mode, the key that set it) of ``flow``: ``off``, ``enabled`` or ``required``."""
+    worker, worker_key = _worker_mode(entries, flow.target.alias)
+    connector = {"required": "required", "enabled": "enabled"}.get(flow.exactly_once_support, "off")
+    connector_key = next((k for k in (f"{flow.name}.{CONNECTOR_KEY}", CONNECTOR_KEY) if k in entries), None)
+    if flow.exactly_once_support == "disabled":
+        return "off", connector_key
+    if _STRENGTH[connector] >= _STRENGTH[worker]:
+        return connector, connector_key if connector != "off" else None
+    return worker, worker_key
+
+
+def apply_delivery(entries: Mapping[str, Entry], config: MirrorMakerConfig,
+                   source: str | None = None) -> MirrorMakerConfig:
+    """``config`` with every flow's delivery mode set; refuses what cannot be given."""
+    flows, problems = [], []
+    for flow in config.flows:
+        mode, key = flow_mode(entries, flow)
+        if mode == "required" and flow.enabled and flow.partition_mismatch == "hash":
+            line = entries[key].line if key in entries else None
+            problems.append(ConfigProblem(
+                key, f"flow {flow.name} requires exactly-once delivery, which partition.mismatch = hash "
+                     "(records re-keyed by a producer per task) does not have; use 'enabled' or "
+                     "partition.mismatch = error", line, source))
+        flows.append(replace(flow, exactly_once=mode, exactly_once_key=key))
     if problems:
         raise ConfigError(problems)
+    return replace(config, flows=tuple(flows))

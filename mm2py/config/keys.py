@@ -166,8 +166,10 @@ FLOW_KEYS: tuple[Key, ...] = (
     _flow("consumer.poll.timeout.ms", Kind.INT, "Longest wait of one source fetch.", minimum=1),
     _flow("tasks.max", Kind.INT, "Most Spark tasks per micro-batch of a flow (default: Spark's parallelism); "
           "above the core count tasks queue for a core, each paying a Python worker round trip.", minimum=1),
-    _flow("exactly.once.support", Kind.ENUM, "Exactly-once delivery on the target.",
-          choices=("requested", "required", "disabled")),
+    _flow("exactly.once.support", Kind.ENUM, "Exactly-once delivery on the target: 'enabled' asks for it "
+          "(at-least-once with a warning when the target cannot), 'required' refuses to start without it, "
+          "'requested' follows {target}.exactly.once.source.support as in MM2.",
+          choices=("requested", "enabled", "required", "disabled")),
     _flow("partition.mismatch", Kind.ENUM, "Target with fewer partitions: error, or hash keys like a Java producer.",
           choices=("error", "hash"), extension=True),
     _flow("sync.topic.deletes.enabled", Kind.BOOL, "Delete a remote topic when its source topic is deleted.",
@@ -179,6 +181,15 @@ FLOW_KEYS: tuple[Key, ...] = (
           extension=True),
     _flow("trigger.interval.ms", Kind.INT, "Least time between micro-batches of a flow.", minimum=0,
           extension=True),
+    _flow("schemas.mode", Kind.ENUM, "Avro records in the Confluent wire format between clusters with a schema "
+          "registry each: translate (sync subjects, rewrite every schema id to the target's), preserve (the "
+          "registry's storage topic is mirrored too and ids stay), off (bytes as they are).",
+          choices=("translate", "preserve", "off"), extension=True),
+    _flow("schemas.on.error", Kind.ENUM, "A record whose schema id cannot be translated (magic byte not 0, id "
+          "unknown to the source registry, not Avro): fail the flow, pass it unchanged, or dead-letter it.",
+          choices=("fail", "pass", "dead-letter"), extension=True),
+    _flow("schemas.dead.letter.topic", Kind.STR, "Topic on the target taking dead-lettered records "
+          "('{source}' is the source alias).", extension=True),
 )
 
 # The source consumer's reset policy, read from the replication consumer's settings (MM2 forces
@@ -202,11 +213,17 @@ BOOTSTRAP_SERVERS = Key("bootstrap.servers", Kind.LIST, None,
                         "Brokers of a cluster ('{alias}.bootstrap.servers', required for clusters in use).",
                         Scope.CLUSTER)
 
+SCHEMA_REGISTRY_URL = Key("schema.registry.url", Kind.STR, None,
+                          "The cluster's schema registry (Confluent API; Apicurio: .../apis/ccompat/v7), "
+                          "'{alias}.schema.registry.url'; '{alias}.schema.registry.<setting>' passes any setting "
+                          "of confluent-kafka's registry client (basic.auth.user.info, ssl.ca.location ...).",
+                          Scope.CLUSTER, extension=True)
+
 FLOW_KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in FLOW_KEYS}
 # old spelling -> the key it stands for
 DEPRECATED_NAMES: dict[str, Key] = {old: k for k in FLOW_KEYS for old in k.deprecated_names}
 ALL_KEYS: tuple[Key, ...] = (*FLOW_KEYS, AUTO_OFFSET_RESET, CLUSTERS, METRICS_PORT, METRICS_BIND_ADDRESS,
-                             AUDIT_INTERVAL, BOOTSTRAP_SERVERS)
+                             AUDIT_INTERVAL, BOOTSTRAP_SERVERS, SCHEMA_REGISTRY_URL)
 
 CLIENT_TYPES = ("consumer", "producer", "admin")
 

@@ -66,6 +66,9 @@ class ClusterConfig:
     consumer: Mapping[str, str] = field(default_factory=frozen_map)
     producer: Mapping[str, str] = field(default_factory=frozen_map)
     admin: Mapping[str, str] = field(default_factory=frozen_map)
+    # '{alias}.schema.registry.<setting>' without the prefix: confluent-kafka's registry client
+    # settings (url, basic.auth.user.info ...); empty: no registry (mm2py.schemas)
+    schema_registry: Mapping[str, str] = field(default_factory=frozen_map)
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,10 @@ class FlowConfig:
     admin_timeout_ms: int = 60000
     consumer_poll_timeout_ms: int = 1000
     tasks_max: int | None = None  # None: Spark's default parallelism
-    exactly_once_support: str = "requested"  # "requested" | "required" | "disabled"
+    exactly_once_support: str = "requested"  # "requested" | "enabled" | "required" | "disabled"
+    # the delivery mode (mm2py.config.delivery): "off" | "enabled" | "required", and the key that set it
+    exactly_once: str = "off"
+    exactly_once_key: str | None = None
     auto_offset_reset: str = "earliest"  # from {source}.consumer.auto.offset.reset
     # mm2py additions (not in MM2)
     partition_mismatch: str = "error"  # "error" | "hash"
@@ -134,6 +140,9 @@ class FlowConfig:
     max_batch_bytes: int = 512 * 1024 * 1024  # admission control: most source bytes per micro-batch
     batch_duration_ms: int = 1000  # ... and about this much time of data at the measured rate
     trigger_interval_ms: int = 500  # minimum time between micro-batches
+    schemas_mode: str = "off"  # "translate" | "preserve" | "off" (mm2py.schemas)
+    schemas_on_error: str = "fail"  # "fail" | "pass" | "dead-letter"
+    schemas_dead_letter_topic: str = "mm2py-schemas-dead-letter.{source}.internal"
     # every resolved key (including unknown ones), for plugins and diagnostics
     raw: Mapping[str, str] = field(default_factory=frozen_map)
     # the cluster holding the offset syncs (offset-syncs.topic.location), with the settings of the

@@ -54,6 +54,7 @@ _ALIAS = re.compile(r"[A-Za-z0-9._-]+")
 # An undeclared flow prefix; declared aliases (which may hold dots) are matched exactly first.
 _FLOW_KEY = re.compile(r"([^.\s]+)->([^.\s]+)\.(.+)")
 _RESET_KEY = "consumer.auto.offset.reset"
+_REGISTRY_PREFIX = "schema.registry."  # {alias}.schema.registry.<setting>
 
 
 def parse_flow_key(key: str, aliases: Iterable[str] = ()) -> tuple[str, str, str] | None:
@@ -120,6 +121,7 @@ class _Resolver:
         self.top_clients = _Layers()
         self.cluster_clients: dict[str, _Layers] = {}
         self.bootstrap: dict[str, str] = {}
+        self.registries: dict[str, dict[str, str]] = {}  # alias -> schema registry client settings
         self.spark: dict[str, str] = {}
         self.metrics_port: int | None = None
         self.metrics_bind_address = str(METRICS_BIND_ADDRESS.default)
@@ -192,6 +194,9 @@ class _Resolver:
         if setting == "bootstrap.servers":
             self.bootstrap[alias] = ",".join(split_list(entry.value))
             return
+        if setting.startswith(_REGISTRY_PREFIX):  # mm2py.schemas: not a Kafka client setting
+            self.registries.setdefault(alias, {})[setting.removeprefix(_REGISTRY_PREFIX)] = entry.value.strip()
+            return
         if setting in FLOW_KEYS_BY_NAME or setting in DEPRECATED_NAMES:
             self.misplaced.append(name)
             self.unknown.append(name)
@@ -245,8 +250,8 @@ class _Resolver:
         if support is None or support.status is not Status.WARNED or setting in DEFAULT_CLASSES:
             return
         value = entry.value.strip().lower()
-        if setting == SOURCE_SUPPORT and value not in ("enabled", "preparing"):
-            return  # 'disabled' asks for nothing mm2py lacks
+        if setting == SOURCE_SUPPORT and value != "preparing":
+            return  # 'enabled'/'required' are honoured (mm2py.config.delivery), 'disabled' asks for nothing
         self.not_supported[name] = support.why
 
     def setting(self, settings: _Settings, name: str, setting: str, text: str) -> bool:
@@ -274,7 +279,8 @@ class _Resolver:
         client = {**top_client, **own.client}
         typed = {t: frozen_map({**top_client, **top.typed[t], **own.client, **own.typed[t]}) for t in CLIENT_TYPES}
         bootstrap = self.bootstrap.get(alias) or ",".join(split_list(top.client.get("bootstrap.servers", "")))
-        return ClusterConfig(alias=alias, bootstrap_servers=bootstrap, client=frozen_map(client), **typed)
+        return ClusterConfig(alias=alias, bootstrap_servers=bootstrap, client=frozen_map(client), **typed,
+                             schema_registry=frozen_map(self.registries.get(alias, {})))
 
     def client_spellings(self) -> clients.Spellings:
         if self.spellings is None:

@@ -61,12 +61,14 @@ SUPPORT: dict[str, Support] = {
                                        "ranges; fetch.max.wait.ms bounds each fetch"),
     "tasks.max": Support(Status.DIFFERENT, "most Spark tasks per micro-batch (default: Spark's parallelism, "
                          "not 1)"),
-    "exactly.once.support": Support(Status.REFUSED, "'required' is refused at start: mm2py is at-least-once; "
-                                    "'requested' and 'disabled' run at-least-once"),
+    "exactly.once.support": Support(Status.HONOURED, "'required' refuses to start when the target cannot "
+                                    "commit transactions; 'enabled' (mm2py's) falls back to at-least-once with a "
+                                    "warning; 'requested' follows exactly.once.source.support"),
     "partition.mismatch": X, "sync.topic.deletes.enabled": X, "max.batch.bytes": X, "batch.duration.ms": X,
     "trigger.interval.ms": X, "metrics.port": X, "metrics.bind.address": X, "audit.interval.seconds": X,
     "auto.offset.reset": Support(Status.HONOURED, "'{source}.consumer.auto.offset.reset'; 'latest' as MM2 3.7+"),
     "clusters": H, "bootstrap.servers": H,
+    "schemas.mode": X, "schemas.on.error": X, "schemas.dead.letter.topic": X, "schema.registry.url": X,
 }
 
 
@@ -89,7 +91,8 @@ OTHER: tuple[Other, ...] = (
     Other("listeners", r"listeners", Support(Status.WARNED, _NO_REST)),
     Other("rest.*", r"rest\..+", Support(Status.WARNED, _NO_REST)),
     Other("exactly.once.source.support", r"exactly\.once\.source\.support",
-          Support(Status.WARNED, "'enabled'/'preparing' start with a warning: flows are at-least-once")),
+          Support(Status.WARNED, "'enabled'/'required' make flows into the cluster exactly-once; 'preparing' "
+                                 "(MM2's rollout step) starts with a warning and is at-least-once")),
     Other("forwarding.admin.class", r"forwarding\.admin\.class",
           Support(Status.WARNED, "mm2py's admin client is not pluggable; a class other than MM2's default is "
                                  "named in the start-up warning")),

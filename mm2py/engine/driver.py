@@ -30,7 +30,10 @@ from mm2py.engine.sparkhome import use_lean_spark_home
 from mm2py.engine.supervisor import State, Supervisor
 from mm2py.errors import Mm2pyError, from_task_failure
 from mm2py.metrics import Metrics, MetricsServer
+from mm2py.schemas.check import check_schemas
 from mm2py.source.commit import committer_for
+from mm2py.source.exactly_once import fence
+from mm2py.source.exactly_once import prepare as prepare_exactly_once
 from mm2py.topology import check_topology, loop_guard
 
 log = structlog.get_logger(__name__)
@@ -176,7 +179,17 @@ class Engine:
     def _connector(self, flow: FlowConfig, source: type, kind: str, sink: Callable, trigger: dict) -> Connector:
         def start() -> StreamingQuery:
             return self._query(flow, source, kind, sink, trigger)
-        return Connector(flow, kind, start, start())
+
+        def restart() -> StreamingQuery:
+            if source is MirrorSourceDataSource and flow.exactly_once != "off":
+                # tasks of the failed query may hold transactions open: abort them before planning
+                fence(flow, self._tasks(flow))
+            return start()
+        return Connector(flow, kind, restart, start())
+
+    def _tasks(self, flow: FlowConfig) -> int:
+        """The most copy tasks a micro-batch of ``flow`` has (the source reader's rule)."""
+        return flow.tasks_max or self.spark.sparkContext.defaultParallelism
 
     def start(self, flows: tuple[FlowConfig, ...], *, until_caught_up: bool = False,
               heartbeat_flows: tuple[FlowConfig, ...] = ()) -> None:
@@ -188,6 +201,7 @@ class Engine:
 
         by_name: dict[str, RunningFlow] = {}
         for flow in flows:
+            flow = prepare_exactly_once(flow, self._tasks(flow))
             sink = FlowSink(committer_for(flow, self.metrics))
             running = RunningFlow(flow, sink)
             running.connectors.append(self._connector(flow, MirrorSourceDataSource, "source", sink,
@@ -200,7 +214,8 @@ class Engine:
             by_name[flow.name] = running
             self.supervisor.add(flow.name)
             log.info("flow started", flow=flow.name, source=flow.source.bootstrap_servers,
-                     target=flow.target.bootstrap_servers)
+                     target=flow.target.bootstrap_servers,
+                     delivery="exactly-once" if flow.exactly_once != "off" else "at-least-once")
         if not until_caught_up:
             for flow in heartbeat_flows:
                 if not flow.emit_heartbeats_enabled:
@@ -362,6 +377,7 @@ def run(
             + ": set e.g. 'A->B.enabled = true'"
         )
     check_topology(config)  # refuse a looping topology before paying for Spark
+    check_schemas(flows)  # schemas.mode: registries configured and answering
     master = master or config.spark.get("spark.master") or DEFAULT_MASTER
     # Without a configured directory each run plans from the positions on the target, so a
     # lost or stale checkpoint can never disagree with what was really copied.

@@ -117,8 +117,11 @@ def verify_crc(buf: bytes, view: BatchView) -> None:
 
 
 
-def patch_for_target(buf: bytes, view: BatchView, producer_id: int, epoch: int, sequence: int) -> Pieces:
+def patch_for_target(buf: bytes, view: BatchView, producer_id: int, epoch: int, sequence: int,
+                     transactional: bool = False) -> Pieces:
     """The batch re-stamped with the mirror's producer state and a fresh CRC, as (header, body).
+
+    ``transactional`` sets the transactional bit (the mirror's own transaction), else it is cleared.
 
     Only the 61-byte header is copied and patched; the body (records, compressed or not) is a
     view of the fetched bytes, sent as it is. Only fields the target broker checks against the
@@ -128,7 +131,8 @@ def patch_for_target(buf: bytes, view: BatchView, producer_id: int, epoch: int, 
     head = bytearray(whole[:HEADER_SIZE])
     body = whole[HEADER_SIZE:]
     struct.pack_into(">q", head, 0, 0)
-    struct.pack_into(">h", head, 21, view.attributes & ~ATTR_TRANSACTIONAL)
+    attributes = view.attributes & ~ATTR_TRANSACTIONAL
+    struct.pack_into(">h", head, 21, (attributes | ATTR_TRANSACTIONAL) if transactional else attributes)
     _PATCH.pack_into(head, 43, producer_id, epoch, sequence)
     crc = crc32c.crc32c(body, crc32c.crc32c(memoryview(head)[21:]))
     struct.pack_into(">I", head, 17, crc)
@@ -165,7 +169,7 @@ def codec_of(buf: bytes, view: BatchView) -> int:
 
 
 def rebuild(
-    records: list[Record], codec: int, producer_id: int, epoch: int, sequence: int
+    records: list[Record], codec: int, producer_id: int, epoch: int, sequence: int, transactional: bool = False
 ) -> bytes | None:
     """Encode records as one new v2 batch stamped with the mirror's producer state.
 
@@ -177,7 +181,7 @@ def rebuild(
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=codec,
-        is_transactional=False,
+        is_transactional=transactional,
         producer_id=producer_id,
         producer_epoch=epoch,
         base_sequence=sequence,

@@ -90,7 +90,7 @@ class Chunks(list):
 
 
 class ChunkedProduce:
-    """ProduceRequest v12 (acks=all, no transactional id) sent from its pieces.
+    """ProduceRequest v12 (acks=all; a transactional id when the batches are transactional) sent from its pieces.
 
     Duck-types the kafka-python request interface its connection uses (``API_VERSION``,
     ``expect_response``, ``with_header``, ``header``, ``encode``); the response is decoded as
@@ -100,9 +100,10 @@ class ChunkedProduce:
     API_KEY = 0
     API_VERSION = 12
 
-    def __init__(self, batches: dict[TP, Pieces], timeout_ms: int):
+    def __init__(self, batches: dict[TP, Pieces], timeout_ms: int, transactional_id: str | None = None):
         self.batches = batches
         self.timeout_ms = timeout_ms
+        self.transactional_id = transactional_id
         self.header = None
         self._correlation_id = 0
         self._client_id = ""
@@ -125,7 +126,11 @@ class ChunkedProduce:
         small = bytearray(struct.pack(">hhih", self.API_KEY, self.API_VERSION, self._correlation_id, len(cid)))
         small += cid
         small += b"\x00"  # header tagged fields
-        small += b"\x00"  # transactional_id: null
+        if self.transactional_id is None:
+            small += b"\x00"  # transactional_id: null
+        else:
+            txn = self.transactional_id.encode()
+            small += _uvarint(len(txn) + 1) + txn
         small += struct.pack(">hi", -1, self.timeout_ms)
         small += _uvarint(len(by_topic) + 1)
         out = Chunks()

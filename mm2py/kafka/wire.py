@@ -273,9 +273,14 @@ class RawClient:
 
     # -- produce ----------------------------------------------------------------------
 
-    def produce(self, node: int, batches: Mapping[TP, fastio.Pieces], *, timeout_ms: int) -> Future:
-        """Send one batch per partition in one ProduceRequest (acks=all); a batch is a tuple of pieces."""
-        return self._send(node, fastio.ChunkedProduce(dict(batches), timeout_ms))
+    def produce(self, node: int, batches: Mapping[TP, fastio.Pieces], *, timeout_ms: int,
+                transactional_id: str | None = None) -> Future:
+        """Send one batch per partition in one ProduceRequest (acks=all); a batch is a tuple of pieces.
+
+        ``transactional_id``: the batches are transactional; the leader adds their partitions to
+        that id's open transaction (transaction version 2).
+        """
+        return self._send(node, fastio.ChunkedProduce(dict(batches), timeout_ms, transactional_id))
 
     @staticmethod
     def produced(response: object) -> dict[TP, ProducedPartition]:

@@ -1,5 +1,8 @@
 """Committing a micro-batch of the source connector: offset syncs, then positions, then the report.
 
+In exactly-once mode the copy tasks committed positions and syncs in their transactions
+(``mm2py.source.transactional``); the committer then only reports.
+
 Invariants:
 - a commit runs only after Spark finished every task of the micro-batch (it is the query's
   ``foreachBatch`` step, on the driver);
@@ -64,7 +67,7 @@ class FlowTotals:
 class FlowCommitter:
     """Records what each micro-batch of one flow copied. Constructor does no I/O."""
 
-    def __init__(self, flow: FlowConfig, policy: ReplicationPolicy, positions: PositionSaver,
+    def __init__(self, flow: FlowConfig, policy: ReplicationPolicy, positions: PositionSaver | None,
                  syncs: SyncSaver | None, source: OffsetLister, target: Admin | None = None,
                  metrics: Metrics | None = None):
         self.flow = flow
@@ -88,7 +91,8 @@ class FlowCommitter:
         syncs = [OffsetSync(r.topic, r.partition, up, down) for r in results for up, down in r.syncs]
         if self.syncs is not None and syncs:
             self._durably("offset syncs", lambda: self.syncs.write(syncs))  # type: ignore[union-attr]
-        self._durably("positions", lambda: self.positions.save(positions))
+        if self.positions is not None:
+            self._durably("positions", lambda: self.positions.save(positions))  # type: ignore[union-attr]
         self._report_trouble(results)
         records = sum(r.records for r in results)
         size = sum(r.bytes for r in results)
@@ -189,7 +193,8 @@ class FlowCommitter:
         return sum(max(ends.get((r.topic, r.partition), 0) - r.next_offset, 0) for r in results)
 
     def close(self) -> None:
-        self.positions.close()
+        if self.positions is not None:
+            self.positions.close()
         if self.syncs is not None:
             self.syncs.close()
 
@@ -197,10 +202,12 @@ class FlowCommitter:
 def committer_for(flow: FlowConfig, metrics: Metrics | None = None) -> FlowCommitter:
     """A committer over the flow's real clusters."""
     timeout = flow.admin_timeout_ms
+    # exactly-once: the copy tasks committed positions and syncs with their data (mm2py.source.transactional)
+    in_tasks = flow.exactly_once != "off"
     return FlowCommitter(
         flow, policy_for(flow),
-        PositionStore(flow.target, flow.source.alias, timeout_ms=timeout),
-        OffsetSyncWriter(flow) if flow.emit_offset_syncs_enabled else None,
+        None if in_tasks else PositionStore(flow.target, flow.source.alias, timeout_ms=timeout),
+        OffsetSyncWriter(flow) if flow.emit_offset_syncs_enabled and not in_tasks else None,
         Admin(flow.source, timeout_ms=timeout),
         Admin(flow.target, timeout_ms=timeout),
         metrics,

@@ -26,7 +26,11 @@ Invariants:
   request to that broker, where the broker returns its first batch whole (KIP-74); the others
   rotate, so that fetch.max.bytes starves none of them;
 - with client.rack set, a partition is fetched from the replica its leader names (KIP-392) until
-  an error or an empty answer from that replica sends it back to the leader.
+  an error or an empty answer from that replica sends it back to the leader;
+- given a transactional ``ProducerState`` (exactly-once mode), batches are stamped with it and the
+  transactional bit, and a target broker gets no second request while one carrying a partition's
+  first batch is unanswered (the leader adds that partition to the transaction; two such requests
+  at once are refused). Committing is the caller's (``mm2py.source.transactional``).
 """
 
 from __future__ import annotations
@@ -101,6 +105,15 @@ class CopySettings:
         )
 
 
+@dataclass(frozen=True)
+class ProducerState:
+    """The producer id and epoch the copier stamps batches with; ``transactional_id`` in exactly-once mode."""
+
+    producer_id: int
+    epoch: int
+    transactional_id: str | None = None
+
+
 class Copier:
     """Copies ``ranges`` from ``src`` to ``dst``: one task's work, started by ``run``.
 
@@ -110,12 +123,15 @@ class Copier:
     """
 
     def __init__(self, src: RawClient, dst: RawClient, ranges: list[PartitionRange], settings: CopySettings,
-                 principals: tuple[str | None, str | None] = (None, None)):
+                 principals: tuple[str | None, str | None] = (None, None), producer: ProducerState | None = None):
         self.src, self.dst, self.settings = src, dst, settings
         self.principals = principals
         self.ranges = ranges
         self.parts = {(r.topic, r.partition): PartitionCopy.of(r) for r in ranges}
-        self.producer_id, self.epoch = -1, -1
+        self.producer = producer  # None: an idempotent producer id of its own, got in run()
+        self.transactional_id = producer.transactional_id if producer else None
+        self.producer_id, self.epoch = (producer.producer_id, producer.epoch) if producer else (-1, -1)
+        self._opening: dict[int, Future] = {}  # per target broker: the last request carrying first batches
         self.src_leaders: dict[TP, int] = {}
         self.dst_leaders: dict[TP, int] = {}
         self.produce_futures: deque[tuple[Future, int, dict[TP, PartitionCopy]]] = deque()
@@ -125,8 +141,9 @@ class Copier:
 
     def _start(self) -> None:
         ranges = self.ranges
-        with self._acl("WRITE", "TOPIC", ranges[0].target_topic if ranges else "", target=True):
-            self.producer_id, self.epoch = self.dst.init_producer_id()
+        if self.producer is None:
+            with self._acl("WRITE", "TOPIC", ranges[0].target_topic if ranges else "", target=True):
+                self.producer_id, self.epoch = self.dst.init_producer_id()
         with self._acl("DESCRIBE", "TOPIC", ", ".join(sorted({r.topic for r in ranges}))):
             self.src_leaders = self.src.leaders({r.topic for r in ranges})
         self.dst_leaders = self._target_leaders({r.target_topic for r in ranges})
@@ -318,13 +335,15 @@ class Copier:
 
     def _enqueue(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
         if view.passes_unchanged and trim_before is None:
-            payload = rb.patch_for_target(buf, view, self.producer_id, self.epoch, part.sequence)
+            payload = rb.patch_for_target(buf, view, self.producer_id, self.epoch, part.sequence,
+                                          self.transactional_id is not None)
             part.enqueue(payload, Pending(view.base_offset, view.record_count, view.size), rebuilt=False)
             return
         records = rb.decode(buf, view)
         if trim_before is not None:
             records = [rec for rec in records if rec.offset >= trim_before]
-        rebuilt = rb.rebuild(records, rb.codec_of(buf, view), self.producer_id, self.epoch, part.sequence)
+        rebuilt = rb.rebuild(records, rb.codec_of(buf, view), self.producer_id, self.epoch, part.sequence,
+                             self.transactional_id is not None)
         if rebuilt is None:
             return
         part.enqueue((rebuilt,), Pending.rebuilt([rec.offset for rec in records], len(rebuilt)), rebuilt=True)
@@ -338,12 +357,18 @@ class Copier:
                 most = self.settings.max_in_flight_per_partition if part.answered else 1
                 if part.queue and len(part.in_flight) < most:
                     node = self.dst_leaders[part.target]
+                    opening = self._opening.get(node)
+                    if not part.answered and opening is not None and not opening.is_done:
+                        continue
                     rounds.setdefault(node, {})[part.target] = part
                     payloads.setdefault(node, {})[part.target] = part.send_next()
             if not rounds:
                 return
             for node, batch_map in payloads.items():
-                future = self.dst.produce(node, batch_map, timeout_ms=self.settings.produce_timeout_ms)
+                future = self.dst.produce(node, batch_map, timeout_ms=self.settings.produce_timeout_ms,
+                                          transactional_id=self.transactional_id)
+                if self.transactional_id is not None and not all(p.answered for p in rounds[node].values()):
+                    self._opening[node] = future
                 self.produce_futures.append((future, node, rounds[node]))
             self._reap_produce(block=False)
 

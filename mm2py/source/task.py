@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from mm2py.config.model import ClusterConfig
 from mm2py.kafka.admin import principal_of
+from mm2py.schemas.copier import TranslatingCopier
+from mm2py.schemas.settings import SchemaSettings
 from mm2py.source.copier import Copier, CopySettings
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.source.rehash import RehashCopier
-from mm2py.worker import task_clients
+from mm2py.source.transactional import ExactlyOnce, TaskTransaction
+from mm2py.worker import kept_writer, task_clients
 
 # kafka-python drops a connection whose answer is larger than its limit; fetches answer up to
 # fetch.max.bytes and, per partition, at least one whole batch (KIP-74)
@@ -30,16 +33,40 @@ def copy_ranges(
     ranges: list[PartitionRange],
     settings: CopySettings,
     client_id: str,
+    exactly_once: ExactlyOnce | None = None,
+    slice_index: int = 0,
+    schemas: SchemaSettings | None = None,
 ) -> list[RangeResult]:
-    """Mirror every range in ``ranges``; return what was done per range."""
+    """Mirror every range in ``ranges``; return what was done per range.
+
+    ``exactly_once``: the task is transaction ``slice_index`` of its micro-batch
+    (``mm2py.source.transactional``): its positions and syncs are committed with its data.
+    ``schemas``: a ``schemas.mode = translate`` flow's, whose ranges take the record-rewriting copier.
+    """
     hashed = [r for r in ranges if r.target_partitions]  # partition.mismatch = hash
     raw = [r for r in ranges if not r.target_partitions]
+    if exactly_once is not None and hashed:
+        raise ValueError("partition.mismatch = hash has no exactly-once mode (refused at start)")
     results: list[RangeResult] = []
+    principals = (principal_of(source.consumer), principal_of(target.producer))
     with task_clients(source, target, client_id, settings.request_timeout_ms,
                       receive_max_bytes=receive_limit(settings)) as (src, dst):
         if hashed:
             results += RehashCopier(src, dst, target, hashed, settings, client_id).run()
-        if raw:
-            principals = (principal_of(source.consumer), principal_of(target.producer))
+        if raw and schemas is not None and schemas.translates:  # mm2py.schemas (at-least-once)
+            results += TranslatingCopier(src, dst, target, raw, settings, schemas, client_id, principals).run()
+        elif raw and exactly_once is None:
             results += Copier(src, dst, raw, settings, principals).run()
+        elif raw and exactly_once is not None:
+            sink = (kept_writer(exactly_once.source_syncs, exactly_once.timeout_ms / 1000)
+                    if exactly_once.source_syncs is not None else None)
+            txn = TaskTransaction(dst, exactly_once, slice_index, principal=principals[1], source_syncs=sink,
+                                  produce_timeout_ms=settings.produce_timeout_ms)
+            producer = txn.begin()
+            try:
+                results += Copier(src, dst, raw, settings, principals, producer).run()
+                txn.commit(results)
+            except BaseException:
+                txn.abort()
+                raise
     return results

@@ -58,7 +58,9 @@ def test_defaults_are_mm2s():
 def test_every_flow_field_has_exactly_one_key():
     declared = [k.field for k in ALL_KEYS if k.field]
     assert len(declared) == len(set(declared))
-    fields = {f.name for f in dataclasses.fields(FlowConfig)} - {"source", "target", "raw", "offset_syncs"}
+    # derived, not keys: the delivery mode comes from two keys (mm2py.config.delivery)
+    fields = {f.name for f in dataclasses.fields(FlowConfig)} - {"source", "target", "raw", "offset_syncs",
+                                                                 "exactly_once", "exactly_once_key"}
     assert set(declared) == fields
     for key in FLOW_KEYS:
         assert key.scope is Scope.FLOW and key.doc
@@ -455,21 +457,41 @@ def test_examples_load():
         assert cfg.enabled_flows and cfg.unknown_keys == (), path
 
 
-def test_exactly_once_required_is_refused_naming_key_and_line() -> None:
+def test_exactly_once_modes_from_mm2s_worker_key_and_the_connector_key() -> None:
+    base = ("clusters = A, B, C\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+            "C.bootstrap.servers = c:9092\nA->B.enabled = true\nA->C.enabled = true\n")
+
+    def modes(extra: str) -> dict[str, tuple[str, str | None]]:
+        return {f.name: (f.exactly_once, f.exactly_once_key) for f in load_text(base + extra).enabled_flows}
+
+    assert modes("") == {"A->B": ("off", None), "A->C": ("off", None)}
+    assert modes("B.exactly.once.source.support = enabled\n") == {
+        "A->B": ("enabled", "B.exactly.once.source.support"), "A->C": ("off", None)}
+    assert modes("exactly.once.source.support = required\n")["A->C"] == ("required", "exactly.once.source.support")
+    assert modes("B.exactly.once.source.support = preparing\n")["A->B"] == ("off", None)
+    assert modes("A->B.exactly.once.support = required\n")["A->B"] == ("required", "A->B.exactly.once.support")
+    assert modes("exactly.once.support = enabled\n")["A->C"] == ("enabled", "exactly.once.support")
+    # MM2's 'requested' follows the worker key; 'disabled' wins over it
+    assert modes("exactly.once.support = requested\nB.exactly.once.source.support = enabled\n")["A->B"][0] == \
+        "enabled"
+    assert modes("A->B.exactly.once.support = disabled\nB.exactly.once.source.support = required\n")["A->B"][0] \
+        == "off"
+
+
+def test_exactly_once_required_with_hash_partitioning_is_refused_naming_key_and_line() -> None:
     text = ("clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
-            "A->B.enabled = true\nA->B.exactly.once.support = required\n")
+            "A->B.enabled = true\nA->B.exactly.once.support = required\nA->B.partition.mismatch = hash\n")
     with pytest.raises(ConfigError) as err:
         load_text(text, source="mm2.properties")
     message = str(err.value)
-    assert "mm2.properties:5" in message and "A->B.exactly.once.support" in message
-    assert "at-least-once" in message
+    assert "mm2.properties:5" in message and "A->B.exactly.once.support" in message and "hash" in message
 
 
-def test_exactly_once_source_support_warns_that_flows_are_at_least_once() -> None:
+def test_exactly_once_source_support_preparing_warns_that_flows_are_at_least_once() -> None:
     import structlog
 
     text = ("clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
-            "A->B.enabled = true\nB.exactly.once.source.support = enabled\n")
+            "A->B.enabled = true\nB.exactly.once.source.support = preparing\n")
     with structlog.testing.capture_logs() as logs:
         load_text(text)
     [warned] = [e for e in logs if e["log_level"] == "warning"]

@@ -14,7 +14,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from mm2py.kafka import batches as rb
 from mm2py.kafka.fetch_response import FetchedPartition
 from mm2py.kafka.wire import ProducedPartition
-from mm2py.source.copier import Copier, CopySettings
+from mm2py.source.copier import Copier, CopySettings, ProducerState
 from mm2py.source.partition import PartitionCopy, Pending
 from mm2py.source.ranges import PartitionRange
 from mm2py.types import TP
@@ -80,6 +80,8 @@ class FakeTarget:
     answered: set[TP] = field(default_factory=set)
     next_offset: dict[TP, int] = field(default_factory=dict)
     refused: set[TP] = field(default_factory=set)  # as a broker's sequence check: nothing after a refusal
+    requests: list[tuple[str | None, tuple[TP, ...], frozenset[TP]]] = field(default_factory=list)
+    attributes: list[int] = field(default_factory=list)
 
     def leaders(self, topics: set[str]) -> dict[TP, int]:
         return {}  # filled per produce: every partition on node 2
@@ -87,11 +89,16 @@ class FakeTarget:
     def init_producer_id(self) -> tuple[int, int]:
         return 7, 0
 
-    def produce(self, node: int, batches: dict[TP, tuple], *, timeout_ms: int) -> Answer:
+    def produce(self, node: int, batches: dict[TP, tuple], *, timeout_ms: int,
+                transactional_id: str | None = None) -> Answer:
         answers = {}
+        # (transactional id, partitions, partitions not answered yet when it was sent)
+        self.requests.append((transactional_id, tuple(batches), frozenset(tp for tp in batches
+                                                                         if tp not in self.answered)))
         for tp, pieces in batches.items():
             raw = b"".join(bytes(p) for p in pieces)
             view = next(rb.split_batches(raw))
+            self.attributes.append(view.attributes)
             first = view.max_timestamp - 1000 - view.record_count + 1  # source offsets are in the timestamps
             self.unanswered[tp] = self.unanswered.get(tp, 0) + 1
             seen = self.unanswered[tp]
@@ -125,8 +132,10 @@ class FakeTarget:
         return response
 
 
-def copier(logs: dict[TP, list[bytes]], ranges: list[PartitionRange], target: FakeTarget) -> Copier:
-    c = Copier(FakeSource(logs), target, ranges, CopySettings(offset_lag_max=1000))  # type: ignore[arg-type]
+def copier(logs: dict[TP, list[bytes]], ranges: list[PartitionRange], target: FakeTarget,
+           producer: ProducerState | None = None) -> Copier:
+    c = Copier(FakeSource(logs), target, ranges, CopySettings(offset_lag_max=1000),  # type: ignore[arg-type]
+               producer=producer)
     c._target_leaders = lambda topics: {(r.target_topic, r.partition): 2 for r in ranges}  # type: ignore[method-assign]
     return c
 
@@ -279,3 +288,26 @@ def test_max_in_flight_per_partition_follows_the_producer_setting() -> None:
     c._target_leaders = lambda topics: {("A.t", 0): 2}  # type: ignore[method-assign]
     c.run()
     assert target.most_in_flight[("A.t", 0)] == 1 and target.logs[("A.t", 0)] == list(range(20))
+
+
+def test_transactional_batches_carry_the_bit_and_open_one_request_per_broker_at_a_time() -> None:
+    logs = {("t", p): [batch(o, 2) for o in range(0, 20, 2)] for p in range(3)}
+    target = FakeTarget()
+    ranges = [PartitionRange("t", p, 0, 20, "A.t") for p in range(3)]
+    results = copier(logs, ranges, target, ProducerState(42, 3, "mm2py-A->B-0")).run()
+    assert {r.next_offset for r in results} == {20}
+    assert all(a & rb.ATTR_TRANSACTIONAL for a in target.attributes)
+    assert {txn for txn, _, _ in target.requests} == {"mm2py-A->B-0"}
+    # the leader adds a request's new partitions to the transaction: never two such requests at once
+    opening = [i for i, (_, _, new) in enumerate(target.requests) if new]
+    assert opening == [0], target.requests[:3]
+    for p in range(3):
+        assert target.logs[("A.t", p)] == list(range(0, 20, 2))
+
+
+def test_idempotent_batches_clear_the_transactional_bit() -> None:
+    logs = {("t", 0): [batch(0, 2)]}
+    target = FakeTarget()
+    copier(logs, [PartitionRange("t", 0, 0, 2, "A.t")], target).run()
+    assert not any(a & rb.ATTR_TRANSACTIONAL for a in target.attributes)
+    assert target.requests[0][0] is None

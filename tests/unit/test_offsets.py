@@ -81,3 +81,15 @@ def test_inverse_maps_downstream_back_for_failback():
     for u in range(0, 21):
         d = idx.translate("t", 0, u)
         assert idx.translate("t", 0, idx.inverse("t", 0, d)) == d
+
+
+def test_a_recopy_supersedes_what_the_earlier_copy_synced_from_its_start_on():
+    # an exactly-once attempt copied upstream 100..199 to 100..199 (sync at its end: 200 -> 200), wrote
+    # its syncs, then aborted; the retry copied 100..299 after the aborted records and the marker
+    idx = index((0, 0), (100, 100), (200, 200), (100, 201), (300, 401))
+    assert idx.count("t", 0) == 3, "the aborted attempt's syncs at or above 100 are gone"
+    assert idx.translate("t", 0, 50) == 50
+    assert idx.translate("t", 0, 150) == 251
+    assert idx.translate("t", 0, 250) == 351, "no cap at the aborted attempt's end sync"
+    assert idx.translate("t", 0, 300) == 401
+    assert idx.inverse("t", 0, 251) == 150

@@ -29,7 +29,7 @@ def test_the_committed_table_is_generated_from_the_code() -> None:
 
 def test_mm2_features_mm2py_lacks_are_named_with_why_in_the_one_warning() -> None:
     text = AB + ("dedicated.mode.enable.internal.rest = true\nlisteners = http://localhost:8080\n"
-                 "rest.advertised.host.name = h\nB.exactly.once.source.support = enabled\n"
+                 "rest.advertised.host.name = h\nB.exactly.once.source.support = preparing\n"
                  "forwarding.admin.class = com.example.Admin\nconfig.providers = file\nmystery = 1\n")
     with capture_logs() as logs:
         load_text(text)

@@ -1,0 +1,53 @@
+"""Start-up checks of ``schemas.mode``: refused before Spark starts when a flow cannot keep its schemas.
+
+- a mode other than ``off`` needs ``{alias}.schema.registry.url`` on both clusters of the flow
+  (a ``ConfigError`` naming each missing key);
+- ``preserve`` is not built yet: refused, naming the key;
+- every registry named must answer (a ``SchemaRegistryError`` naming the cluster and URL);
+- ``schemas.on.error = dead-letter``: the dead-letter topic is created on the target if missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from mm2py.config.model import FlowConfig
+from mm2py.errors import ConfigError, ConfigProblem
+from mm2py.kafka.admin import Admin
+from mm2py.schemas.registry import Registry
+from mm2py.schemas.settings import SchemaSettings
+
+
+def problems_of(flows: Iterable[FlowConfig]) -> list[ConfigProblem]:
+    problems: list[ConfigProblem] = []
+    for flow in flows:
+        if flow.schemas_mode == "off":
+            continue
+        if flow.schemas_mode == "preserve":
+            problems.append(ConfigProblem(f"{flow.name}.schemas.mode", f"flow {flow.name}: 'preserve' is not "
+                                          "available yet; use 'translate'"))
+        for cluster in (flow.source, flow.target):
+            if not cluster.schema_registry.get("url"):
+                problems.append(ConfigProblem(
+                    f"{cluster.alias}.schema.registry.url",
+                    f"missing: flow {flow.name} has schemas.mode = {flow.schemas_mode}, which needs the schema "
+                    f"registry of {cluster.alias}"))
+    return problems
+
+
+def check_schemas(flows: Iterable[FlowConfig]) -> None:
+    """Refuse flows whose schema handling cannot work; prepare the dead-letter topics."""
+    flows = [f for f in flows if f.schemas_mode != "off"]
+    problems = problems_of(flows)
+    if problems:
+        raise ConfigError(problems)
+    pinged: set[str] = set()
+    for flow in flows:
+        for cluster in (flow.source, flow.target):
+            if cluster.schema_registry["url"] not in pinged:
+                Registry(cluster.alias, cluster.schema_registry).ping()
+                pinged.add(cluster.schema_registry["url"])
+        settings = SchemaSettings.for_flow(flow)
+        if settings is not None and flow.schemas_on_error == "dead-letter":
+            admin = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
+            admin.create_topic(settings.dead_letter_topic, 1, min(flow.replication_factor, admin.broker_count()))

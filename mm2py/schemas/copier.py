@@ -1,0 +1,125 @@
+"""The copier of a ``schemas.mode = translate`` flow: raw fetches, records rewritten, batches rebuilt.
+
+Fetching, range ownership, aborted and control records, ordering and acknowledgement are the raw
+copier's (this is a ``Copier`` whose enqueue step rewrites records): each source batch becomes one
+target batch with the same records in the same order, each key/value/header id rewritten to the
+target registry's (``mm2py.schemas.translate``), compressed with the source batch's codec.
+
+Invariants:
+- one record out for one record in (a dead-lettered record leaves a gap that the rebuilt batch's
+  offset list carries), so offset syncs stay exact and checkpoints and failover work unchanged;
+- no record reaches the remote topic with an id the target cannot resolve to the same schema;
+  under ``schemas.on.error = pass`` an untranslatable record is written as its bytes were,
+  and under ``dead-letter`` it goes to the dead-letter topic on the target instead, which is
+  flushed before the range is reported done (nothing is lost between the two);
+- ``fail`` stops the flow with a ``SchemaError`` naming topic, partition and offset.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaException, Producer
+
+from mm2py.config.model import ClusterConfig
+from mm2py.errors import KafkaError, SchemaError
+from mm2py.kafka import batches as rb
+from mm2py.kafka.clientconf import rdkafka_config
+from mm2py.kafka.wire import RawClient
+from mm2py.schemas.registry import registry_for
+from mm2py.schemas.settings import SchemaSettings
+from mm2py.schemas.subjects import SubjectSync, Untranslatable
+from mm2py.schemas.translate import IdTranslator
+from mm2py.source.copier import Copier, CopySettings
+from mm2py.source.partition import PartitionCopy, Pending
+from mm2py.source.ranges import PartitionRange, RangeResult
+
+_translators: dict[tuple[str, str, tuple, tuple], IdTranslator] = {}
+
+
+def translator_for(schemas: SchemaSettings) -> IdTranslator:
+    """This process's translator for the flow's two registries (its id map outlives a task)."""
+    key = (schemas.source_alias, schemas.target_alias, tuple(sorted(schemas.source_registry.items())),
+           tuple(sorted(schemas.target_registry.items())))
+    if key not in _translators:
+        sync = SubjectSync(registry_for(schemas.source_alias, schemas.source_registry),
+                           registry_for(schemas.target_alias, schemas.target_registry))
+        _translators[key] = IdTranslator(sync)
+    return _translators[key]
+
+
+class TranslatingCopier(Copier):
+    def __init__(self, src: RawClient, dst: RawClient, target: ClusterConfig, ranges: list[PartitionRange],
+                 settings: CopySettings, schemas: SchemaSettings, client_id: str,
+                 principals: tuple[str | None, str | None] = (None, None)):
+        super().__init__(src, dst, ranges, settings, principals)
+        self.target = target
+        self.schemas = schemas
+        self.client_id = client_id
+        self.translator = translator_for(schemas)
+        self.dead_letters: Producer | None = None
+        self.failures: list[str] = []
+        self.passed = 0
+        self.dead_lettered = 0
+
+    def _dead_letter_producer(self) -> Producer:
+        if self.dead_letters is None:
+            conf = rdkafka_config(self.target.bootstrap_servers, self.target.producer, self.target.alias, "producer")
+            conf.setdefault("client.id", f"{self.client_id}-dead-letter")
+            conf.update({"acks": "all", "enable.idempotence": True})
+            self.dead_letters = Producer(conf)
+        return self.dead_letters
+
+    def _on_delivery(self, err: object, msg: object) -> None:
+        if err is not None:
+            self.failures.append(f"{msg.topic()}: {err}")  # type: ignore[attr-defined]
+
+    def _dead_letter(self, rec: rb.Record, r: PartitionRange, reason: str) -> None:
+        headers = [*rec.headers, ("mm2py.error", reason.encode()), ("mm2py.topic", r.topic.encode()),
+                   ("mm2py.partition", str(r.partition).encode()), ("mm2py.offset", str(rec.offset).encode())]
+        producer = self._dead_letter_producer()
+        while True:
+            try:
+                producer.produce(self.schemas.dead_letter_topic, key=rec.key, value=rec.value,
+                                 timestamp=rec.timestamp, headers=headers, on_delivery=self._on_delivery)
+                return
+            except BufferError:
+                producer.poll(0.1)
+
+    def _enqueue(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
+        r = part.range
+        records = rb.decode(buf, view)
+        if trim_before is not None:
+            records = [rec for rec in records if rec.offset >= trim_before]
+        out: list[rb.Record] = []
+        for rec in records:
+            try:
+                out.append(self.translator.record(rec, r.topic, r.target_topic))
+            except Untranslatable as e:
+                if self.schemas.on_error == "pass":
+                    self.passed += 1
+                    out.append(rec)
+                elif self.schemas.on_error == "dead-letter":
+                    self.dead_lettered += 1
+                    part.dropped += 1
+                    self._dead_letter(rec, r, str(e))
+                else:
+                    raise SchemaError(f"record not translatable to {self.schemas.target_alias}'s registry "
+                                      f"(schemas.on.error = fail): {e}", cluster=self.src.alias, topic=r.topic,
+                                      partition=r.partition, offset=rec.offset) from None
+        rebuilt = rb.rebuild(out, rb.codec_of(buf, view), self.producer_id, self.epoch, part.sequence)
+        if rebuilt is None:
+            return
+        part.enqueue((rebuilt,), Pending.rebuilt([rec.offset for rec in out], len(rebuilt)), rebuilt=True)
+
+    def run(self) -> list[RangeResult]:
+        results = super().run()
+        if self.dead_letters is not None:
+            try:
+                left = self.dead_letters.flush(self.settings.produce_timeout_ms / 1000)
+            except KafkaException as e:
+                self.failures.append(str(e))
+                left = -1
+            if left or self.failures:
+                raise KafkaError(f"dead-lettered records not all written ({left} unsent): "
+                                 f"{'; '.join(self.failures[:3])}", cluster=self.target.alias,
+                                 topic=self.schemas.dead_letter_topic, retriable=True)
+        return results

@@ -1,0 +1,41 @@
+"""What a copy task needs to know about a flow's schema handling; picklable, sent with the task."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from mm2py.config.model import FlowConfig
+
+
+@dataclass(frozen=True)
+class SchemaSettings:
+    """``schemas.*`` of one flow with both clusters' registry client settings.
+
+    ``source_registry``/``target_registry`` are confluent-kafka registry client settings
+    (``url``, ``basic.auth.user.info`` ...), from ``{alias}.schema.registry.<setting>``.
+    """
+
+    mode: str
+    on_error: str
+    dead_letter_topic: str
+    source_alias: str
+    target_alias: str
+    source_registry: Mapping[str, str]
+    target_registry: Mapping[str, str]
+
+    @property
+    def translates(self) -> bool:
+        return self.mode == "translate"
+
+    @classmethod
+    def for_flow(cls, flow: FlowConfig) -> SchemaSettings | None:
+        """The flow's settings, or None when its records pass as bytes (``off``, ``preserve``)."""
+        if flow.schemas_mode != "translate":
+            return None
+        return cls(
+            mode=flow.schemas_mode, on_error=flow.schemas_on_error,
+            dead_letter_topic=flow.schemas_dead_letter_topic.replace("{source}", flow.source.alias),
+            source_alias=flow.source.alias, target_alias=flow.target.alias,
+            source_registry=flow.source.schema_registry, target_registry=flow.target.schema_registry,
+        )

@@ -1,0 +1,164 @@
+"""Exactly-once copy tasks: a task's batches, positions and offset syncs in one target transaction.
+
+Each copy task of a flow in exactly-once mode is a transactional producer on the target:
+
+1. ``begin``: InitProducerId for the task's transactional id, fencing any earlier holder;
+2. the copier writes the task's raw batches, stamped transactional;
+3. ``commit``: the position of every partition the task moved goes to
+   ``mm2-offsets.{source}.internal`` (MM2's format and partitioning, so Apache MM2 can take
+   over), the offset syncs go either into the same transaction (syncs topic on the target) or,
+   with the syncs topic on the source, to the source cluster acknowledged before step 4;
+4. EndTxn(commit). Any failure before it aborts (or leaves open until the coordinator aborts
+   it): read_committed consumers never see the task's records, and the next attempt resumes
+   from the committed positions.
+
+Transactional ids are ``mm2py-{source}->{target}-{slice}``: ``slice`` is the index of the task's
+range group in its micro-batch (0 .. tasks-1). Spark retries a task with the same index, so a
+retry fences its failed attempt; micro-batches run one after another, so one id is never used
+by two live tasks. When the task count changes (a restart with another ``tasks.max``), the
+start-up step (``mm2py.source.exactly_once.prepare``) fences every id of the flow the
+coordinators list, so no task of an earlier run can commit after a task of this one.
+
+Invariants:
+- a record counts as mirrored (its position is committed) exactly when its batch is committed:
+  both are in one transaction;
+- offset syncs on the source are acknowledged before the transaction commits, so a committed
+  record always has its syncs; a sync of an attempt that then aborted points at that attempt's
+  aborted records, below the retry's copy, and the retry's syncs (written later, from the same
+  committed position on) supersede it (``mm2py.checkpoint.translation``);
+- a position record goes to partition ``murmur2(key) % partitions`` of the positions topic, as
+  Kafka Connect's producer places it, so the compacted topic keeps one live record per source
+  partition whichever tool wrote it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from kafka.partitioner.default import murmur2
+
+from mm2py.config.model import ClusterConfig
+from mm2py.errors import KafkaError
+from mm2py.formats import OffsetSync, SourceOffset
+from mm2py.kafka import batches as rb
+from mm2py.kafka.transactions import Transaction
+from mm2py.kafka.wire import RawClient, to_kafka_error
+from mm2py.source.copier import ProducerState
+from mm2py.source.ranges import RangeResult
+from mm2py.types import TP
+
+# A test may make a task stop right after producing, before it commits: the task creates the
+# file named here (if it does not exist yet) and sleeps, to be killed there.
+HOLD_BEFORE_COMMIT = "MM2PY_TEST_HOLD_BEFORE_COMMIT"
+
+
+def transactional_prefix(source: str, target: str) -> str:
+    return f"mm2py-{source}->{target}-"
+
+
+def transactional_id(source: str, target: str, slice_index: int) -> str:
+    return f"{transactional_prefix(source, target)}{slice_index}"
+
+
+@dataclass(frozen=True)
+class ExactlyOnce:
+    """What an exactly-once copy task needs besides its ranges; picklable, sent with the task."""
+
+    source_alias: str
+    target_alias: str
+    positions_topic: str
+    # the offset syncs topic when it is on the target (written in the transaction), else None
+    target_syncs_topic: str | None = None
+    # the cluster and topic of the offset syncs when they are on the source, else None
+    source_syncs: ClusterConfig | None = None
+    source_syncs_topic: str | None = None
+    transaction_timeout_ms: int = 60000
+    timeout_ms: int = 60000
+
+    def transactional_id(self, slice_index: int) -> str:
+        return transactional_id(self.source_alias, self.target_alias, slice_index)
+
+
+def partition_for(key: bytes, partitions: int) -> int:
+    """The partition Kafka's Java producer picks for ``key`` (murmur2, made positive)."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+class SyncSink:
+    """Where syncs on the source go (a ``RecordWriter``); an interface for the task."""
+
+    def write(self, topic: str, records: Iterable[tuple[bytes, bytes | None]]) -> int: ...
+
+
+class TaskTransaction:
+    """The transaction of one copy task. Constructor does no I/O."""
+
+    def __init__(self, dst: RawClient, spec: ExactlyOnce, slice_index: int, *, principal: str | None = None,
+                 source_syncs: SyncSink | None = None, produce_timeout_ms: int = 30000):
+        self.dst = dst
+        self.spec = spec
+        self.source_syncs = source_syncs
+        self.produce_timeout_ms = produce_timeout_ms
+        self.txn = Transaction(dst, spec.transactional_id(slice_index), timeout_ms=spec.timeout_ms,
+                               transaction_timeout_ms=spec.transaction_timeout_ms, principal=principal)
+
+    def begin(self) -> ProducerState:
+        producer_id, epoch = self.txn.begin()
+        return ProducerState(producer_id, epoch, self.txn.transactional_id)
+
+    def commit(self, results: Sequence[RangeResult]) -> None:
+        """Write the positions (and syncs) of ``results`` in the transaction, then commit it."""
+        positions = [SourceOffset(self.spec.source_alias, r.topic, r.partition, r.next_offset - 1)
+                     for r in results if r.next_offset > r.start]
+        syncs = [OffsetSync(r.topic, r.partition, up, down) for r in results for up, down in r.syncs]
+        records: dict[str, list[tuple[bytes, bytes | None]]] = {
+            self.spec.positions_topic: [(p.key_bytes(), p.value_bytes()) for p in positions]}
+        if self.spec.target_syncs_topic is not None:
+            records[self.spec.target_syncs_topic] = [(s.key_bytes(), s.value_bytes()) for s in syncs]
+        self._produce(records)
+        if self.source_syncs is not None and self.spec.source_syncs_topic is not None and syncs:
+            self.source_syncs.write(self.spec.source_syncs_topic, ((s.key_bytes(), s.value_bytes()) for s in syncs))
+        hold = os.environ.get(HOLD_BEFORE_COMMIT)
+        if hold and not os.path.exists(hold):
+            with open(hold, "w") as marker:
+                marker.write(str(os.getpid()))
+            time.sleep(3600)
+        self.txn.commit()
+
+    def abort(self) -> None:
+        """Abort, as far as the coordinator can be reached (else it aborts on the transaction timeout)."""
+        with contextlib.suppress(KafkaError):
+            self.txn.abort()
+
+    def _produce(self, records: dict[str, list[tuple[bytes, bytes | None]]]) -> None:
+        """Write keyed records, one transactional batch per partition, and wait for every answer."""
+        wanted = {topic: rows for topic, rows in records.items() if rows}
+        if not wanted:
+            return
+        leaders = self.dst.leaders(wanted)
+        counts: dict[str, int] = {}
+        for topic, _partition in leaders:
+            counts[topic] = counts.get(topic, 0) + 1
+        by_partition: dict[TP, list[rb.Record]] = {}
+        now = int(time.time() * 1000)
+        for topic, rows in wanted.items():
+            for key, value in rows:
+                tp = (topic, partition_for(key, counts[topic]))
+                by_partition.setdefault(tp, []).append(rb.Record(0, now, key, value, ()))
+        state = (self.txn.producer_id, self.txn.epoch)
+        by_node: dict[int, dict[TP, tuple[bytes]]] = {}
+        for tp, rows in by_partition.items():
+            built = rb.rebuild(rows, 0, state[0], state[1], 0, transactional=True)
+            assert built is not None
+            by_node.setdefault(leaders[tp], {})[tp] = (built,)
+        futures = [self.dst.produce(node, batches, timeout_ms=self.produce_timeout_ms,
+                                    transactional_id=self.txn.transactional_id) for node, batches in by_node.items()]
+        for future in futures:
+            for tp, result in self.dst.produced(self.dst.wait(future)).items():
+                if result.error_code:
+                    raise to_kafka_error(result.error_code, cluster=self.dst.alias, topic=tp[0], partition=tp[1],
+                                         detail=result.error_message)

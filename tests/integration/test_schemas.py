@@ -1,0 +1,136 @@
+"""Issue 26: Avro topics mirrored between clusters that each have a schema registry (real Apicurio).
+
+``schemas.mode = translate``: subjects reach B's registry under the remote topic's name and every
+record's schema ids are rewritten, so a consumer on B with B's registry reads what A's consumers
+read, while the bytes copied as they are would not decode there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.serialization import MessageField
+
+from mm2py.config import load_text
+from mm2py.config.model import ClusterConfig
+from mm2py.dev.registry import DevRegistry
+from mm2py.errors import SchemaError
+from mm2py.schemas.check import check_schemas
+from tests.integration.mirror_helpers import mirror_once, properties
+from tests.integration.schema_helpers import KEY, V1, V2, decode, decoder, encode, serializer, two_registries
+from tests.integration.test_raw_batches import raw_batches
+from tests.kafkautil import TS0, consume_all, create_topic, produce
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def registries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevRegistry, DevRegistry]]:
+    with two_registries(tmp_path_factory.mktemp("registries")) as started:
+        yield started
+
+
+def schema_text(a: str, b: str, reg_a: DevRegistry, reg_b: DevRegistry, topic: str, **flow: str) -> str:
+    return properties({"A": a, "B": b}, {"A->B": {"topics": topic, "schemas.mode": "translate", **flow}},
+                      f"A.schema.registry.url = {reg_a.url}\nB.schema.registry.url = {reg_b.url}\n"
+                      "emit.checkpoints.enabled = false\n")
+
+
+def avro_rows(reg: DevRegistry, topic: str, start: int, count: int, schema: str) -> list[tuple]:
+    keys, values = serializer(reg.url, KEY), serializer(reg.url, schema)
+    rows = []
+    for i in range(start, start + count):
+        value = {"id": i, "amount": i / 4}
+        if schema == V2:
+            value["note"] = f"n{i}"
+        rows.append((encode(keys, topic, {"id": i}, MessageField.KEY), encode(values, topic, value), None, TS0 + i))
+    return rows
+
+
+def decoded(reg: DevRegistry, topic: str, bootstrap: str) -> dict[int, list[tuple]]:
+    des = decoder(reg.url)
+    return {p: [(r.offset, decode(des, topic, r.key, MessageField.KEY), decode(des, topic, r.value), r.timestamp)
+                for r in records]
+            for p, records in consume_all(bootstrap, topic).items()}
+
+
+def test_translate_keeps_avro_readable_on_b(spark, cluster_a, cluster_b, registries, unique_name, tmp_path):
+    reg_a, reg_b = registries
+    topic = f"{unique_name}-orders"
+    create_topic(cluster_a.bootstrap, topic, 2)
+    # an evolution mid-stream on each partition, compressed batches (lz4 and zstd)
+    for p, codec in enumerate(("lz4", "zstd")):
+        produce(cluster_a.bootstrap, topic, avro_rows(reg_a, topic, 0, 150, V1), partition=p, compression=codec)
+        produce(cluster_a.bootstrap, topic, avro_rows(reg_a, topic, 150, 150, V2), partition=p, compression=codec)
+    text = schema_text(cluster_a.bootstrap, cluster_b.bootstrap, reg_a, reg_b, topic)
+    check_schemas(load_text(text).enabled_flows)
+    mirror_once(spark, text, tmp_path)
+
+    remote = f"A.{topic}"
+    source = decoded(reg_a, topic, cluster_a.bootstrap)
+    target = decoded(reg_b, remote, cluster_b.bootstrap)
+    assert sum(map(len, source.values())) == 600
+    assert target == source  # offsets, keys, values and timestamps, record for record
+
+    client_a, client_b = SchemaRegistryClient({"url": reg_a.url}), SchemaRegistryClient({"url": reg_b.url})
+    assert client_b.get_versions(f"{remote}-value") == [1, 2] and client_b.get_versions(f"{remote}-key") == [1]
+    for version in (1, 2):  # same schema, different ids
+        on_a, on_b = client_a.get_version(f"{topic}-value", version), client_b.get_version(f"{remote}-value", version)
+        assert on_b.schema_id != on_a.schema_id
+    # B's registry resolves A's ids to other schemas: the bytes copied as they are decode wrongly or fail there
+    raw = consume_all(cluster_a.bootstrap, topic)[0][0].value
+    try:
+        wrong = decode(decoder(reg_b.url), remote, raw)
+    except Exception:  # noqa: BLE001 - any failure shows it
+        wrong = "failed"
+    assert wrong != source[0][0][2]
+    # rebuilt batches keep the source's codec
+    for p, codec in enumerate((3, 4)):
+        assert {c for c, *_ in raw_batches(ClusterConfig("B", cluster_b.bootstrap), remote, p)} == {codec}
+
+
+def bad_rows(reg: DevRegistry, topic: str) -> list[tuple]:
+    """Good records around three that cannot be translated: magic byte 1, an unknown id, no frame at all."""
+    good = avro_rows(reg, topic, 0, 6, V1)
+    bad = [(b"k-magic", b"\x01\x00\x00\x00\x02xyz", None, TS0), (b"k-unknown", b"\x00\x00\x0f\x42\x3f\x02", None, TS0),
+           (b"k-short", b"\x00", None, TS0)]
+    return good[:2] + bad[:1] + good[2:4] + bad[1:] + good[4:]
+
+
+@pytest.mark.parametrize("on_error", ["fail", "pass", "dead-letter"])
+def test_untranslatable_records_follow_schemas_on_error(spark, cluster_a, cluster_b, registries, unique_name,
+                                                        tmp_path, on_error):
+    reg_a, reg_b = registries
+    topic = f"{unique_name}-bad"
+    create_topic(cluster_a.bootstrap, topic, 1)
+    rows = bad_rows(reg_a, topic)
+    produce(cluster_a.bootstrap, topic, rows, partition=0)
+    dead_letters = f"{unique_name}-dlq"
+    text = schema_text(cluster_a.bootstrap, cluster_b.bootstrap, reg_a, reg_b, topic, **{
+        "schemas.on.error": on_error, "schemas.dead.letter.topic": dead_letters})
+    check_schemas(load_text(text).enabled_flows)
+    remote = f"A.{topic}"
+    if on_error == "fail":
+        with pytest.raises(SchemaError, match=r"schemas.on.error = fail.*magic byte 1.*partition=0 offset=2"):
+            mirror_once(spark, text, tmp_path)
+        copied = consume_all(cluster_b.bootstrap, remote, timeout=10)  # the flow stopped at the bad record
+        assert sum(map(len, copied.values())) <= 2
+        return
+    mirror_once(spark, text, tmp_path)
+    copied = consume_all(cluster_b.bootstrap, remote)[0]
+    des = decoder(reg_b.url)
+    good = [decode(des, remote, r.value) for r in copied if r.key not in (b"k-magic", b"k-unknown", b"k-short")]
+    assert good == [{"id": i, "amount": i / 4} for i in range(6)]
+    if on_error == "pass":
+        assert [r.value for r in copied if r.key.startswith(b"k-")] == [row[1] for row in rows if row[0][:2] == b"k-"]
+        assert [r.offset for r in copied] == list(range(9))
+        return
+    assert len(copied) == 6  # the three went to the dead-letter topic, with why and where from
+    dead = consume_all(cluster_b.bootstrap, dead_letters)[0]
+    assert [r.key for r in dead] == [b"k-magic", b"k-unknown", b"k-short"]
+    assert [r.value for r in dead] == [row[1] for row in rows if row[0][:2] == b"k-"]
+    reasons = [dict(r.headers)["mm2py.error"].decode() for r in dead]
+    assert "magic byte 1" in reasons[0] and "unknown to the source registry" in reasons[1] and "shorter" in reasons[2]
+    assert [dict(r.headers)["mm2py.offset"] for r in dead] == [b"2", b"5", b"6"]

@@ -12,7 +12,9 @@ Invariants:
   under ``schemas.on.error = pass`` an untranslatable record is written as its bytes were,
   and under ``dead-letter`` it goes to the dead-letter topic on the target instead, which is
   flushed before the range is reported done (nothing is lost between the two);
-- ``fail`` stops the flow with a ``SchemaError`` naming topic, partition and offset.
+- ``fail`` stops the flow with a ``SchemaError`` naming topic, partition and offset;
+- in exactly-once mode the rebuilt batches belong to the task's transaction like raw ones; the
+  dead-letter topic is written outside it (at-least-once: a retried task may dead-letter again).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from mm2py.schemas.registry import registry_for
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.schemas.subjects import SubjectSync, Untranslatable
 from mm2py.schemas.translate import IdTranslator
-from mm2py.source.copier import Copier, CopySettings
+from mm2py.source.copier import Copier, CopySettings, ProducerState
 from mm2py.source.partition import PartitionCopy, Pending
 from mm2py.source.ranges import PartitionRange, RangeResult
 
@@ -47,10 +49,10 @@ def translator_for(schemas: SchemaSettings) -> IdTranslator:
 
 
 class TranslatingCopier(Copier):
-    def __init__(self, src: RawClient, dst: RawClient, target: ClusterConfig, ranges: list[PartitionRange],
-                 settings: CopySettings, schemas: SchemaSettings, client_id: str,
-                 principals: tuple[str | None, str | None] = (None, None)):
-        super().__init__(src, dst, ranges, settings, principals)
+    def __init__(self, src: RawClient, dst: RawClient, ranges: list[PartitionRange], settings: CopySettings,
+                 principals: tuple[str | None, str | None] = (None, None), producer: ProducerState | None = None,
+                 *, target: ClusterConfig, schemas: SchemaSettings, client_id: str):
+        super().__init__(src, dst, ranges, settings, principals, producer)
         self.target = target
         self.schemas = schemas
         self.client_id = client_id
@@ -105,7 +107,8 @@ class TranslatingCopier(Copier):
                     raise SchemaError(f"record not translatable to {self.schemas.target_alias}'s registry "
                                       f"(schemas.on.error = fail): {e}", cluster=self.src.alias, topic=r.topic,
                                       partition=r.partition, offset=rec.offset) from None
-        rebuilt = rb.rebuild(out, rb.codec_of(buf, view), self.producer_id, self.epoch, part.sequence)
+        rebuilt = rb.rebuild(out, rb.codec_of(buf, view), self.producer_id, self.epoch, part.sequence,
+                             self.transactional_id is not None)
         if rebuilt is None:
             return
         part.enqueue((rebuilt,), Pending.rebuilt([rec.offset for rec in out], len(rebuilt)), rebuilt=True)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from mm2py.config.model import ClusterConfig
 from mm2py.kafka.admin import principal_of
+from mm2py.kafka.wire import RawClient
 from mm2py.schemas.copier import TranslatingCopier
 from mm2py.schemas.settings import SchemaSettings
-from mm2py.source.copier import Copier, CopySettings
+from mm2py.source.copier import Copier, CopySettings, ProducerState
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.source.rehash import RehashCopier
 from mm2py.source.transactional import ExactlyOnce, TaskTransaction
@@ -53,10 +54,8 @@ def copy_ranges(
                       receive_max_bytes=receive_limit(settings)) as (src, dst):
         if hashed:
             results += RehashCopier(src, dst, target, hashed, settings, client_id).run()
-        if raw and schemas is not None and schemas.translates:  # mm2py.schemas (at-least-once)
-            results += TranslatingCopier(src, dst, target, raw, settings, schemas, client_id, principals).run()
-        elif raw and exactly_once is None:
-            results += Copier(src, dst, raw, settings, principals).run()
+        if raw and exactly_once is None:
+            results += _copier(src, dst, target, raw, settings, principals, client_id, schemas).run()
         elif raw and exactly_once is not None:
             sink = (kept_writer(exactly_once.source_syncs, exactly_once.timeout_ms / 1000)
                     if exactly_once.source_syncs is not None else None)
@@ -64,9 +63,19 @@ def copy_ranges(
                                   produce_timeout_ms=settings.produce_timeout_ms)
             producer = txn.begin()
             try:
-                results += Copier(src, dst, raw, settings, principals, producer).run()
+                results += _copier(src, dst, target, raw, settings, principals, client_id, schemas, producer).run()
                 txn.commit(results)
             except BaseException:
                 txn.abort()
                 raise
     return results
+
+
+def _copier(src: RawClient, dst: RawClient, target: ClusterConfig, ranges: list[PartitionRange],
+            settings: CopySettings, principals: tuple[str | None, str | None], client_id: str,
+            schemas: SchemaSettings | None, producer: ProducerState | None = None) -> Copier:
+    """The raw copier, or for a ``schemas.mode = translate`` flow the one rewriting schema ids."""
+    if schemas is not None and schemas.translates:
+        return TranslatingCopier(src, dst, ranges, settings, principals, producer,
+                                 target=target, schemas=schemas, client_id=client_id)
+    return Copier(src, dst, ranges, settings, principals, producer)

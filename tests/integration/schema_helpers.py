@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, topic_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
@@ -37,17 +37,28 @@ def two_registries(workdir: Path) -> Iterator[tuple[devregistry.DevRegistry, dev
                    for k, port in REGISTRY_PORTS.items()]
         started = [f.result() for f in futures]
     try:
-        client_b = SchemaRegistryClient({"url": started[1].url})
         for i in range(3):
-            client_b.register_schema("decoys-value", Schema(DECOY % i, "AVRO"))
+            client(started[1].url).register_schema("decoys-value", Schema(DECOY % i, "AVRO"))
         yield started[0], started[1]
     finally:
         for r in started:
             devregistry.stop_registry(r.name, workdir)
 
 
+_clients: dict[str, SchemaRegistryClient] = {}
+
+
+def client(url: str) -> SchemaRegistryClient:
+    """One client per registry, with a timeout: a test fails rather than waits on a stuck request."""
+    if url not in _clients:
+        _clients[url] = SchemaRegistryClient({"url": url, "timeout": 20})
+    return _clients[url]
+
+
 def serializer(url: str, schema: str) -> AvroSerializer:
-    return AvroSerializer(SchemaRegistryClient({"url": url}), schema)
+    # TopicNameStrategy named: confluent-kafka 2.16's default first asks an associations API that
+    # Apicurio answers 404, and a request after that 404 on the same connection once hung for minutes
+    return AvroSerializer(client(url), schema, conf={"subject.name.strategy": topic_subject_name_strategy})
 
 
 def encode(ser: AvroSerializer, topic: str, value: dict, field: str = MessageField.VALUE) -> bytes:
@@ -55,7 +66,7 @@ def encode(ser: AvroSerializer, topic: str, value: dict, field: str = MessageFie
 
 
 def decoder(url: str) -> AvroDeserializer:
-    return AvroDeserializer(SchemaRegistryClient({"url": url}))
+    return AvroDeserializer(client(url))
 
 
 def decode(des: AvroDeserializer, topic: str, data: bytes | None, field: str = MessageField.VALUE) -> object:

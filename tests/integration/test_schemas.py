@@ -10,16 +10,27 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.serialization import MessageField
 
 from mm2py.config import load_text
 from mm2py.config.model import ClusterConfig
 from mm2py.dev.registry import DevRegistry
 from mm2py.errors import SchemaError
+from mm2py.ops.failover import apply_plan, plan_failover
 from mm2py.schemas.check import check_schemas
 from tests.integration.mirror_helpers import mirror_once, properties
-from tests.integration.schema_helpers import KEY, V1, V2, decode, decoder, encode, serializer, two_registries
+from tests.integration.schema_helpers import (
+    KEY,
+    V1,
+    V2,
+    client,
+    decode,
+    decoder,
+    encode,
+    serializer,
+    two_registries,
+)
+from tests.integration.test_failover import consume
 from tests.integration.test_raw_batches import raw_batches
 from tests.kafkautil import TS0, consume_all, create_topic, produce
 
@@ -74,7 +85,7 @@ def test_translate_keeps_avro_readable_on_b(spark, cluster_a, cluster_b, registr
     assert sum(map(len, source.values())) == 600
     assert target == source  # offsets, keys, values and timestamps, record for record
 
-    client_a, client_b = SchemaRegistryClient({"url": reg_a.url}), SchemaRegistryClient({"url": reg_b.url})
+    client_a, client_b = client(reg_a.url), client(reg_b.url)
     assert client_b.get_versions(f"{remote}-value") == [1, 2] and client_b.get_versions(f"{remote}-key") == [1]
     for version in (1, 2):  # same schema, different ids
         on_a, on_b = client_a.get_version(f"{topic}-value", version), client_b.get_version(f"{remote}-value", version)
@@ -134,3 +145,30 @@ def test_untranslatable_records_follow_schemas_on_error(spark, cluster_a, cluste
     reasons = [dict(r.headers)["mm2py.error"].decode() for r in dead]
     assert "magic byte 1" in reasons[0] and "unknown to the source registry" in reasons[1] and "shorter" in reasons[2]
     assert [dict(r.headers)["mm2py.offset"] for r in dead] == [b"2", b"5", b"6"]
+
+
+def test_failover_on_a_translated_topic_reads_nothing_twice_and_misses_nothing(
+        spark, cluster_a, cluster_b, registries, unique_name, tmp_path):
+    """One record out for one record in, in exactly-once mode, with dead-lettered gaps: offsets translate
+    exactly, so a group moved from A to B resumes where it stopped."""
+    reg_a, reg_b = registries
+    topic = f"{unique_name}-orders"
+    create_topic(cluster_a.bootstrap, topic, 2)
+    for p in range(2):
+        rows = avro_rows(reg_a, topic, p * 1000, 200, V1) + bad_rows(reg_a, topic)[2:3] \
+            + avro_rows(reg_a, topic, p * 1000 + 200, 200, V2)
+        produce(cluster_a.bootstrap, topic, rows, partition=p, compression="lz4")
+    text = schema_text(cluster_a.bootstrap, cluster_b.bootstrap, reg_a, reg_b, topic, **{
+        "schemas.on.error": "dead-letter", "schemas.dead.letter.topic": f"{unique_name}-dlq"})
+    text += "B.exactly.once.source.support = required\n"
+    config = load_text(text)
+    check_schemas(config.enabled_flows)
+    mirror_once(spark, text, tmp_path)
+    group = f"{unique_name}-g"
+    first = consume(cluster_a.bootstrap, group, topic, limits={0: 150, 1: 301})
+    apply_plan(config, plan_failover(config, group, "A", "B"))
+    rest = consume(cluster_b.bootstrap, group, f"A.{topic}")
+    ids = [decode(decoder(reg_a.url), topic, v)["id"] for v in first if v[:1] == b"\x00"] \
+        + [decode(decoder(reg_b.url), f"A.{topic}", v)["id"] for v in rest]
+    assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} records read twice"
+    assert set(ids) == {p * 1000 + i for p in range(2) for i in range(400)}, "records missed"

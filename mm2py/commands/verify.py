@@ -13,7 +13,7 @@ def _run(args: argparse.Namespace) -> int:
 
     config = load(args.config)
     ranges = [r for flow in config.flows_into(tuple(args.clusters) if args.clusters else None)
-              for r in plan_audit(flow, args.topics)]
+              for r in plan_audit(flow, args.topics, decode=args.decode)]
     if not ranges:
         print("nothing mirrored yet matches: no partition to audit")
         return 0
@@ -43,5 +43,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--topics", metavar="REGEX", help="only source topics matching this regular expression")
     p.add_argument("--clusters", nargs="+", metavar="ALIAS", help="only flows into these clusters")
     p.add_argument("--spark-master", help="Spark master URL (default: spark.master in the file, else local[*])")
+    p.add_argument("--decode", action="store_true",
+                   help="compare Avro records by value, each cluster's read with its own schema registry "
+                        "({alias}.schema.registry.url): a topic mirrored with schemas.mode = translate verifies equal")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_run)

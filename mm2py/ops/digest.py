@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, Message, TopicPartition
@@ -46,9 +47,17 @@ class PartitionCheck:
         return self.source == self.target
 
 
+# (key, value, headers) -> the same in the form compared (verify --decode: mm2py.schemas.decode)
+Normalize = Callable[[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]],
+                     tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]]
+
+
 def digest_ranges(cluster: ClusterConfig, topic: str, ranges: dict[int, tuple[int, int]],
-                  timeout: float = 120) -> dict[int, PartitionDigest]:
-    """Digest of the records of each partition ``p`` of ``topic`` in ``[start, end)`` of ``ranges[p]``."""
+                  timeout: float = 120, normalize: Normalize | None = None) -> dict[int, PartitionDigest]:
+    """Digest of the records of each partition ``p`` of ``topic`` in ``[start, end)`` of ``ranges[p]``.
+
+    ``normalize``: each record's key, value and headers are digested as it returns them.
+    """
     conf = rdkafka_config(cluster.bootstrap_servers, cluster.consumer, cluster.alias)
     # "error": a range whose records left the log (retention, DeleteRecords) after it was planned
     # must fail and say so; the default reset would jump to the end and wait for them forever
@@ -75,9 +84,12 @@ def digest_ranges(cluster: ClusterConfig, topic: str, ranges: dict[int, tuple[in
                 if p not in remaining or msg.offset() >= remaining[p]:
                     continue
                 h = hashes[p]
-                _field(h, msg.key())
-                _field(h, msg.value())
-                for name, value in msg.headers() or ():
+                key, value, headers = msg.key(), msg.value(), msg.headers() or ()
+                if normalize is not None:
+                    key, value, headers = normalize(key, value, headers)
+                _field(h, key)
+                _field(h, value)
+                for name, value in headers:
                     _field(h, name.encode())
                     _field(h, value)
                 h.update(struct.pack(">q", msg.timestamp()[1]))

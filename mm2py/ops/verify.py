@@ -20,6 +20,8 @@ from mm2py.filters import topic_filter_for
 from mm2py.kafka.admin import Admin
 from mm2py.ops.digest import PartitionCheck, digest_ranges
 from mm2py.policy import policy_for
+from mm2py.schemas.check import require_registries
+from mm2py.schemas.decode import RecordDecoder
 from mm2py.source.positions import PositionStore
 
 
@@ -33,6 +35,7 @@ class AuditRange:
     remote_topic: str
     source: tuple[int, int]
     target: tuple[int, int]
+    decode: bool = False  # compare Avro records by value, each side read with its own registry
 
 
 @dataclass(frozen=True)
@@ -43,8 +46,11 @@ class AuditResult:
     target: tuple[int, int]
 
 
-def plan_audit(flow: FlowConfig, topics: str | None = None) -> list[AuditRange]:
-    """Ranges of every partition ``flow`` has mirrored (of topics matching ``topics``, if given)."""
+def plan_audit(flow: FlowConfig, topics: str | None = None, decode: bool = False) -> list[AuditRange]:
+    """Ranges of every partition ``flow`` has mirrored (of topics matching ``topics``, if given).
+
+    ``decode``: compare by decoded value (both clusters need ``{alias}.schema.registry.url``).
+    """
     try:
         wanted = re.compile(topics) if topics else None
     except re.error as e:
@@ -59,6 +65,8 @@ def plan_audit(flow: FlowConfig, topics: str | None = None) -> list[AuditRange]:
                                                         flow.heartbeats_replication_enabled))
     if not mirrored:
         return []
+    if decode:
+        require_registries(flow)
     target_topics = dst.topics()
     remote = {t: policy.format_remote_topic(flow.source.alias, t) for t, _ in mirrored}
     on_target = [(remote[t], p) for t, p in mirrored if remote[t] in target_topics]
@@ -70,20 +78,24 @@ def plan_audit(flow: FlowConfig, topics: str | None = None) -> list[AuditRange]:
         begin, end = src_start[(topic, p)], positions[(topic, p)] + 1
         rt = (remote[topic], p)
         if rt not in dst_start:  # the remote partition is gone: everything is missing there
-            out.append(AuditRange(flow, topic, p, remote[topic], (begin, end), (0, 0)))
+            out.append(AuditRange(flow, topic, p, remote[topic], (begin, end), (0, 0), decode))
             continue
         down_begin = syncs.translate(topic, p, begin) if begin > 0 else None
         down_end = syncs.translate(topic, p, end)
         out.append(AuditRange(flow, topic, p, remote[topic], (max(begin, 0), end),
                               (down_begin if down_begin is not None else dst_start[rt],
-                               min(down_end, dst_end[rt]) if down_end is not None else dst_end[rt])))
+                               min(down_end, dst_end[rt]) if down_end is not None else dst_end[rt]), decode))
     return out
 
 
 def audit_one(r: AuditRange) -> AuditResult:
     """Digest both sides of one range (runs in a Spark task)."""
-    src = digest_ranges(r.flow.source, r.topic, {r.partition: r.source})[r.partition]
-    dst = digest_ranges(r.flow.target, r.remote_topic, {r.partition: r.target})[r.partition]
+    src_normalize = dst_normalize = None
+    if r.decode:
+        src_normalize = RecordDecoder(r.flow.source.alias, r.flow.source.schema_registry).record
+        dst_normalize = RecordDecoder(r.flow.target.alias, r.flow.target.schema_registry).record
+    src = digest_ranges(r.flow.source, r.topic, {r.partition: r.source}, normalize=src_normalize)[r.partition]
+    dst = digest_ranges(r.flow.target, r.remote_topic, {r.partition: r.target}, normalize=dst_normalize)[r.partition]
     return AuditResult(r.flow.name, PartitionCheck(r.topic, r.partition, src, dst), r.source, r.target)
 
 

@@ -35,6 +35,15 @@ def problems_of(flows: Iterable[FlowConfig]) -> list[ConfigProblem]:
     return problems
 
 
+def require_registries(flow: FlowConfig) -> None:
+    """Both clusters of ``flow`` name a registry (``verify --decode``), else a ``ConfigError`` naming the keys."""
+    missing = [ConfigProblem(f"{c.alias}.schema.registry.url", f"missing: decoding records of flow {flow.name} "
+                             f"needs the schema registry of {c.alias}")
+               for c in (flow.source, flow.target) if not c.schema_registry.get("url")]
+    if missing:
+        raise ConfigError(missing)
+
+
 def check_schemas(flows: Iterable[FlowConfig]) -> None:
     """Refuse flows whose schema handling cannot work; prepare the dead-letter topics."""
     flows = [f for f in flows if f.schemas_mode != "off"]

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.serialization import MessageField
 
+from mm2py.cli import main
 from mm2py.config import load_text
 from mm2py.config.model import ClusterConfig
 from mm2py.dev.registry import DevRegistry
@@ -67,7 +68,8 @@ def decoded(reg: DevRegistry, topic: str, bootstrap: str) -> dict[int, list[tupl
             for p, records in consume_all(bootstrap, topic).items()}
 
 
-def test_translate_keeps_avro_readable_on_b(spark, cluster_a, cluster_b, registries, unique_name, tmp_path):
+def test_translate_keeps_avro_readable_on_b(spark, cluster_a, cluster_b, registries, unique_name, tmp_path,
+                                            capsys):
     reg_a, reg_b = registries
     topic = f"{unique_name}-orders"
     create_topic(cluster_a.bootstrap, topic, 2)
@@ -100,6 +102,14 @@ def test_translate_keeps_avro_readable_on_b(spark, cluster_a, cluster_b, registr
     # rebuilt batches keep the source's codec
     for p, codec in enumerate((3, 4)):
         assert {c for c, *_ in raw_batches(ClusterConfig("B", cluster_b.bootstrap), remote, p)} == {codec}
+    # verify: the bytes differ (other ids), the decoded records are equal
+    path = tmp_path / "mm2.properties"
+    path.write_text(text)
+    capsys.readouterr()
+    assert main(["verify", str(path), "--topics", topic]) == 1
+    assert "2 partitions audited, 2 with differences" in capsys.readouterr().out
+    assert main(["verify", str(path), "--topics", topic, "--decode"]) == 0
+    assert "2 partitions audited, 0 with differences" in capsys.readouterr().out
 
 
 def bad_rows(reg: DevRegistry, topic: str) -> list[tuple]:

@@ -112,7 +112,7 @@ class FlowCommitter:
             records=records,
             bytes=size,
             rebuilt_batches=sum(r.rebuilt for r in results),
-            offset_syncs=len(syncs) if self.syncs is not None else 0,
+            offset_syncs=len(syncs) if self.flow.emit_offset_syncs_enabled else 0,
             dropped_records=sum(r.dropped for r in results),
             lag_records=lag,
             **self._progress(lag),

@@ -53,7 +53,9 @@ class BatchPlanner:
       else from ``auto.offset.reset`` (earliest by default, as MM2);
     - under a byte budget each partition gets a share in proportion to its backlog, at least
       one offset: none starves;
-    - a partition whose copy stopped short starts again where it stopped (mm2py.source.stalls).
+    - a partition whose copy stopped short starts again where it stopped (mm2py.source.stalls);
+    - exactly-once: a range starts after its partition's committed position, so a micro-batch
+      that Spark runs again (a restarted query) copies nothing a committed transaction holds.
     """
 
     def __init__(self, flow: FlowConfig, *, catalogue: TopicCatalogue, source: Admin, target: Admin,
@@ -106,6 +108,9 @@ class BatchPlanner:
         start, end = Offsets.parse(start_raw), Offsets.parse(end_raw)
         out = []
         planned = {}
+        # exactly-once: Spark re-runs a micro-batch whose tasks may have committed already (a
+        # restarted query); start each range after what is committed (read_committed)
+        committed = self.stalls.tail.refresh() if self.flow.exactly_once != "off" else {}
         for key, stop in end.positions.items():
             begin = start.start_of(key)
             if begin is None:
@@ -113,6 +118,9 @@ class BatchPlanner:
             exact = key in start.exact
             if key in end.restart:
                 begin, exact = end.restart[key]
+            done = committed.get(split_key(key), -1) + 1
+            if done > begin:
+                begin, exact = done, True
             if stop > begin:
                 topic, partition = split_key(key)
                 remote = self.catalogue.remote_topic(topic)

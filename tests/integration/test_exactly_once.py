@@ -1,0 +1,275 @@
+"""Exactly-once mode on real clusters: crashes, a killed Python worker, a target restart, a zombie, failover.
+
+Records stream into A throughout, plain and in source transactions (a third of them aborted).
+The replicator runs as an operator runs it (a child process, its own process group) with
+``B.exactly.once.source.support = required``. After every event a read_committed consumer of
+the remote topic must see, per partition, exactly the source's committed records in source
+order: none twice, none missing, none aborted.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from confluent_kafka import Producer
+
+from mm2py.config import load_text
+from mm2py.dev import cluster as devcluster
+from mm2py.errors import KafkaError
+from mm2py.kafka.wire import RawClient
+from mm2py.source.copier import Copier, CopySettings
+from mm2py.source.exactly_once import prepare, spec_for
+from mm2py.source.ranges import PartitionRange
+from mm2py.source.transactional import HOLD_BEFORE_COMMIT, TaskTransaction
+from tests.conftest import PORT_OFFSET, own_cluster
+from tests.integration.mirror_helpers import REPO, Replicator, properties, wait_for
+from tests.integration.test_failover import consume
+from tests.kafkautil import consume_all, create_topic, end_offsets, list_topics
+
+pytestmark = pytest.mark.integration
+
+PORTS = {"eos-a": 32292 + PORT_OFFSET, "eos-b": 32392 + PORT_OFFSET}
+PARTITIONS = 4
+
+
+@pytest.fixture(scope="module")
+def eos_clusters(cluster_workdir: Path) -> Iterator[dict[str, devcluster.DevCluster]]:
+    with own_cluster("eos-a", PORTS["eos-a"], cluster_workdir) as a, \
+            own_cluster("eos-b", PORTS["eos-b"], cluster_workdir) as b:
+        yield {"A": a, "B": b}
+
+
+class Writers:
+    """Plain records and source transactions (every third aborted) streaming into ``topic``."""
+
+    def __init__(self, bootstrap: str, topic: str, txn_id: str):
+        self.bootstrap, self.topic, self.txn_id = bootstrap, topic, txn_id
+        self._stop = threading.Event()
+        self.failed: list[str] = []
+        self.aborted_values: set[bytes] = set()
+        self.transactions = 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> Writers:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(120)
+
+    def _run(self) -> None:
+        plain = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "compression.type": "lz4",
+                          "enable.idempotence": True, "log_level": 0})
+        txn = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.txn_id, "linger.ms": 5,
+                        "log_level": 0})
+        txn.init_transactions(30)
+        i = k = 0
+        try:
+            while not self._stop.is_set():
+                for _ in range(100):
+                    plain.produce(self.topic, value=b"p-%d" % i, partition=i % PARTITIONS)
+                    i += 1
+                plain.poll(0)
+                txn.begin_transaction()
+                values = [b"t-%d-%d" % (k, j) for j in range(20)]
+                for j, value in enumerate(values):
+                    txn.produce(self.topic, value=value, partition=j % PARTITIONS)
+                assert txn.flush(30) == 0  # on the log before the abort: aborted data to leave out
+                if k % 3 == 2:
+                    txn.abort_transaction(30)
+                    self.aborted_values.update(values)
+                else:
+                    txn.commit_transaction(30)
+                k += 1
+                self.transactions = k
+                time.sleep(0.1)
+            assert plain.flush(30) == 0
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            self.failed.append(repr(e))
+
+
+def exactly_once(a: str, b: str, topic: str, aborted: set[bytes]) -> tuple[bool, str]:
+    """(caught up exactly, why not): per partition, B's read_committed records are A's committed ones in order.
+
+    A is read before and after B (writers may still run): B must hold all of A's first read and
+    be a prefix of A's second.
+    """
+    before = consume_all(a, topic, isolation="read_committed")
+    try:
+        target = consume_all(b, f"A.{topic}", isolation="read_committed")
+    except AssertionError as e:  # the remote topic not there yet
+        return False, str(e)
+    after = consume_all(a, topic, isolation="read_committed")
+    problems = []
+    for p, records in after.items():
+        want, got = [r.value for r in records], [r.value for r in target.get(p, [])]
+        if got != want[:len(got)] or len(got) < len(before[p]):
+            problems.append(f"partition {p}: {len(before[p])}..{len(want)} on A, {len(got)} on B, "
+                            f"{len(got) - len(set(got))} twice, {len(set(want[:len(before[p])]) - set(got))} missing, "
+                            f"{len(set(got) - set(want))} not on A")
+        if aborted & set(got):
+            problems.append(f"partition {p}: {len(aborted & set(got))} aborted records on B")
+    return not problems, "; ".join(problems)
+
+
+def assert_exactly_once(a: str, b: str, topic: str, writers: Writers, rep: Replicator, what: str) -> None:
+    """Wait until B caught up with A's committed records; fail on anything but an exact copy."""
+    state = {"why": ""}
+
+    def caught_up() -> bool:
+        ok, state["why"] = exactly_once(a, b, topic, writers.aborted_values)
+        return ok
+
+    try:
+        wait_for(caught_up, 240, f"B holds A's committed records exactly once after {what}", rep)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nlast difference: {state['why']}") from None
+
+
+def config_text(clusters: dict[str, devcluster.DevCluster], topic: str, extra: str = "") -> str:
+    return properties({"A": clusters["A"].bootstrap, "B": clusters["B"].bootstrap},
+                      {"A->B": {"topics": topic, "trigger.interval.ms": "200",
+                                "emit.checkpoints.interval.seconds": "2", "admin.timeout.ms": "15000"}},
+                      "B.exactly.once.source.support = required\n" + extra)
+
+
+def python_workers(root: int) -> list[psutil.Process]:
+    """Spark's Python workers under process ``root``: children of the pyspark daemon."""
+    try:
+        tree = psutil.Process(root).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    daemons = [p for p in tree if "pyspark.daemon" in " ".join(p.cmdline())]
+    return [w for d in daemons for w in d.children()]
+
+
+def test_crash_loop_worker_kill_and_target_restart_keep_exactly_once_then_failover(
+        eos_clusters, cluster_workdir, unique_name, tmp_path):
+    a, b = eos_clusters["A"].bootstrap, eos_clusters["B"].bootstrap
+    topic = unique_name
+    create_topic(a, topic, PARTITIONS)
+    config = tmp_path / "mm2.properties"
+    config.write_text(config_text(eos_clusters, topic))
+    log = tmp_path / "mm2.log"
+    writers = Writers(a, topic, f"{unique_name}-src").start()
+    rng = random.Random(7)
+    rep = Replicator(config, log).start()
+    try:
+        wait_for(lambda: f"A.{topic}" in list_topics(b) and sum(end_offsets(b, f"A.{topic}").values()) > 0,
+                 180, "the flow is mirroring", rep)
+        # SIGKILL of the whole process group (driver JVM, Python workers) at random points, 5 times
+        for _ in range(5):
+            time.sleep(rng.uniform(2, 8))
+            rep.kill()
+            rep = Replicator(config, log).start()
+        # once right after a task produced its batches and positions, before its commit
+        hold = tmp_path / "held-before-commit"
+        os.environ[HOLD_BEFORE_COMMIT] = str(hold)
+        try:
+            rep.kill()
+            rep = Replicator(config, log).start()
+        finally:
+            del os.environ[HOLD_BEFORE_COMMIT]
+        wait_for(hold.exists, 180, "a task holds before its commit", rep)
+        time.sleep(1)
+        rep.kill()
+        rep = Replicator(config, log).start()
+        assert_exactly_once(a, b, topic, writers, rep, "6 crashes, one between produce and commit")
+
+        # one Python worker killed in the middle of its task: Spark retries the task, whose new
+        # transaction fences the dead attempt's open one
+        worker_hold = tmp_path / "worker-held"
+        rep.kill()
+        os.environ[HOLD_BEFORE_COMMIT] = str(worker_hold)
+        try:
+            rep = Replicator(config, log).start()
+        finally:
+            del os.environ[HOLD_BEFORE_COMMIT]
+        wait_for(worker_hold.exists, 180, "a task holds before its commit", rep)
+        held = int(worker_hold.read_text())
+        assert held in {w.pid for w in python_workers(rep.proc.pid)}, "the held task runs in a Python worker"
+        os.kill(held, signal.SIGKILL)
+        assert_exactly_once(a, b, topic, writers, rep, "a Python worker killed mid-task")
+        assert rep.alive(), rep.tail()
+
+        # the target broker killed and restarted mid-stream: ridden through without a process restart
+        devcluster.kill_cluster_hard("eos-b", cluster_workdir)
+        time.sleep(10)
+        devcluster.start_cluster("eos-b", PORTS["eos-b"], workdir=cluster_workdir)
+        assert_exactly_once(a, b, topic, writers, rep, "the target broker's restart")
+        assert rep.alive(), rep.tail()
+
+        writers.stop()
+        assert not writers.failed, writers.failed
+        assert writers.transactions > 10 and writers.aborted_values
+        assert_exactly_once(a, b, topic, writers, rep, "the writers stopped")
+    finally:
+        writers.stop()
+        if rep.alive():
+            rep.stop()
+
+    # failover after all that: a group that read part of A on A resumes on B, nothing twice, nothing missed
+    group = f"{unique_name}-g"
+    committed = [r.value for rs in consume_all(a, topic, isolation="read_committed").values() for r in rs]
+    first = consume(a, group, topic, limits={p: 700 + 300 * p for p in range(PARTITIONS)})
+    done = subprocess.run([sys.executable, "-m", "mm2py", "failover", str(config), "--group", group,
+                           "--from", "A", "--to", "B", "--execute"], capture_output=True, text=True, timeout=180,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rest = consume(b, group, f"A.{topic}")
+    read = first + rest
+    assert len(read) == len(set(read)), f"{len(read) - len(set(read))} records read twice after failover"
+    assert set(read) == set(committed), f"{len(set(committed) - set(read))} records missed after failover"
+    print(f"exactly-once: {len(committed)} committed records ({writers.transactions} source transactions, "
+          f"{len(writers.aborted_values)} aborted records), 6 crashes, a worker kill and a target restart: "
+          "0 twice, 0 missing, 0 aborted on B; failover read each once")
+
+
+def test_a_zombie_task_is_fenced_by_its_successor(eos_clusters, unique_name):
+    """A task whose attempt was retried comes back: its produce and its commit are refused."""
+    a, b = eos_clusters["A"].bootstrap, eos_clusters["B"].bootstrap
+    topic = unique_name
+    create_topic(a, topic, 1)
+    producer = Producer({"bootstrap.servers": a, "log_level": 0})
+    for i in range(100):
+        producer.produce(topic, value=b"v-%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    create_topic(b, f"A.{topic}", 1)
+    flow = load_text(config_text(eos_clusters, topic)).enabled_flows[0]
+    flow = prepare(flow, 1)
+    spec = spec_for(flow)
+    assert spec is not None
+    ranges = [PartitionRange(topic, 0, 0, 100, f"A.{topic}")]
+    clients = [RawClient(flow.source, client_id="zombie-test"), RawClient(flow.target, client_id="zombie-test",
+                                                                          role="producer")]
+    successor_dst = RawClient(flow.target, client_id="successor", role="producer")
+    try:
+        src, dst = clients
+        zombie = TaskTransaction(dst, spec, 0)
+        zombie_state = zombie.begin()
+        results = Copier(src, dst, ranges, CopySettings(), producer=zombie_state).run()
+        successor = TaskTransaction(successor_dst, spec, 0)
+        copied = Copier(src, successor_dst, ranges, CopySettings(), producer=successor.begin()).run()
+        successor.commit(copied)
+        with pytest.raises(KafkaError) as late_produce:  # the zombie wakes up and copies again
+            Copier(src, dst, ranges, CopySettings(), producer=zombie_state).run()
+        assert "Epoch" in str(late_produce.value) or "Fenced" in str(late_produce.value), str(late_produce.value)
+        with pytest.raises(KafkaError) as late_commit:
+            zombie.commit(results)
+        assert "Fenced" in str(late_commit.value) or "Epoch" in str(late_commit.value), str(late_commit.value)
+    finally:
+        for c in (*clients, successor_dst):
+            c.close()
+    values = [r.value for r in consume_all(b, f"A.{topic}", isolation="read_committed")[0]]
+    assert values == [b"v-%d" % i for i in range(100)], "the successor's copy, once; nothing of the zombie's"

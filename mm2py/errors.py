@@ -120,7 +120,8 @@ def missing_acl(
     """An ``AuthorizationError`` naming the ACL to add, as ``kafka-acls.sh`` would spell it."""
     who = principal or "the client's principal"
     op_flag = "".join(word.title() for word in operation.split("_"))
-    resource_flag = "--cluster" if resource_type == "CLUSTER" else f"--{resource_type.lower()} '{resource_name}'"
+    resource_flag = ("--cluster" if resource_type == "CLUSTER"
+                     else f"--{resource_type.lower().replace('_', '-')} '{resource_name}'")
     error = AuthorizationError(
         (f"{doing} failed: " if doing else "")
         + f"not authorized: missing ACL ALLOW {operation} on {resource_type} '{resource_name}' for {who} "

@@ -420,3 +420,43 @@ def test_target_refusing_a_partitions_first_batch_lets_nothing_after_it_land(clu
     [again] = copy_ranges(clusters["A"], clusters["B"], ranges, CopySettings(), "refused-first-2")
     assert again.stall_offset == -1 and again.next_offset == 6
     assert values(consume_all(cluster_b.bootstrap, remote)) == {0: [b"B" * 20000] + [b"s%d" % i for i in range(5)]}
+
+
+def test_exactly_once_required_without_a_transactional_id_acl_is_named(spark, acl_cluster, cluster_a, unique_name,
+                                                                        tmp_path):
+    create_topic(cluster_a.bootstrap, unique_name, 1)
+    produce(cluster_a.bootstrap, unique_name, [(None, b"v%d" % i, None, None) for i in range(10)])
+    remote = f"A.{unique_name}"
+    # alice may do everything a flow into B needs except use transactional ids
+    for topic in ("mm2-offsets.A.internal", "heartbeats", "A.checkpoints.internal", remote):
+        allow(acl_cluster, ResourceType.TOPIC, topic, AclOperation.ALL)
+    allow(acl_cluster, ResourceType.GROUP, "mm2py-positions-A", AclOperation.ALL)
+    allow(acl_cluster, ResourceType.GROUP, "mm2py-stalls-A", AclOperation.ALL)
+    allow(acl_cluster, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE, AclOperation.CREATE,
+          AclOperation.IDEMPOTENT_WRITE)
+    text = (properties({"A": cluster_a.bootstrap, "B": acl_cluster.bootstrap},
+                       {"A->B": {"topics": unique_name, "sync.topic.acls.enabled": "false",
+                                 "sync.topic.configs.enabled": "false", "admin.timeout.ms": "15000"}})
+            + sasl_lines("B", "alice", ALICE["alice"]))
+    config = tmp_path / "mm2.properties"
+    config.write_text(text + "B.exactly.once.source.support = required\n")
+    cli = subprocess.run([sys.executable, "-m", "mm2py", "run", str(config)], capture_output=True, text=True,
+                         cwd=REPO, timeout=300)
+    assert cli.returncode == 1, cli.stderr[-2000:]
+    last = cli.stderr.strip().splitlines()[-1]
+    assert "exactly-once delivery is required (B.exactly.once.source.support = required)" in last, last
+    assert "missing ACL ALLOW WRITE and DESCRIBE on TRANSACTIONAL_ID prefix 'mm2py-A->B-' for User:alice" in last
+    assert ("kafka-acls --add --allow-principal User:alice --operation Write --operation Describe "
+            "--transactional-id 'mm2py-A->B-' --resource-pattern-type prefixed") in last, last
+    # nothing was written: no remote records, no positions
+    assert remote not in list_topics(acl_cluster.bootstrap, client=acl_cluster.rdkafka_config()) or \
+        sum(end_offsets(acl_cluster.bootstrap, remote, client=acl_cluster.rdkafka_config()).values()) == 0
+    assert PositionStore(load_text(text).clusters["B"], "A").load() == {}
+
+    # 'enabled' instead: one WARNING naming why, and the flow mirrors at-least-once
+    with structlog.testing.capture_logs() as logs:
+        mirror_once(spark, text + "B.exactly.once.source.support = enabled\n", tmp_path / "enabled")
+    [warning] = [e for e in logs if e.get("log_level") == "warning" and "exactly-once" in e["event"]]
+    assert "runs at-least-once" in warning["event"] and "TRANSACTIONAL_ID" in warning["reason"], warning
+    assert values(consume_all(acl_cluster.bootstrap, remote, client=acl_cluster.rdkafka_config())) == {
+        0: [b"v%d" % i for i in range(10)]}

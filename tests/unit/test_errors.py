@@ -42,3 +42,11 @@ def test_the_fullest_place_in_the_message_wins():
             "not authorized (TopicAuthorizationFailedError) [cluster=A topic=t partition=0]\n")
     error = from_task_failure("flow A->B", desc)
     assert (error.cluster, error.topic, error.partition) == ("A", "t", 0)
+
+
+def test_missing_acl_spells_kafka_acls_resource_flags():
+    from mm2py.errors import missing_acl
+
+    error = missing_acl("WRITE", "TRANSACTIONAL_ID", "mm2py-A->B-0", cluster="B", principal="User:alice")
+    assert "--operation Write --transactional-id 'mm2py-A->B-0'" in str(error)
+    assert "--topic 'orders'" in str(missing_acl("READ", "TOPIC", "orders", cluster="A"))

@@ -4,6 +4,9 @@ Fetching, range ownership, aborted and control records, ordering and acknowledge
 copier's (this is a ``Copier`` whose enqueue step rewrites records): each source batch becomes one
 target batch with the same records in the same order, each key/value/header id rewritten to the
 target registry's (``mm2py.schemas.translate``), compressed with the source batch's codec.
+A batch the raw copier would pass unchanged has its ids overwritten in place (``inplace``: records
+byte for byte the same otherwise); others, and any batch holding an untranslatable record, take
+the record path (decoded, rewritten, rebuilt).
 
 Invariants:
 - one record out for one record in (a dead-lettered record leaves a gap that the rebuilt batch's
@@ -26,6 +29,7 @@ from mm2py.errors import KafkaError, SchemaError
 from mm2py.kafka import batches as rb
 from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.kafka.wire import RawClient
+from mm2py.schemas import inplace
 from mm2py.schemas.registry import registry_for
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.schemas.subjects import SubjectSync, Untranslatable
@@ -57,6 +61,7 @@ class TranslatingCopier(Copier):
         self.schemas = schemas
         self.client_id = client_id
         self.translator = translator_for(schemas)
+        self.id_maps: dict[str, inplace.IdMap] = {}  # by source topic
         self.dead_letters: Producer | None = None
         self.failures: list[str] = []
         self.passed = 0
@@ -86,8 +91,34 @@ class TranslatingCopier(Copier):
             except BufferError:
                 producer.poll(0.1)
 
+    def _id_map(self, r: PartitionRange) -> inplace.IdMap:
+        """Source id -> the target id's bytes, for records of ``r``'s topic (subjects follow topic names)."""
+        found = self.id_maps.get(r.topic)
+        if found is None:
+            cache: dict[bytes, bytes] = {}
+
+            def found(source_id: bytes) -> bytes:
+                target = cache.get(source_id)
+                if target is None:
+                    target = cache[source_id] = self.translator.target_id(
+                        int.from_bytes(source_id, "big"), r.topic, r.target_topic).to_bytes(4, "big")
+                return target
+
+            self.id_maps[r.topic] = found
+        return found
+
     def _enqueue(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
         r = part.range
+        if view.passes_unchanged and trim_before is None:
+            try:
+                batch, rewritten = inplace.rewritten_batch(buf, view, self._id_map(r))
+            except Untranslatable:
+                pass  # a record schemas.on.error decides about: the record path below
+            else:
+                payload = rb.patch_for_target(batch, rewritten, self.producer_id, self.epoch, part.sequence,
+                                              self.transactional_id is not None)
+                part.enqueue(payload, Pending(view.base_offset, view.record_count, rewritten.size), rebuilt=True)
+                return
         records = rb.decode(buf, view)
         if trim_before is not None:
             records = [rec for rec in records if rec.offset >= trim_before]

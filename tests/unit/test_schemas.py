@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from mm2py.config import load_text
 from mm2py.errors import ConfigError, SchemaRegistryError
-from mm2py.schemas import frames
+from mm2py.kafka import batches as rb
+from mm2py.schemas import frames, inplace
 from mm2py.schemas.canonical import NotAvro, fingerprint
 from mm2py.schemas.check import check_schemas, problems_of
 from mm2py.schemas.settings import SchemaSettings
-from mm2py.schemas.subjects import target_subject
+from mm2py.schemas.subjects import Untranslatable, target_subject
 
 ORDER = '{"type":"record","name":"Order","namespace":"s","fields":[{"name":"id","type":"long","doc":"the id"}]}'
 SAME = '{ "namespace": "s", "name": "Order", "type": "record", "fields": [ {"type": "long", "name": "id"} ] }'
@@ -80,3 +82,48 @@ def test_a_registry_that_does_not_answer_is_refused_at_start() -> None:
                              "B.schema.registry.url = http://127.0.0.1:1\n").enabled_flows
     with pytest.raises(SchemaRegistryError, match=r"http://127.0.0.1:1 did not answer.*\[cluster=A\]"):
         check_schemas(flows)
+
+
+def _batch(records: list[tuple], codec: int) -> tuple[bytes, rb.BatchView]:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for delta, (key, value, headers) in enumerate(records):
+        builder.append(delta, timestamp=1_700_000_000_000 + delta, key=key, value=value, headers=headers)
+    buf = bytes(builder.build())
+    return buf, next(rb.split_batches(buf))
+
+
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_ids_are_rewritten_in_place_and_nothing_else_changes(codec: int) -> None:
+    ids = {7: 107, 8: 108, 9: 109}
+
+    def mapped(source: bytes) -> bytes:
+        target = ids.get(int.from_bytes(source, "big"))
+        if target is None:
+            raise Untranslatable(f"schema id {int.from_bytes(source, 'big')} is unknown")
+        return target.to_bytes(4, "big")
+
+    def frame(schema_id: int, body: bytes) -> bytes:
+        return b"\x00" + schema_id.to_bytes(4, "big") + body
+
+    long_body = bytes(range(256)) * 3  # lengths past one varint byte
+    records = [
+        (b"plain-key", frame(7, b"v0"), []),
+        (frame(8, b"k1"), frame(7, long_body), [("trace", b"abc")]),
+        (None, None, []),  # a tombstone
+        (b"raw-key", b"raw-value", [(frames.VALUE_HEADER, frame(9, b"")), ("x", None)]),
+    ]
+    buf, view = _batch(records, codec)
+    out, out_view = inplace.rewritten_batch(buf, view, mapped)
+    assert out_view.record_count == 4 and out_view.size == len(out) and rb.codec_of(out, out_view) == codec
+    got = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in rb.decode(out, out_view)]
+    assert got == [
+        (0, 1_700_000_000_000, b"plain-key", frame(107, b"v0"), ()),
+        (1, 1_700_000_000_001, frame(108, b"k1"), frame(107, long_body), (("trace", b"abc"),)),
+        (2, 1_700_000_000_002, None, None, ()),
+        (3, 1_700_000_000_003, b"raw-key", b"raw-value", ((frames.VALUE_HEADER, frame(109, b"")), ("x", None))),
+    ]
+    for bad, why in ((frame(5, b"v"), "unknown"), (b"\x01\x00\x00\x00\x07v", "magic byte 1"), (b"\x00", "shorter")):
+        buf, view = _batch([(None, frame(7, b"ok"), []), (None, bad, [])], codec)
+        with pytest.raises(Untranslatable, match=why):
+            inplace.rewritten_batch(buf, view, mapped)

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator
 
 from mm2py.connectors.options import decode, decode_flow
+from pyspark import TaskContext
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
@@ -98,8 +99,10 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         assert isinstance(partition, RangeGroup)
         client_id = f"mm2py-{self.flow.name}-{os.getpid()}"
+        context = TaskContext.get()
+        retry = context is not None and context.attemptNumber() > 0
         for result in copy_ranges(self.flow.source, self.flow.target, partition.ranges, self.settings, client_id,
-                                  self.exactly_once, partition.index, schemas=self.schemas):
+                                  self.exactly_once, partition.index, schemas=self.schemas, retry=retry):
             yield result.to_row()
         worker.settle()
 

@@ -8,15 +8,20 @@ kept ones (``mm2py.worker``): the source's fetches with the replication consumer
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+
 from mm2py.config.model import ClusterConfig
 from mm2py.kafka.admin import principal_of
 from mm2py.kafka.wire import RawClient
 from mm2py.schemas.copier import TranslatingCopier
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.source.copier import Copier, CopySettings, ProducerState
+from mm2py.source.positions import PositionStore
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.source.rehash import RehashCopier
 from mm2py.source.transactional import ExactlyOnce, TaskTransaction
+from mm2py.types import TP
 from mm2py.worker import kept_writer, task_clients
 
 # kafka-python drops a connection whose answer is larger than its limit; fetches answer up to
@@ -37,12 +42,15 @@ def copy_ranges(
     exactly_once: ExactlyOnce | None = None,
     slice_index: int = 0,
     schemas: SchemaSettings | None = None,
+    retry: bool = False,
 ) -> list[RangeResult]:
     """Mirror every range in ``ranges``; return what was done per range.
 
     ``exactly_once``: the task is transaction ``slice_index`` of its micro-batch
     (``mm2py.source.transactional``): its positions and syncs are committed with its data.
     ``schemas``: a ``schemas.mode = translate`` flow's, whose ranges take the record-rewriting copier.
+    ``retry``: Spark runs the task again; in exactly-once mode its earlier attempt may have
+    committed before it died, so after fencing it the ranges start after the committed positions.
     """
     hashed = [r for r in ranges if r.target_partitions]  # partition.mismatch = hash
     raw = [r for r in ranges if not r.target_partitions]
@@ -63,7 +71,14 @@ def copy_ranges(
                                   produce_timeout_ms=settings.produce_timeout_ms)
             producer = txn.begin()
             try:
-                results += _copier(src, dst, target, raw, settings, principals, client_id, schemas, producer).run()
+                done: list[RangeResult] = []
+                if retry:
+                    raw, done = after_committed(raw, PositionStore(target, exactly_once.source_alias,
+                                                                   timeout_ms=settings.request_timeout_ms).load())
+                results += done
+                if raw:
+                    results += _copier(src, dst, target, raw, settings, principals, client_id, schemas,
+                                       producer).run()
                 txn.commit(results)
             except BaseException:
                 txn.abort()
@@ -79,3 +94,19 @@ def _copier(src: RawClient, dst: RawClient, target: ClusterConfig, ranges: list[
         return TranslatingCopier(src, dst, ranges, settings, principals, producer,
                                  target=target, schemas=schemas, client_id=client_id)
     return Copier(src, dst, ranges, settings, principals, producer)
+
+
+def after_committed(ranges: list[PartitionRange], committed: Mapping[TP, int]) -> tuple[list[PartitionRange],
+                                                                                           list[RangeResult]]:
+    """``ranges`` starting after the ``committed`` positions, and results for those already wholly committed."""
+    left: list[PartitionRange] = []
+    done: list[RangeResult] = []
+    for r in ranges:
+        start = committed.get((r.topic, r.partition), -1) + 1
+        if start >= r.end:
+            done.append(RangeResult(r.topic, r.partition, r.start, r.end, start))
+        elif start > r.start:
+            left.append(replace(r, start=start, exact=True))
+        else:
+            left.append(r)
+    return left, done

@@ -51,9 +51,19 @@ from mm2py.source.copier import ProducerState
 from mm2py.source.ranges import RangeResult
 from mm2py.types import TP
 
-# A test may make a task stop right after producing, before it commits: the task creates the
-# file named here (if it does not exist yet) and sleeps, to be killed there.
+# A test may make a task stop right after producing, before it commits (or right after it
+# committed): the task creates the file named here (if it does not exist yet, with its pid)
+# and sleeps, to be killed there.
 HOLD_BEFORE_COMMIT = "MM2PY_TEST_HOLD_BEFORE_COMMIT"
+HOLD_AFTER_COMMIT = "MM2PY_TEST_HOLD_AFTER_COMMIT"
+
+
+def _hold(variable: str) -> None:
+    path = os.environ.get(variable)
+    if path and not os.path.exists(path):
+        with open(path, "w") as marker:
+            marker.write(str(os.getpid()))
+        time.sleep(3600)
 
 
 def transactional_prefix(source: str, target: str) -> str:
@@ -122,12 +132,9 @@ class TaskTransaction:
         self._produce(records)
         if self.source_syncs is not None and self.spec.source_syncs_topic is not None and syncs:
             self.source_syncs.write(self.spec.source_syncs_topic, ((s.key_bytes(), s.value_bytes()) for s in syncs))
-        hold = os.environ.get(HOLD_BEFORE_COMMIT)
-        if hold and not os.path.exists(hold):
-            with open(hold, "w") as marker:
-                marker.write(str(os.getpid()))
-            time.sleep(3600)
+        _hold(HOLD_BEFORE_COMMIT)
         self.txn.commit()
+        _hold(HOLD_AFTER_COMMIT)
 
     def abort(self) -> None:
         """Abort, as far as the coordinator can be reached (else it aborts on the transaction timeout)."""

@@ -30,7 +30,7 @@ from mm2py.kafka.wire import RawClient
 from mm2py.source.copier import Copier, CopySettings
 from mm2py.source.exactly_once import prepare, spec_for
 from mm2py.source.ranges import PartitionRange
-from mm2py.source.transactional import HOLD_BEFORE_COMMIT, TaskTransaction
+from mm2py.source.transactional import HOLD_AFTER_COMMIT, HOLD_BEFORE_COMMIT, TaskTransaction
 from tests.conftest import PORT_OFFSET, own_cluster
 from tests.integration.mirror_helpers import REPO, Replicator, properties, wait_for
 from tests.integration.test_failover import consume
@@ -150,7 +150,13 @@ def python_workers(root: int) -> list[psutil.Process]:
         tree = psutil.Process(root).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
-    daemons = [p for p in tree if "pyspark.daemon" in " ".join(p.cmdline())]
+    def command(p: psutil.Process) -> str:
+        try:
+            return " ".join(p.cmdline())
+        except psutil.Error:  # gone, or a zombie
+            return ""
+
+    daemons = [p for p in tree if "pyspark.daemon" in command(p)]
     return [w for d in daemons for w in d.children()]
 
 
@@ -203,6 +209,20 @@ def test_crash_loop_worker_kill_and_target_restart_keep_exactly_once_then_failov
         assert_exactly_once(a, b, topic, writers, rep, "a Python worker killed mid-task")
         assert rep.alive(), rep.tail()
 
+        # ... and one killed right after its commit, before Spark had its result: the retry finds
+        # its ranges committed and copies nothing twice
+        after_hold = tmp_path / "worker-held-after-commit"
+        rep.kill()
+        os.environ[HOLD_AFTER_COMMIT] = str(after_hold)
+        try:
+            rep = Replicator(config, log).start()
+        finally:
+            del os.environ[HOLD_AFTER_COMMIT]
+        wait_for(after_hold.exists, 180, "a task holds after its commit", rep)
+        os.kill(int(after_hold.read_text()), signal.SIGKILL)
+        assert_exactly_once(a, b, topic, writers, rep, "a Python worker killed after its commit")
+        assert rep.alive(), rep.tail()
+
         # the target broker killed and restarted mid-stream: ridden through without a process restart
         devcluster.kill_cluster_hard("eos-b", cluster_workdir)
         time.sleep(10)
@@ -232,7 +252,7 @@ def test_crash_loop_worker_kill_and_target_restart_keep_exactly_once_then_failov
     assert len(read) == len(set(read)), f"{len(read) - len(set(read))} records read twice after failover"
     assert set(read) == set(committed), f"{len(set(committed) - set(read))} records missed after failover"
     print(f"exactly-once: {len(committed)} committed records ({writers.transactions} source transactions, "
-          f"{len(writers.aborted_values)} aborted records), 6 crashes, a worker kill and a target restart: "
+          f"{len(writers.aborted_values)} aborted records), 6 crashes, 2 worker kills and a target restart: "
           "0 twice, 0 missing, 0 aborted on B; failover read each once")
 
 

@@ -114,3 +114,14 @@ def test_a_refusal_that_waiting_cannot_fix_fails_at_once() -> None:
     c.sleep = lambda s: None
     with pytest.raises(KafkaError, match="not authorized"):
         c.commit([RangeResult("t", 0, 0, 10, 10, records=10)], 0)
+
+
+def test_a_retried_exactly_once_task_starts_after_what_its_dead_attempt_committed():
+    from mm2py.source.ranges import PartitionRange
+    from mm2py.source.task import after_committed
+
+    ranges = [PartitionRange("t", 0, 100, 200, "A.t"), PartitionRange("t", 1, 100, 200, "A.t"),
+              PartitionRange("t", 2, 100, 200, "A.t")]
+    left, done = after_committed(ranges, {("t", 0): 199, ("t", 1): 149})
+    assert [(r.partition, r.start, r.exact) for r in left] == [(1, 150, True), (2, 100, False)]
+    assert [(d.partition, d.next_offset, d.records) for d in done] == [(0, 200, 0)]

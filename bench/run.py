@@ -40,6 +40,7 @@ from bench.measure import TreeSampler, percentile
 from mm2py.config.model import ClusterConfig
 from mm2py.dev import cluster as devcluster
 from mm2py.kafka.admin import Admin
+from mm2py.source.positions import PositionStore, PositionTail
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / "work"
@@ -220,6 +221,37 @@ def target_total(admin: Admin, remote: list[str]) -> int:
     return sum(admin.list_offsets(tps, "latest").values()) if tps else 0
 
 
+def committed_total(tail: PositionTail, topics: list[str]) -> int:
+    """Source records whose positions are committed on the target (exactly-once mode): positions
+    move in the same transaction as the data, and transaction markers make offsets overcount."""
+    return sum(position + 1 for (topic, _), position in tail.refresh().items() if topic in topics)
+
+
+def count_records(bootstrap: str, topics: list[str]) -> int:
+    """Records a read_committed consumer of ``topics`` reads (control records and aborted data left out)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-count", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "log_level": 0})
+    try:
+        tps, ends = [], {}
+        for topic in topics:
+            md = consumer.list_topics(topic, timeout=10).topics[topic]
+            for p in md.partitions:
+                _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                if high > 0:
+                    tps.append(TopicPartition(topic, p, 0))
+                    ends[(topic, p)] = high
+        consumer.assign(tps)
+        count, deadline = 0, time.monotonic() + 600
+        while ends and time.monotonic() < deadline:
+            count += sum(1 for m in consumer.consume(10000, 0.5) if not m.error())
+            for tp in consumer.position([TopicPartition(t, p) for t, p in ends]):
+                if tp.offset >= ends[(tp.topic, tp.partition)]:
+                    ends.pop((tp.topic, tp.partition))
+        return count
+    finally:
+        consumer.close()
+
+
 def mm2_properties(alias: str, w: Workload, tool: str) -> str:
     lines = [
         f"clusters = {alias}, tgt",
@@ -245,6 +277,8 @@ def mm2_properties(alias: str, w: Workload, tool: str) -> str:
         f"{alias}.consumer.fetch.max.bytes = 67108864",
         f"{alias}.consumer.max.partition.fetch.bytes = 8388608",
     ]
+    if tool == "mm2py-eos":  # mm2py's exactly-once mode (MM2's key; required: no silent fallback)
+        lines.append("tgt.exactly.once.source.support = required")
     # BENCH_EXTRA: more properties for an experiment, e.g. "emit.heartbeats.enabled = false"
     return "\n".join(lines) + "\n" + os.environ.get("BENCH_EXTRA", "").replace(";", "\n") + "\n"
 
@@ -256,6 +290,7 @@ def command(tool: str, config: Path) -> list[str]:
                 "org.apache.kafka.connect.mirror.MirrorMaker", str(config)]
     if tool == "copier":  # mm2py's copy path without Spark: the machine's ceiling (bench.copier)
         return [sys.executable, "-m", "bench.copier", str(config)]
+    # mm2py and mm2py-eos (exactly-once mode, set in the properties)
     level = os.environ.get("BENCH_MM2PY_LOG", "WARNING")
     return [sys.executable, "-m", "mm2py", "run", str(config), "--log-level", level]
 
@@ -369,7 +404,7 @@ def touch_memory(w: Workload) -> tuple[int, float]:
 
 def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunResult:
     run = f"r{pair}" if pair > 0 else f"w{1 - pair}"  # warm-up runs: w1, w2...
-    alias = f"{run}{tool.replace('py', 'p')}{w.name[0]}"
+    alias = f"{run}{tool.replace('py', 'p').replace('-eos', 'e')}{w.name[0]}"
     remote = [f"{alias}.{t}" for t in topic_names(w)]
     dst = Admin(ClusterConfig("tgt", f"127.0.0.1:{B_PORT}"))
     total = w.records * w.topics
@@ -388,6 +423,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
     proc = subprocess.Popen(command(tool, config), stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
                             start_new_session=True)
     probe = None
+    tail: PositionTail | None = None
     first = None
     try:
         with TreeSampler(proc.pid) as sampler:
@@ -411,8 +447,11 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
                 total = sent + w.partitions  # the warm-up records are on the target too
             deadline = time.monotonic() + 1800
             seen, moved = -1, time.monotonic()
+            sources = [t[len(alias) + 1:] for t in remote]
+            tail = PositionTail(PositionStore(ClusterConfig("tgt", f"127.0.0.1:{B_PORT}"), alias), dst) if (
+                tool == "mm2py-eos") else None
             while True:
-                mirrored = target_total(dst, remote)
+                mirrored = committed_total(tail, sources) if tail is not None else target_total(dst, remote)
                 timeline.write(f"{time.monotonic() - t0:.2f} {mirrored}\n")
                 if first is None and mirrored > 0:
                     first = time.monotonic()
@@ -443,6 +482,11 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
                 os.killpg(proc.pid, signal.SIGKILL)
         log.close()
         timeline.close()
+    if tail is not None:
+        tail.close()
+        landed = count_records(f"127.0.0.1:{B_PORT}", remote)
+        if landed != total:
+            raise RuntimeError(f"{tool} {w.name}: {landed} records on the target read_committed, {total} sent")
     for topic in remote:
         dst.delete_topic(topic)
     brokers.wait_deleted("target", remote)  # the next run starts with the same free memory or disk
@@ -491,6 +535,19 @@ def summarize(results: list[RunResult], setting: str) -> str:
         lines.append(f"| {workload} | {tool} | {med('records_per_s'):,.0f} | {med('mb_per_s'):.1f} | "
                      f"{med('cpu_s_per_gb'):.1f} | {brokers} | {med('peak_rss_mb'):.0f} | {med('startup_s'):.1f} | "
                      f"{statistics.median(r.startup_s + r.mirror_s for r in rs):.1f} | {lat} |")
+    eos = sorted({w for w, t in by if t == "mm2py-eos" and (w, "mm2py") in by})
+    if eos:
+        lines += ["", "| workload | throughput exactly-once/at-least-once | p99 latency exactly-once/at-least-once |",
+                  "|---|---|---|"]
+        for workload in eos:
+            e, a = by[(workload, "mm2py-eos")], by[(workload, "mm2py")]
+            t = statistics.median(r.records_per_s for r in e) / statistics.median(r.records_per_s for r in a)
+            p99 = "-"
+            if e[0].latency_ms and a[0].latency_ms:
+                ratio = (statistics.median(r.latency_ms["p99"] for r in e)
+                         / statistics.median(r.latency_ms["p99"] for r in a))
+                p99 = f"{ratio:.2f}x"
+            lines.append(f"| {workload} | {t:.2f}x | {p99} |")
     lines += ["", "| workload | throughput mm2py/MM2 | CPU per GB mm2py/MM2 |", "|---|---|---|"]
     for workload in sorted({w for w, _ in by}):
         py, mm = by.get((workload, "mm2py")), by.get((workload, "mm2"))
@@ -535,7 +592,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--workloads", default="a,b,c,d")
     parser.add_argument("--tools", default="mm2,mm2py",
-                        help="mm2, mm2py and copier (mm2py's copy path alone, without Spark)")
+                        help="mm2, mm2py, mm2py-eos (exactly-once mode) and copier (mm2py's copy path alone, "
+                             "without Spark)")
     parser.add_argument("--warmup-runs", type=int, default=1,
                         help="unmeasured runs of each tool per workload before the measured pairs")
     parser.add_argument("--broker-dir", default="auto",
@@ -560,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
         for role, port in (("source", A_PORT), ("target", B_PORT))})
     results: list[RunResult] = []
     try:
-        if "mm2py" in args.tools.split(","):
+        if {"mm2py", "mm2py-eos"} & set(args.tools.split(",")):
             prime_mm2py()
         for w in chosen:
             data = load(w, f"127.0.0.1:{A_PORT}", brokers) if not w.steady_rate else 0

@@ -125,3 +125,12 @@ def test_a_retried_exactly_once_task_starts_after_what_its_dead_attempt_committe
     left, done = after_committed(ranges, {("t", 0): 199, ("t", 1): 149})
     assert [(r.partition, r.start, r.exact) for r in left] == [(1, 150, True), (2, 100, False)]
     assert [(d.partition, d.next_offset, d.records) for d in done] == [(0, 200, 0)]
+
+
+def test_transactional_positions_land_where_connect_puts_them():
+    """murmur2 as Java's producer (and librdkafka's murmur2_random, checked on a broker): 3, 11, 7."""
+    from mm2py.formats import SourceOffset
+    from mm2py.source.transactional import partition_for
+
+    keys = [SourceOffset("A", "orders", p, 1).key_bytes() for p in range(3)]
+    assert [partition_for(k, 25) for k in keys] == [3, 11, 7]

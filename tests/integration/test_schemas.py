@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.serialization import MessageField
 
 from mm2py.cli import main
@@ -31,9 +32,8 @@ from tests.integration.schema_helpers import (
     serializer,
     two_registries,
 )
-from tests.integration.test_failover import consume
 from tests.integration.test_raw_batches import raw_batches
-from tests.kafkautil import TS0, consume_all, create_topic, produce
+from tests.kafkautil import TS0, commit_offsets, consume_all, create_topic, produce
 
 pytestmark = pytest.mark.integration
 
@@ -175,10 +175,26 @@ def test_failover_on_a_translated_topic_reads_nothing_twice_and_misses_nothing(
     check_schemas(config.enabled_flows)
     mirror_once(spark, text, tmp_path)
     group = f"{unique_name}-g"
-    first = consume(cluster_a.bootstrap, group, topic, limits={0: 150, 1: 301})
+    # the group read 150 and 301 records on A and committed there (as a consumer would)
+    stop_at = {0: 150, 1: 301}
+    on_a = consume_all(cluster_a.bootstrap, topic)
+    commit_offsets(cluster_a.bootstrap, group, {(topic, p): n for p, n in stop_at.items()})
+    first = [r.value for p, n in stop_at.items() for r in on_a[p][:n]]
     apply_plan(config, plan_failover(config, group, "A", "B"))
-    rest = consume(cluster_b.bootstrap, group, f"A.{topic}")
+    # ... and resumes on B from the offsets failover committed there
+    resume = committed_offsets(cluster_b.bootstrap, group, f"A.{topic}", 2)
+    rest = [r.value for p, records in consume_all(cluster_b.bootstrap, f"A.{topic}", isolation="read_committed").items()
+            for r in records if r.offset >= resume[p]]
     ids = [decode(decoder(reg_a.url), topic, v)["id"] for v in first if v[:1] == b"\x00"] \
         + [decode(decoder(reg_b.url), f"A.{topic}", v)["id"] for v in rest]
     assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} records read twice"
     assert set(ids) == {p * 1000 + i for p in range(2) for i in range(400)}, "records missed"
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 0})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        consumer.close()

@@ -160,6 +160,18 @@ def python_workers(root: int) -> list[psutil.Process]:
     return [w for d in daemons for w in d.children()]
 
 
+def held_restart(rep: Replicator, variable: str, marker: Path) -> Replicator:
+    """Kill ``rep``, start it again with a task hook set (``variable``), return once a task holds there."""
+    rep.kill()
+    os.environ[variable] = str(marker)
+    try:
+        rep = Replicator(rep.config_path, rep.log_path).start()
+    finally:
+        del os.environ[variable]
+    wait_for(marker.exists, 180, f"a task holds ({variable})", rep)
+    return rep
+
+
 def test_crash_loop_worker_kill_and_target_restart_keep_exactly_once_then_failover(
         eos_clusters, cluster_workdir, unique_name, tmp_path):
     a, b = eos_clusters["A"].bootstrap, eos_clusters["B"].bootstrap
@@ -181,47 +193,23 @@ def test_crash_loop_worker_kill_and_target_restart_keep_exactly_once_then_failov
             rep = Replicator(config, log).start()
         # once right after a task produced its batches and positions, before its commit
         hold = tmp_path / "held-before-commit"
-        os.environ[HOLD_BEFORE_COMMIT] = str(hold)
-        try:
-            rep.kill()
-            rep = Replicator(config, log).start()
-        finally:
-            del os.environ[HOLD_BEFORE_COMMIT]
-        wait_for(hold.exists, 180, "a task holds before its commit", rep)
+        rep = held_restart(rep, HOLD_BEFORE_COMMIT, hold)
         time.sleep(1)
         rep.kill()
         rep = Replicator(config, log).start()
         assert_exactly_once(a, b, topic, writers, rep, "6 crashes, one between produce and commit")
 
-        # one Python worker killed in the middle of its task: Spark retries the task, whose new
-        # transaction fences the dead attempt's open one
-        worker_hold = tmp_path / "worker-held"
-        rep.kill()
-        os.environ[HOLD_BEFORE_COMMIT] = str(worker_hold)
-        try:
-            rep = Replicator(config, log).start()
-        finally:
-            del os.environ[HOLD_BEFORE_COMMIT]
-        wait_for(worker_hold.exists, 180, "a task holds before its commit", rep)
-        held = int(worker_hold.read_text())
-        assert held in {w.pid for w in python_workers(rep.proc.pid)}, "the held task runs in a Python worker"
-        os.kill(held, signal.SIGKILL)
-        assert_exactly_once(a, b, topic, writers, rep, "a Python worker killed mid-task")
-        assert rep.alive(), rep.tail()
-
-        # ... and one killed right after its commit, before Spark had its result: the retry finds
-        # its ranges committed and copies nothing twice
-        after_hold = tmp_path / "worker-held-after-commit"
-        rep.kill()
-        os.environ[HOLD_AFTER_COMMIT] = str(after_hold)
-        try:
-            rep = Replicator(config, log).start()
-        finally:
-            del os.environ[HOLD_AFTER_COMMIT]
-        wait_for(after_hold.exists, 180, "a task holds after its commit", rep)
-        os.kill(int(after_hold.read_text()), signal.SIGKILL)
-        assert_exactly_once(a, b, topic, writers, rep, "a Python worker killed after its commit")
-        assert rep.alive(), rep.tail()
+        # one Python worker killed in the middle of its task (before its commit), one right after
+        # its commit before Spark had its result: the retry fences the dead attempt's open
+        # transaction, or finds its ranges committed, and copies nothing twice
+        for variable, when in ((HOLD_BEFORE_COMMIT, "mid-task"), (HOLD_AFTER_COMMIT, "after its commit")):
+            worker_hold = tmp_path / f"worker-held-{variable}"
+            rep = held_restart(rep, variable, worker_hold)
+            held = int(worker_hold.read_text())
+            assert held in {w.pid for w in python_workers(rep.proc.pid)}, "the held task runs in a Python worker"
+            os.kill(held, signal.SIGKILL)
+            assert_exactly_once(a, b, topic, writers, rep, f"a Python worker killed {when}")
+            assert rep.alive(), rep.tail()
 
         # the target broker killed and restarted mid-stream: ridden through without a process restart
         devcluster.kill_cluster_hard("eos-b", cluster_workdir)

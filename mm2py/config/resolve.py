@@ -44,6 +44,7 @@ from mm2py.config.properties import Entry
 from mm2py.config.support import Status, other_support
 from mm2py.errors import ConfigError, ConfigProblem
 from mm2py.filters import FILTER_KINDS, filter_props, is_default, load_filter
+from mm2py.policy import POLICY_CLASS_KEY, load_policy
 
 log = structlog.get_logger(__name__)
 
@@ -336,12 +337,24 @@ class _Resolver:
                                   f"{cluster.alias}, e.g. '{key} = host:9092'", self.enabled_line(flow))
 
     def check_filters(self, flows: Iterable[FlowConfig]) -> None:
-        """Load, build and configure each flow's filter classes now: one that cannot is refused, key and line.
+        """Load, build and configure each flow's filter and policy classes now: one that cannot is
+        refused, key and line.
 
-        Keys of their own the classes read in ``configure`` are no longer unknown.
+        Keys of their own the filter classes read in ``configure`` are no longer unknown.
         """
         reported: set[tuple[str, str]] = set()
         for flow in flows:
+            try:
+                load_policy(flow.replication_policy_class, separator=flow.replication_policy_separator,
+                            internal_topic_separator_enabled=flow.internal_topic_separator_enabled,
+                            source_cluster_alias=flow.source.alias)
+            except ConfigError as e:
+                scoped = self.flows.get((flow.source.alias, flow.target.alias), _Settings()).names
+                name = f"{flow.name}.{POLICY_CLASS_KEY}" if "replication_policy_class" in scoped else POLICY_CLASS_KEY
+                for problem in e.problems:
+                    if (name, problem.message) not in reported:
+                        reported.add((name, problem.message))
+                        self.problem(name, problem.message)
             for kind in FILTER_KINDS.values():
                 field_name = kind.key.replace(".", "_")
                 class_name = getattr(flow, field_name)

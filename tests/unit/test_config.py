@@ -244,9 +244,9 @@ def test_auto_offset_reset_precedence():
 def test_java_policy_class_names_and_python_paths_accepted():
     java = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
     cfg = load_text(BASE + f"A->B.enabled = true\nB->A.enabled = true\nreplication.policy.class = {java}\n"
-                    "B->A.replication.policy.class = mypkg.policies.Prefixing\n")
+                    "B->A.replication.policy.class = tests.plugins.FromSuffix\n")
     assert flow(cfg, "A->B").replication_policy_class == java
-    assert flow(cfg, "B->A").replication_policy_class == "mypkg.policies.Prefixing"
+    assert flow(cfg, "B->A").replication_policy_class == "tests.plugins.FromSuffix"
 
 
 def test_empty_or_malformed_policy_class_rejected():
@@ -496,3 +496,12 @@ def test_exactly_once_source_support_preparing_warns_that_flows_are_at_least_onc
         load_text(text)
     [warned] = [e for e in logs if e["log_level"] == "warning"]
     assert "at-least-once" in warned["not_supported"]["B.exactly.once.source.support"]
+
+
+def test_a_policy_class_that_cannot_load_is_refused_with_key_and_line() -> None:
+    text = ("clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+            "A->B.enabled = true\nA->B.replication.policy.class = no_such_module.Policy\n")
+    with pytest.raises(ConfigError) as err:
+        load_text(text, source="mm2.properties")
+    assert "mm2.properties:5" in str(err.value) and "A->B.replication.policy.class" in str(err.value)
+    assert "no_such_module" in str(err.value)

@@ -110,6 +110,7 @@ class PartitionState:
     last_mirrored: float | None = None  # wall-clock seconds records were last mirrored
     lag_records: int | None = None
     lag_seconds: float | None = None
+    schema_errors: dict[str, int] = field(default_factory=dict)  # schemas.on.error action -> records
 
     def rates(self, now: float) -> tuple[float, float]:
         while self.batches and self.batches[0][0] < now - RATE_WINDOW:
@@ -180,13 +181,20 @@ class Metrics:
                 f.commits.append(commit_seconds)
             for row in rows:
                 records, size = row.records, row.bytes  # type: ignore[attr-defined]
-                if records <= 0:
+                errors = {"pass": getattr(row, "schema_passed", 0),  # schemas.on.error
+                          "dead-letter": getattr(row, "schema_dead_lettered", 0)}
+                if records <= 0 and not any(errors.values()):
                     continue
                 topic = row.topic  # type: ignore[attr-defined]
                 key = (source, target, self._remote_topic(flow, topic), str(row.partition))  # type: ignore[attr-defined]
                 p = self._partitions.get(key)
                 if p is None:
                     p = self._partitions[key] = PartitionState(topic)
+                for action, count in errors.items():
+                    if count:
+                        p.schema_errors[action] = p.schema_errors.get(action, 0) + count
+                if records <= 0:
+                    continue
                 p.records += records
                 p.bytes += size
                 f.fetched_bytes += size
@@ -311,6 +319,10 @@ class Metrics:
                     for q in ("p50", "p99"):
                         g.gauge("mm2py_" + name, f"{doc}: quantiles over {WINDOW:g} s.", [*LABELS, "quantile"],
                                 [*labels, "0." + q[1:]], stats[q])
+            for action, count in sorted(p.schema_errors.items()):
+                g.gauge("mm2py_schema_untranslatable_records", "Records whose schema ids could not be translated, by "
+                        "what schemas.on.error did with them (pass: written as they were; dead-letter).",
+                        [*LABELS, "action"], [*labels, action], count)
             if p.last_mirrored is not None:
                 g.gauge("mm2py_last_mirrored_timestamp_seconds", "When records of the partition were last "
                         "mirrored (epoch s).", LABELS, labels, p.last_mirrored)

@@ -39,6 +39,10 @@ def render(flows: list[FlowStatus], rates: dict[RateKey, float] | None = None) -
             lines.append(f"flow {f.flow}: audit {missing:,} records missing on the target, "
                          f"{sum(a[3] for a in f.replicator_audit):,} duplicates"
                          + "".join(f"; {t} partition {p}: {m:,} missing" for t, p, m, _ in f.replicator_audit if m))
+        if f.replicator_schema_errors:
+            lines.append(f"flow {f.flow}: schemas: untranslatable records " + ", ".join(
+                f"{count:,} {'written as they were' if action == 'pass' else 'dead-lettered'}"
+                for action, count in f.replicator_schema_errors))
         if f.error:
             lines.append(f"flow {f.flow}: UNAVAILABLE: {f.error}")
             continue

@@ -22,6 +22,8 @@ class FlowHealth:
     reason: str = ""
     # the completeness audit (mm2py.audit): (remote topic, partition, missing, duplicates) per partition
     audit: tuple[tuple[str, int, int, int], ...] = ()
+    # schemas.on.error (mm2py.schemas): untranslatable records per action (pass, dead-letter)
+    schema_errors: tuple[tuple[str, int], ...] = ()
 
 
 def replicator_health(port: int, host: str = "127.0.0.1", timeout: float = 2.0) -> dict[str, FlowHealth] | None:
@@ -39,6 +41,7 @@ def parse_health(text: str) -> dict[str, FlowHealth]:
     since: dict[str, float] = {}
     reasons: dict[str, str] = {}
     audit: dict[str, dict[tuple[str, int], list[int]]] = {}
+    schema_errors: dict[str, dict[str, int]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             labels = sample.labels
@@ -54,6 +57,10 @@ def parse_health(text: str) -> dict[str, FlowHealth]:
             elif sample.name in ("mm2py_audit_missing_records", "mm2py_audit_duplicate_records"):
                 counts = audit.setdefault(flow, {}).setdefault((labels["topic"], int(labels["partition"])), [0, 0])
                 counts[sample.name == "mm2py_audit_duplicate_records"] = int(sample.value)
+            elif sample.name == "mm2py_schema_untranslatable_records":
+                actions = schema_errors.setdefault(flow, {})
+                actions[labels["action"]] = actions.get(labels["action"], 0) + int(sample.value)
     return {flow: FlowHealth(state, since.get(flow, 0.0), reasons.get(flow, ""),
-                             tuple((t, p, m, d) for (t, p), (m, d) in sorted(audit.get(flow, {}).items())))
+                             tuple((t, p, m, d) for (t, p), (m, d) in sorted(audit.get(flow, {}).items())),
+                             tuple(sorted(schema_errors.get(flow, {}).items())))
             for flow, state in states.items()}

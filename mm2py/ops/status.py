@@ -51,6 +51,8 @@ class FlowStatus:
     replicator_reason: str | None = None
     # the replicator's completeness audit: (remote topic, partition, missing, duplicates)
     replicator_audit: tuple[tuple[str, int, int, int], ...] = ()
+    # records whose schema ids could not be translated, per schemas.on.error action (mm2py.schemas)
+    replicator_schema_errors: tuple[tuple[str, int], ...] = ()
 
     @property
     def lag_records(self) -> int:
@@ -196,6 +198,7 @@ def status(flows: Iterable[FlowConfig], metrics_port: int | None = None,
         h = (health or {}).get(flow.name)
         if h is not None:
             result = replace(result, replicator_state=h.state, replicator_since=h.since,
-                             replicator_reason=h.reason or None, replicator_audit=h.audit)
+                             replicator_reason=h.reason or None, replicator_audit=h.audit,
+                             replicator_schema_errors=h.schema_errors)
         out.append(result)
     return out

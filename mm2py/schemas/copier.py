@@ -22,6 +22,8 @@ Invariants:
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from confluent_kafka import KafkaException, Producer
 
 from mm2py.config.model import ClusterConfig
@@ -64,8 +66,8 @@ class TranslatingCopier(Copier):
         self.id_maps: dict[str, inplace.IdMap] = {}  # by source topic
         self.dead_letters: Producer | None = None
         self.failures: list[str] = []
-        self.passed = 0
-        self.dead_lettered = 0
+        self.passed: dict[tuple[str, int], int] = {}  # per source partition
+        self.dead_lettered: dict[tuple[str, int], int] = {}
 
     def _dead_letter_producer(self) -> Producer:
         if self.dead_letters is None:
@@ -109,6 +111,9 @@ class TranslatingCopier(Copier):
 
     def _enqueue(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
         r = part.range
+        if not self.schemas.carries_schemas(r.topic):
+            super()._enqueue(part, buf, view, trim_before)  # heartbeats: the raw copier's path
+            return
         if view.passes_unchanged and trim_before is None:
             try:
                 batch, rewritten = inplace.rewritten_batch(buf, view, self._id_map(r))
@@ -127,11 +132,12 @@ class TranslatingCopier(Copier):
             try:
                 out.append(self.translator.record(rec, r.topic, r.target_topic))
             except Untranslatable as e:
+                tp = (r.topic, r.partition)
                 if self.schemas.on_error == "pass":
-                    self.passed += 1
+                    self.passed[tp] = self.passed.get(tp, 0) + 1
                     out.append(rec)
                 elif self.schemas.on_error == "dead-letter":
-                    self.dead_lettered += 1
+                    self.dead_lettered[tp] = self.dead_lettered.get(tp, 0) + 1
                     part.dropped += 1
                     self._dead_letter(rec, r, str(e))
                 else:
@@ -156,4 +162,5 @@ class TranslatingCopier(Copier):
                 raise KafkaError(f"dead-lettered records not all written ({left} unsent): "
                                  f"{'; '.join(self.failures[:3])}", cluster=self.target.alias,
                                  topic=self.schemas.dead_letter_topic, retriable=True)
-        return results
+        return [replace(r, schema_passed=self.passed.get((r.topic, r.partition), 0),
+                        schema_dead_lettered=self.dead_lettered.get((r.topic, r.partition), 0)) for r in results]

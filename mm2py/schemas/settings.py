@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mm2py.config.model import FlowConfig
+from mm2py.policy import policy_for
 
 
 @dataclass(frozen=True)
@@ -23,10 +24,17 @@ class SchemaSettings:
     target_alias: str
     source_registry: Mapping[str, str]
     target_registry: Mapping[str, str]
+    heartbeats_topic: str = "heartbeats"
+    separator: str = "."
 
     @property
     def translates(self) -> bool:
         return self.mode == "translate"
+
+    def carries_schemas(self, topic: str) -> bool:
+        """False for heartbeats topics (``heartbeats``, ``A.heartbeats`` ...): MM2's own binary records,
+        whose key starts with a 0 byte (a string's length) without being a frame; they pass as bytes."""
+        return topic != self.heartbeats_topic and not topic.endswith(self.separator + self.heartbeats_topic)
 
     @classmethod
     def for_flow(cls, flow: FlowConfig) -> SchemaSettings | None:
@@ -38,4 +46,5 @@ class SchemaSettings:
             dead_letter_topic=flow.schemas_dead_letter_topic.replace("{source}", flow.source.alias),
             source_alias=flow.source.alias, target_alias=flow.target.alias,
             source_registry=flow.source.schema_registry, target_registry=flow.target.schema_registry,
+            heartbeats_topic=policy_for(flow).heartbeats_topic(), separator=flow.replication_policy_separator,
         )

@@ -68,6 +68,10 @@ class RangeResult:
     # source offsets [lost_start, lost_end) deleted by retention before they were mirrored
     lost_start: int = -1
     lost_end: int = -1
+    # schemas.on.error (mm2py.schemas): records written with their ids untranslated (pass), and
+    # records sent to the dead-letter topic instead of the remote topic (dead-letter)
+    schema_passed: int = 0
+    schema_dead_lettered: int = 0
 
     @classmethod
     def spark_schema(cls) -> str:

@@ -59,6 +59,9 @@ def test_registry_settings_are_per_cluster_and_reach_no_kafka_client() -> None:
     settings = SchemaSettings.for_flow(flow)
     assert settings is not None and settings.translates and settings.on_error == "dead-letter"
     assert settings.dead_letter_topic == "mm2py-schemas-dead-letter.A.internal"
+    # MM2's heartbeats (a key starting with a 0 byte that is no frame) pass as bytes
+    assert not settings.carries_schemas("heartbeats") and not settings.carries_schemas("B.heartbeats")
+    assert settings.carries_schemas("orders") and settings.carries_schemas("heartbeats-of-pumps")
     assert not problems_of(config.enabled_flows)
 
 
@@ -127,3 +130,39 @@ def test_ids_are_rewritten_in_place_and_nothing_else_changes(codec: int) -> None
         buf, view = _batch([(None, frame(7, b"ok"), []), (None, bad, [])], codec)
         with pytest.raises(Untranslatable, match=why):
             inplace.rewritten_batch(buf, view, mapped)
+
+
+def test_untranslatable_records_are_counted_per_partition_and_action() -> None:
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from mm2py.metrics import Metrics
+    from mm2py.source.ranges import RangeResult
+
+    flow = load_text(BASE).enabled_flows[0]
+    m = Metrics(process=False)
+    m.observe_batch(flow, [RangeResult("orders", 0, 0, 10, 10, records=7, schema_dead_lettered=3),
+                           RangeResult("orders", 1, 0, 4, 4, records=0, schema_dead_lettered=4)])
+    m.observe_batch(flow, [RangeResult("orders", 0, 10, 12, 12, records=2, schema_passed=2)])
+    got = {(s.labels["partition"], s.labels["action"]): s.value
+           for f in text_string_to_metric_families(generate_latest(m.registry).decode())
+           for s in f.samples if s.name == "mm2py_schema_untranslatable_records"}
+    assert got == {("0", "dead-letter"): 3, ("0", "pass"): 2, ("1", "dead-letter"): 4}
+    assert "schema_passed long" in RangeResult.spark_schema()  # the row Spark carries back
+
+
+def test_status_shows_what_schemas_on_error_did() -> None:
+    from mm2py.commands.status import render
+    from mm2py.ops.replicator import parse_health
+    from mm2py.ops.status import FlowStatus
+
+    text = ('mm2py_flow_state{source="A",target="B",state="running"} 1\n'
+            'mm2py_schema_untranslatable_records{source="A",target="B",topic="A.o",partition="0",action="pass"} 2\n'
+            'mm2py_schema_untranslatable_records{source="A",target="B",topic="A.o",partition="1",action="pass"} 3\n'
+            'mm2py_schema_untranslatable_records{source="A",target="B",topic="A.o",partition="1",'
+            'action="dead-letter"} 4\n')
+    health = parse_health(text)["A->B"]
+    assert health.schema_errors == (("dead-letter", 4), ("pass", 5))
+    out = render([FlowStatus("A->B", replicator_state="running", replicator_since=0.0,
+                             replicator_schema_errors=health.schema_errors)])
+    assert "flow A->B: schemas: untranslatable records 4 dead-lettered, 5 written as they were" in out

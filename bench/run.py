@@ -86,6 +86,9 @@ class Workload:
     # the steady rate runs this long before latencies count: start-up transients (JIT, the
     # first micro-batches of every connector) are not the steady state, for either tool
     steady_warmup_seconds: int = 20
+    # values are Avro in the Confluent wire format (ids of the bench's registry on A): mm2py mirrors
+    # them with schemas.mode = translate, mm2py-shallow byte for byte, MM2 byte for byte
+    avro: bool = False
 
 
 def workloads(scale: float) -> dict[str, Workload]:
@@ -96,7 +99,35 @@ def workloads(scale: float) -> dict[str, Workload]:
         "c": Workload("c-steady-20k-per-s", 1, 16, 0, 100, "lz4", steady_rate=20_000,
                       steady_seconds=max(10, int(60 * min(1.0, scale * 5)))),
         "d": Workload("d-200-topics", 200, 1, max(100, n // 200), 100, "lz4"),
+        "e": Workload("e-avro-translate-lz4", 1, 16, n, 100, "lz4", avro=True),
     }
+
+
+# the bench's schema registries (Apicurio, mm2py.dev.registry), started when a workload is Avro
+REGISTRY_PORTS = {"source": A_PORT - 11, "target": B_PORT - 11}
+ORDER_SCHEMA = ('{"type":"record","name":"Order","namespace":"bench","fields":[{"name":"id","type":"long"},'
+                '{"name":"amount","type":"double"},{"name":"customer","type":"string"},'
+                '{"name":"items","type":{"type":"array","items":"string"}}]}')
+
+
+def registry_url(role: str) -> str:
+    from mm2py.dev.registry import CCOMPAT
+
+    return f"http://127.0.0.1:{REGISTRY_PORTS[role]}{CCOMPAT}"
+
+
+def avro_values(topic: str, size: int, count: int = 1000) -> list[bytes]:
+    """``count`` distinct Avro orders of about ``size`` bytes, framed with the source registry's id."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    serializer = AvroSerializer(SchemaRegistryClient({"url": registry_url("source")}), ORDER_SCHEMA,
+                                conf={"subject.name.strategy": topic_subject_name_strategy})
+    pad = max(0, size - 60) // 3
+    return [serializer({"id": i, "amount": i / 4, "customer": f"customer-{i:06d}-" + "c" * pad,
+                        "items": [f"sku-{i % 97}-" + "s" * pad, f"sku-{i % 13}-" + "t" * pad]},
+                       SerializationContext(topic, MessageField.VALUE)) for i in range(count)]
 
 
 @dataclass
@@ -204,10 +235,12 @@ def load(w: Workload, bootstrap: str, brokers: Brokers) -> int:
         if topic in existing:
             continue
         admin.create_topic(topic, w.partitions, 1)
+        values = avro_values(topic, w.size) if w.avro else [value]
         for i in range(w.records):
             while True:
                 try:
-                    producer.produce(topic, value=value, key=b"%d" % (i % 100_000), partition=i % w.partitions)
+                    producer.produce(topic, value=values[i % len(values)], key=b"%d" % (i % 100_000),
+                                     partition=i % w.partitions)
                     break
                 except BufferError:
                     producer.poll(0.05)
@@ -279,6 +312,10 @@ def mm2_properties(alias: str, w: Workload, tool: str) -> str:
     ]
     if tool == "mm2py-eos":  # mm2py's exactly-once mode (MM2's key; required: no silent fallback)
         lines.append("tgt.exactly.once.source.support = required")
+    if w.avro and tool.startswith("mm2py"):
+        lines += [f"{alias}.schema.registry.url = {registry_url('source')}",
+                  f"tgt.schema.registry.url = {registry_url('target')}",
+                  f"schemas.mode = {'off' if tool == 'mm2py-shallow' else 'translate'}"]
     # BENCH_EXTRA: more properties for an experiment, e.g. "emit.heartbeats.enabled = false"
     return "\n".join(lines) + "\n" + os.environ.get("BENCH_EXTRA", "").replace(";", "\n") + "\n"
 
@@ -404,7 +441,7 @@ def touch_memory(w: Workload) -> tuple[int, float]:
 
 def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunResult:
     run = f"r{pair}" if pair > 0 else f"w{1 - pair}"  # warm-up runs: w1, w2...
-    alias = f"{run}{tool.replace('py', 'p').replace('-eos', 'e')}{w.name[0]}"
+    alias = f"{run}{tool.replace('py', 'p').replace('-eos', 'e').replace('-shallow', 's')}{w.name[0]}"
     remote = [f"{alias}.{t}" for t in topic_names(w)]
     dst = Admin(ClusterConfig("tgt", f"127.0.0.1:{B_PORT}"))
     total = w.records * w.topics
@@ -556,6 +593,15 @@ def summarize(results: list[RunResult], setting: str) -> str:
             c = statistics.median(r.cpu_s_per_gb for r in py) / max(statistics.median(r.cpu_s_per_gb for r in mm),
                                                                        1e-9)
             lines.append(f"| {workload} | {t:.2f}x | {c:.2f}x |")
+    avro = sorted({w for w, t in by if t == "mm2py-shallow" and (w, "mm2py") in by})
+    if avro:  # the issue-26 targets: translate >= MM2's plain copy, >= half the shallow path
+        lines += ["", "| workload | throughput translate/shallow | translate/MM2 (plain copy, unreadable on B) |",
+                  "|---|---|---|"]
+        for workload in avro:
+            rate = {tool: statistics.median(r.records_per_s for r in by[(workload, tool)])
+                    for tool in ("mm2py", "mm2py-shallow", "mm2") if (workload, tool) in by}
+            vs_mm2 = f"{rate['mm2py'] / rate['mm2']:.2f}x" if "mm2" in rate else "-"
+            lines.append(f"| {workload} | {rate['mm2py'] / rate['mm2py-shallow']:.2f}x | {vs_mm2} |")
     return "\n".join(lines) + "\n"
 
 
@@ -592,8 +638,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--workloads", default="a,b,c,d")
     parser.add_argument("--tools", default="mm2,mm2py",
-                        help="mm2, mm2py, mm2py-eos (exactly-once mode) and copier (mm2py's copy path alone, "
-                             "without Spark)")
+                        help="mm2, mm2py, mm2py-eos (exactly-once mode), mm2py-shallow (Avro workloads copied "
+                             "without schemas.mode = translate) and copier (mm2py's copy path alone, without Spark)")
     parser.add_argument("--warmup-runs", type=int, default=1,
                         help="unmeasured runs of each tool per workload before the measured pairs")
     parser.add_argument("--broker-dir", default="auto",
@@ -617,9 +663,15 @@ def main(argv: list[str] | None = None) -> int:
                                        jvm_options=BROKER_JVM, extra_properties=BROKER_PROPERTIES).pid
         for role, port in (("source", A_PORT), ("target", B_PORT))})
     results: list[RunResult] = []
+    registries: list = []  # mm2py.dev.registry.DevRegistry, for Avro workloads
     try:
-        if {"mm2py", "mm2py-eos"} & set(args.tools.split(",")):
+        if {"mm2py", "mm2py-eos", "mm2py-shallow"} & set(args.tools.split(",")):
             prime_mm2py()
+        if any(w.avro for w in chosen):
+            from mm2py.dev import registry as devregistry
+
+            for role, port in REGISTRY_PORTS.items():
+                registries.append(devregistry.start_registry(f"bench-{role}", port, workdir=workdir))
         for w in chosen:
             data = load(w, f"127.0.0.1:{A_PORT}", brokers) if not w.steady_rate else 0
             for pair in range(1 - args.warmup_runs, args.pairs + 1):
@@ -638,6 +690,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for name in Brokers.NAMES.values():
             devcluster.stop_cluster(name, workdir)  # and its data: in memory it would pin GBs of RAM
+        for registry in registries:
+            from mm2py.dev import registry as devregistry
+
+            devregistry.stop_registry(registry.name, workdir)
     print(summarize(results, setting))
     return 0
 

@@ -190,6 +190,9 @@ FLOW_KEYS: tuple[Key, ...] = (
           choices=("fail", "pass", "dead-letter"), extension=True),
     _flow("schemas.dead.letter.topic", Kind.STR, "Topic on the target taking dead-lettered records "
           "('{source}' is the source alias).", extension=True),
+    _flow("schemas.storage.topic", Kind.STR, "preserve: the source registry's storage topic (Apicurio kafkasql: "
+          "kafkasql-journal; Confluent: _schemas); the flow must select it, and the target's registry runs "
+          "read-only on its remote topic.", extension=True),
 )
 
 # The source consumer's reset policy, read from the replication consumer's settings (MM2 forces

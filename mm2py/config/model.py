@@ -143,6 +143,7 @@ class FlowConfig:
     schemas_mode: str = "off"  # "translate" | "preserve" | "off" (mm2py.schemas)
     schemas_on_error: str = "fail"  # "fail" | "pass" | "dead-letter"
     schemas_dead_letter_topic: str = "mm2py-schemas-dead-letter.{source}.internal"
+    schemas_storage_topic: str = "kafkasql-journal"  # preserve: the source registry's storage topic
     # every resolved key (including unknown ones), for plugins and diagnostics
     raw: Mapping[str, str] = field(default_factory=frozen_map)
     # the cluster holding the offset syncs (offset-syncs.topic.location), with the settings of the

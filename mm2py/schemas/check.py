@@ -1,8 +1,11 @@
 """Start-up checks of ``schemas.mode``: refused before Spark starts when a flow cannot keep its schemas.
 
-- a mode other than ``off`` needs ``{alias}.schema.registry.url`` on both clusters of the flow
-  (a ``ConfigError`` naming each missing key);
-- ``preserve`` is not built yet: refused, naming the key;
+- ``translate`` needs ``{alias}.schema.registry.url`` on both clusters of the flow (a
+  ``ConfigError`` naming each missing key);
+- ``preserve`` needs the flow to select the registry's storage topic (``schemas.storage.topic``),
+  which it then mirrors like any topic, configs included (``retention.ms=-1``); records pass as
+  bytes with the source's ids, which the target's registry, read-only on the remote storage
+  topic, resolves as the source's did;
 - every registry named must answer (a ``SchemaRegistryError`` naming the cluster and URL);
 - ``schemas.on.error = dead-letter``: the dead-letter topic is created on the target if missing.
 """
@@ -13,6 +16,7 @@ from collections.abc import Iterable
 
 from mm2py.config.model import FlowConfig
 from mm2py.errors import ConfigError, ConfigProblem
+from mm2py.filters import topic_filter_for
 from mm2py.kafka.admin import Admin
 from mm2py.schemas.registry import Registry
 from mm2py.schemas.settings import SchemaSettings
@@ -24,8 +28,12 @@ def problems_of(flows: Iterable[FlowConfig]) -> list[ConfigProblem]:
         if flow.schemas_mode == "off":
             continue
         if flow.schemas_mode == "preserve":
-            problems.append(ConfigProblem(f"{flow.name}.schemas.mode", f"flow {flow.name}: 'preserve' is not "
-                                          "available yet; use 'translate'"))
+            storage = flow.schemas_storage_topic
+            if not topic_filter_for(flow).should_replicate_topic(storage):
+                problems.append(ConfigProblem(f"{flow.name}.topics", f"flow {flow.name} has schemas.mode = preserve "
+                                              f"but does not select the registry's storage topic {storage!r} "
+                                              "(schemas.storage.topic): add it to topics"))
+            continue
         for cluster in (flow.source, flow.target):
             if not cluster.schema_registry.get("url"):
                 problems.append(ConfigProblem(
@@ -53,7 +61,7 @@ def check_schemas(flows: Iterable[FlowConfig]) -> None:
     pinged: set[str] = set()
     for flow in flows:
         for cluster in (flow.source, flow.target):
-            if cluster.schema_registry["url"] not in pinged:
+            if "url" in cluster.schema_registry and cluster.schema_registry["url"] not in pinged:
                 Registry(cluster.alias, cluster.schema_registry).ping()
                 pinged.add(cluster.schema_registry["url"])
         settings = SchemaSettings.for_flow(flow)

@@ -7,19 +7,25 @@ read, while the bytes copied as they are would not decode there.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
 from confluent_kafka.serialization import MessageField
 
 from mm2py.cli import main
 from mm2py.config import load_text
 from mm2py.config.model import ClusterConfig
+from mm2py.dev import registry as devregistry
 from mm2py.dev.registry import DevRegistry
 from mm2py.errors import SchemaError
 from mm2py.ops.failover import apply_plan, plan_failover
 from mm2py.schemas.check import check_schemas
+from tests.conftest import PORT_OFFSET, own_cluster
 from tests.integration.mirror_helpers import mirror_once, properties
 from tests.integration.schema_helpers import (
     KEY,
@@ -33,7 +39,7 @@ from tests.integration.schema_helpers import (
     two_registries,
 )
 from tests.integration.test_raw_batches import raw_batches
-from tests.kafkautil import TS0, commit_offsets, consume_all, create_topic, produce
+from tests.kafkautil import TS0, commit_offsets, consume_all, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -198,3 +204,51 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
         return {tp.partition: tp.offset for tp in found}
     finally:
         consumer.close()
+
+
+@pytest.fixture(scope="module")
+def kafkasql_pair(cluster_workdir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
+    """Two clusters of this module's own (Apicurio's storage topics stay off the shared ones), and a
+    registry keeping its schemas in a journal topic on the first."""
+    with contextlib.ExitStack() as stack:
+        with ThreadPoolExecutor(2) as pool:  # side by side: each broker takes seconds to start
+            started = [pool.submit(stack.enter_context, own_cluster(name, port + PORT_OFFSET, cluster_workdir))
+                       for name, port in (("pres-a", 32492), ("pres-b", 32592))]
+            a, b = (f.result() for f in started)
+        workdir = tmp_path_factory.mktemp("kafkasql-registries")
+        reg_a = devregistry.start_registry("pres-reg-a", 32481 + PORT_OFFSET, workdir=workdir,
+                                           kafka_bootstrap=a.bootstrap)
+        stack.callback(devregistry.stop_registry, "pres-reg-a", workdir)
+        yield a, b, reg_a, workdir
+
+
+def test_preserve_mirrors_the_registry_journal_and_keeps_ids(spark, kafkasql_pair, tmp_path):
+    """schemas.mode = preserve: Apicurio's kafkasql journal is mirrored with the data; a read-only registry
+    on B's copy serves A's ids, so records copied as they are decode on B."""
+    a, b, reg_a, workdir = kafkasql_pair
+    topic = "orders"
+    create_topic(a.bootstrap, topic, 2)
+    for p in range(2):
+        produce(a.bootstrap, topic, avro_rows(reg_a, topic, 0, 50, V1) + avro_rows(reg_a, topic, 50, 50, V2),
+                partition=p, compression="zstd")
+    text = properties({"A": a.bootstrap, "B": b.bootstrap},
+                      {"A->B": {"topics": f"{topic}, kafkasql-journal", "schemas.mode": "preserve"}},
+                      "emit.checkpoints.enabled = false\n")
+    check_schemas(load_text(text).enabled_flows)
+    mirror_once(spark, text, tmp_path)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    configs = admin.describe_configs([ConfigResource("topic", "A.kafkasql-journal")])
+    journal = {k: v.value for k, v in next(iter(configs.values())).result(30).items()}
+    assert journal["retention.ms"] == "-1"  # Apicurio refuses a journal that may lose entries
+    reg_b = devregistry.start_registry("pres-reg-b", 32581 + PORT_OFFSET, workdir=workdir,
+                                       kafka_bootstrap=b.bootstrap, journal_topic="A.kafkasql-journal",
+                                       read_only=True)
+    try:
+        source = decoded(reg_a, topic, a.bootstrap)
+        wait_until(lambda: decoded(reg_b, f"A.{topic}", b.bootstrap) == source, 30,
+                   message="B's registry serves A's ids")
+        for version in (1, 2):
+            on_a = client(reg_a.url).get_version(f"{topic}-value", version)
+            assert client(reg_b.url).get_schema(on_a.schema_id).schema_str == on_a.schema.schema_str
+    finally:
+        devregistry.stop_registry("pres-reg-b", workdir)

@@ -69,9 +69,12 @@ def test_a_mode_without_registries_is_refused_naming_the_keys() -> None:
     flows = load_text(BASE + "A->B.schemas.mode = translate\nA.schema.registry.url = http://ra:8081\n").enabled_flows
     with pytest.raises(ConfigError, match=r"B.schema.registry.url.*schemas.mode = translate"):
         check_schemas(flows)
-    preserve = load_text(BASE + "schemas.mode = preserve\n").enabled_flows
-    assert [p.key for p in problems_of(preserve)] == ["A->B.schemas.mode", "A.schema.registry.url",
-                                                       "B.schema.registry.url"]
+    # preserve mirrors the registry's storage topic: the flow must select it; no registry is needed
+    assert not problems_of(load_text(BASE + "schemas.mode = preserve\n").enabled_flows)
+    narrow = load_text(BASE + "schemas.mode = preserve\nA->B.topics = orders\n").enabled_flows
+    assert [(p.key, "'kafkasql-journal'" in p.message) for p in problems_of(narrow)] == [("A->B.topics", True)]
+    assert not problems_of(load_text(BASE + "schemas.mode = preserve\nA->B.topics = orders, _schemas\n"
+                                            "schemas.storage.topic = _schemas\n").enabled_flows)
     assert SchemaSettings.for_flow(load_text(BASE).enabled_flows[0]) is None  # off by default
 
 

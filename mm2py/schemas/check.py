@@ -1,7 +1,7 @@
 """Start-up checks of ``schemas.mode``: refused before Spark starts when a flow cannot keep its schemas.
 
 - ``translate`` needs ``{alias}.schema.registry.url`` on both clusters of the flow (a
-  ``ConfigError`` naming each missing key);
+  ``ConfigError`` naming each missing key), and ``partition.mismatch = error``;
 - ``preserve`` needs the flow to select the registry's storage topic (``schemas.storage.topic``),
   which it then mirrors like any topic, configs included (``retention.ms=-1``); records pass as
   bytes with the source's ids, which the target's registry, read-only on the remote storage
@@ -34,6 +34,10 @@ def problems_of(flows: Iterable[FlowConfig]) -> list[ConfigProblem]:
                                               f"but does not select the registry's storage topic {storage!r} "
                                               "(schemas.storage.topic): add it to topics"))
             continue
+        if flow.partition_mismatch == "hash":  # its record path (mm2py.source.rehash) does not translate
+            problems.append(ConfigProblem(f"{flow.name}.partition.mismatch", f"flow {flow.name}: "
+                                          "partition.mismatch = hash cannot be combined with schemas.mode = "
+                                          "translate (re-keyed records would keep the source's ids); use 'error'"))
         for cluster in (flow.source, flow.target):
             if not cluster.schema_registry.get("url"):
                 problems.append(ConfigProblem(

@@ -76,6 +76,9 @@ def test_a_mode_without_registries_is_refused_naming_the_keys() -> None:
     assert not problems_of(load_text(BASE + "schemas.mode = preserve\nA->B.topics = orders, _schemas\n"
                                             "schemas.storage.topic = _schemas\n").enabled_flows)
     assert SchemaSettings.for_flow(load_text(BASE).enabled_flows[0]) is None  # off by default
+    hashed = load_text(BASE + "A->B.schemas.mode = translate\nA.schema.registry.url = http://ra\n"
+                              "B.schema.registry.url = http://rb\nA->B.partition.mismatch = hash\n").enabled_flows
+    assert [p.key for p in problems_of(hashed)] == ["A->B.partition.mismatch"]
 
 
 def test_bad_values_are_refused() -> None:

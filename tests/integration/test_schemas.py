@@ -252,3 +252,18 @@ def test_preserve_mirrors_the_registry_journal_and_keeps_ids(spark, kafkasql_pai
             assert client(reg_b.url).get_schema(on_a.schema_id).schema_str == on_a.schema.schema_str
     finally:
         devregistry.stop_registry("pres-reg-b", workdir)
+
+
+def test_dev_registry_command_starts_lists_and_stops_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MM2PY_VAR_DIR", str(tmp_path))
+    port = 32681 + PORT_OFFSET
+    try:
+        assert main(["dev-registry", "up", "R", "--port", str(port)]) == 0
+        url = capsys.readouterr().out.strip()
+        assert url == f"http://127.0.0.1:{port}/apis/ccompat/v7" and client(url).get_subjects() == []
+        assert main(["dev-registry", "list"]) == 0
+        assert "running" in capsys.readouterr().out
+    finally:
+        assert main(["dev-registry", "down", "R"]) == 0
+    assert "R: stopped" in capsys.readouterr().out
+    assert main(["dev-registry", "list"]) == 0 and "stopped" in capsys.readouterr().out

@@ -190,6 +190,10 @@ FLOW_KEYS: tuple[Key, ...] = (
           choices=("fail", "pass", "dead-letter"), extension=True),
     _flow("schemas.dead.letter.topic", Kind.STR, "Topic on the target taking dead-lettered records "
           "('{source}' is the source alias).", extension=True),
+    _flow("schemas.keys", Kind.ENUM, "translate: which record keys carry a schema id. auto: those of topics "
+          "whose source registry has a '{topic}-key' subject (TopicNameStrategy) and that start with a 0 byte; "
+          "framed: every key starting with a 0 byte; raw: none (keys copied as they are; a Long key starts with a "
+          "0 byte too).", choices=("auto", "framed", "raw"), extension=True),
     _flow("schemas.storage.topic", Kind.STR, "preserve: the source registry's storage topic (Apicurio kafkasql: "
           "kafkasql-journal; Confluent: _schemas); the flow must select it, and the target's registry runs "
           "read-only on its remote topic.", extension=True),

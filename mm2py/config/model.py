@@ -144,6 +144,7 @@ class FlowConfig:
     schemas_on_error: str = "fail"  # "fail" | "pass" | "dead-letter"
     schemas_dead_letter_topic: str = "mm2py-schemas-dead-letter.{source}.internal"
     schemas_storage_topic: str = "kafkasql-journal"  # preserve: the source registry's storage topic
+    schemas_keys: str = "auto"  # translate: "auto" | "framed" | "raw"
     # every resolved key (including unknown ones), for plugins and diagnostics
     raw: Mapping[str, str] = field(default_factory=frozen_map)
     # the cluster holding the offset syncs (offset-syncs.topic.location), with the settings of the

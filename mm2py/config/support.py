@@ -69,7 +69,7 @@ SUPPORT: dict[str, Support] = {
     "auto.offset.reset": Support(Status.HONOURED, "'{source}.consumer.auto.offset.reset'; 'latest' as MM2 3.7+"),
     "clusters": H, "bootstrap.servers": H,
     "schemas.mode": X, "schemas.on.error": X, "schemas.dead.letter.topic": X, "schema.registry.url": X,
-    "schemas.storage.topic": X,
+    "schemas.storage.topic": X, "schemas.keys": X,
 }
 
 

@@ -64,6 +64,7 @@ class TranslatingCopier(Copier):
         self.client_id = client_id
         self.translator = translator_for(schemas)
         self.id_maps: dict[str, inplace.IdMap] = {}  # by source topic
+        self.framed_keys: dict[str, bool] = {}  # by source topic: schemas.keys decided
         self.dead_letters: Producer | None = None
         self.failures: list[str] = []
         self.passed: dict[tuple[str, int], int] = {}  # per source partition
@@ -109,6 +110,14 @@ class TranslatingCopier(Copier):
             self.id_maps[r.topic] = found
         return found
 
+    def _keys(self, topic: str) -> bool:
+        """Whether keys of ``topic`` carry schema ids (``schemas.keys``; auto: a ``{topic}-key`` subject)."""
+        if topic not in self.framed_keys:
+            mode = self.schemas.keys
+            self.framed_keys[topic] = mode == "framed" or (
+                mode == "auto" and bool(self.translator.sync.source.versions(f"{topic}-key")))
+        return self.framed_keys[topic]
+
     def _enqueue(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
         r = part.range
         if not self.schemas.carries_schemas(r.topic):
@@ -116,7 +125,7 @@ class TranslatingCopier(Copier):
             return
         if view.passes_unchanged and trim_before is None:
             try:
-                batch, rewritten = inplace.rewritten_batch(buf, view, self._id_map(r))
+                batch, rewritten = inplace.rewritten_batch(buf, view, self._id_map(r), self._keys(r.topic))
             except Untranslatable:
                 pass  # a record schemas.on.error decides about: the record path below
             else:
@@ -130,7 +139,7 @@ class TranslatingCopier(Copier):
         out: list[rb.Record] = []
         for rec in records:
             try:
-                out.append(self.translator.record(rec, r.topic, r.target_topic))
+                out.append(self.translator.record(rec, r.topic, r.target_topic, self._keys(r.topic)))
             except Untranslatable as e:
                 tp = (r.topic, r.partition)
                 if self.schemas.on_error == "pass":

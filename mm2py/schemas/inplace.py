@@ -62,12 +62,13 @@ def _rewrite_frame(data: bytearray, at: int, length: int, mapped: IdMap, what: s
     data[at + 1:at + 5] = mapped(bytes(data[at + 1:at + 5]))
 
 
-def rewrite_records(data: bytearray, count: int, mapped: IdMap) -> None:
+def rewrite_records(data: bytearray, count: int, mapped: IdMap, keys: bool = True) -> None:
     """Overwrite every schema id in ``count`` records of a decompressed records section.
 
     The rules of ``mm2py.schemas.translate``: the value when not null; the key when it starts with
     magic byte 0 and is at least 5 bytes; ids in ``__key_schema_id`` / ``__value_schema_id`` headers
     instead of the payload they stand for. ``mapped`` takes and gives ids as 4 big-endian bytes.
+    ``keys`` False: keys are never frames (``schemas.keys``); an id header still is.
     """
     pos = 0
     for _ in range(count):  # one-byte varints inline: this loop is the translate path's cost
@@ -108,7 +109,7 @@ def rewrite_records(data: bytearray, count: int, mapped: IdMap) -> None:
                 pos += max(header_len, 0)
         if pos != end:
             raise rb.CorruptBatchError(f"a record's fields end at {pos}, its length says {end}")
-        if key_len >= frames.PREFIX and not key_carried and data[key_at] == frames.MAGIC:
+        if keys and key_len >= frames.PREFIX and not key_carried and data[key_at] == frames.MAGIC:
             data[key_at + 1:key_at + 5] = mapped(bytes(data[key_at + 1:key_at + 5]))
         if value_len >= frames.PREFIX and data[value_at] == frames.MAGIC and not value_carried:
             data[value_at + 1:value_at + 5] = mapped(bytes(data[value_at + 1:value_at + 5]))
@@ -116,13 +117,14 @@ def rewrite_records(data: bytearray, count: int, mapped: IdMap) -> None:
             _rewrite_frame(data, value_at, value_len, mapped, "value")  # raises: why it is not a frame
 
 
-def rewritten_batch(buf: bytes, view: rb.BatchView, mapped: IdMap) -> tuple[bytes, rb.BatchView]:
+def rewritten_batch(buf: bytes, view: rb.BatchView, mapped: IdMap,
+                    keys: bool = True) -> tuple[bytes, rb.BatchView]:
     """The batch at ``view`` with every schema id rewritten, and a view of it (start 0)."""
     whole = memoryview(buf)[view.start:view.start + view.size]
     codec = view.attributes & rb.ATTR_CODEC_MASK
     body = whole[rb.HEADER_SIZE:]
     data = bytearray(_DECODE[codec](bytes(body)) if codec else body)
-    rewrite_records(data, view.record_count, mapped)
+    rewrite_records(data, view.record_count, mapped, keys)
     section = _ENCODE[codec](bytes(data)) if codec else bytes(data)
     head = bytearray(whole[:rb.HEADER_SIZE])
     _LENGTH.pack_into(head, 8, rb.HEADER_SIZE - 12 + len(section))

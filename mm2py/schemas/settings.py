@@ -25,6 +25,7 @@ class SchemaSettings:
     source_registry: Mapping[str, str]
     target_registry: Mapping[str, str]
     heartbeats_topic: str = "heartbeats"
+    keys: str = "auto"  # schemas.keys: auto | framed | raw
     separator: str = "."
 
     @property
@@ -47,4 +48,5 @@ class SchemaSettings:
             source_alias=flow.source.alias, target_alias=flow.target.alias,
             source_registry=flow.source.schema_registry, target_registry=flow.target.schema_registry,
             heartbeats_topic=policy_for(flow).heartbeats_topic(), separator=flow.replication_policy_separator,
+            keys=flow.schemas_keys,
         )

@@ -7,8 +7,9 @@ mapped raises ``Untranslatable`` and is never written as it is, unless ``schemas
 says so (``mm2py.schemas.copier``).
 
 What is translated, per record: the value when it is not null (always the wire format in a
-translated flow); the key only when it starts with magic byte 0 and is at least 5 bytes long (keys
-are often plain strings or numbers: those never start with a 0 byte as text does not); an id
+translated flow); the key when ``schemas.keys`` says keys of the topic are frames (``auto``: the
+source registry has a ``{topic}-key`` subject) and it starts with magic byte 0 and is at least 5
+bytes long (a Long key starts with a 0 byte too, hence the subject check); an id
 carried in a ``__key_schema_id`` / ``__value_schema_id`` header instead of the payload. One record
 out for one record in: offsets, timestamps, header order and the body bytes are untouched.
 """
@@ -46,8 +47,8 @@ class IdTranslator:
         target_id = self.target_id(source_id, topic, remote_topic)
         return data if target_id == source_id else frames.with_id(data, target_id)
 
-    def record(self, rec: Record, topic: str, remote_topic: str) -> Record:
-        """``rec`` naming the target's schema ids; raises ``Untranslatable``."""
+    def record(self, rec: Record, topic: str, remote_topic: str, keys: bool = True) -> Record:
+        """``rec`` naming the target's schema ids; raises ``Untranslatable``. ``keys`` False: keys are raw."""
         carried = {name for name, _ in rec.headers if name in _ID_HEADERS}
         headers = rec.headers
         if carried:
@@ -56,7 +57,7 @@ class IdTranslator:
                  else value)
                 for name, value in rec.headers)
         key = rec.key
-        if key is not None and frames.KEY_HEADER not in carried and len(key) >= frames.PREFIX \
+        if keys and key is not None and frames.KEY_HEADER not in carried and len(key) >= frames.PREFIX \
                 and key[0] == frames.MAGIC:
             key = self._frame(key, topic, remote_topic, "key")
         value = rec.value

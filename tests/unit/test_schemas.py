@@ -172,3 +172,19 @@ def test_status_shows_what_schemas_on_error_did() -> None:
     out = render([FlowStatus("A->B", replicator_state="running", replicator_since=0.0,
                              replicator_schema_errors=health.schema_errors)])
     assert "flow A->B: schemas: untranslatable records 4 dead-lettered, 5 written as they were" in out
+
+
+def test_raw_keys_stay_untouched_even_when_they_look_framed() -> None:
+    long_key = (42).to_bytes(8, "big")  # Kafka's LongSerializer: starts with a 0 byte, no frame
+    buf, view = _batch([(long_key, b"\x00\x00\x00\x00\x07v", [])], 3)
+    seen: list[bytes] = []
+
+    def mapped(source: bytes) -> bytes:
+        seen.append(source)
+        return (107).to_bytes(4, "big")
+
+    out, out_view = inplace.rewritten_batch(buf, view, mapped, keys=False)
+    [rec] = rb.decode(out, out_view)
+    assert rec.key == long_key and rec.value == b"\x00\x00\x00\x00\x6bv" and seen == [b"\x00\x00\x00\x07"]
+    out, out_view = inplace.rewritten_batch(buf, view, mapped, keys=True)  # schemas.keys = framed
+    assert rb.decode(out, out_view)[0].key != long_key

@@ -121,9 +121,17 @@ class TaskTransaction:
         return ProducerState(producer_id, epoch, self.txn.transactional_id)
 
     def commit(self, results: Sequence[RangeResult]) -> None:
-        """Write the positions (and syncs) of ``results`` in the transaction, then commit it."""
+        """Write the positions (and syncs) of ``results`` in the transaction, then commit it.
+
+        A task that moved no partition (every range stalled at its start, say) has nothing to
+        commit: its transaction is aborted instead (a broker refuses to commit an empty one, and
+        a batch it refused is not in the log anyway).
+        """
         positions = [SourceOffset(self.spec.source_alias, r.topic, r.partition, r.next_offset - 1)
                      for r in results if r.next_offset > r.start]
+        if not positions:  # acknowledged data moves a position, so none was written either
+            self.txn.abort()
+            return
         syncs = [OffsetSync(r.topic, r.partition, up, down) for r in results for up, down in r.syncs]
         records: dict[str, list[tuple[bytes, bytes | None]]] = {
             self.spec.positions_topic: [(p.key_bytes(), p.value_bytes()) for p in positions]}

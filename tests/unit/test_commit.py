@@ -134,3 +134,24 @@ def test_transactional_positions_land_where_connect_puts_them():
 
     keys = [SourceOffset("A", "orders", p, 1).key_bytes() for p in range(3)]
     assert [partition_for(k, 25) for k in keys] == [3, 11, 7]
+
+
+def test_an_exactly_once_task_that_moved_nothing_aborts_its_empty_transaction():
+    from mm2py.source.ranges import RangeResult
+    from mm2py.source.transactional import ExactlyOnce, TaskTransaction
+
+    class Coordinator:
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def commit(self) -> None:
+            self.calls.append("commit")
+
+        def abort(self) -> None:
+            self.calls.append("abort")
+
+    task = TaskTransaction(None, ExactlyOnce("A", "B", "mm2-offsets.A.internal"), 0)  # type: ignore[arg-type]
+    task.txn = Coordinator()  # type: ignore[assignment]
+    stalled = RangeResult("t", 0, 100, 200, 100, stall_offset=100, stall_bytes=2 << 20, stall_reason="too large")
+    task.commit([stalled])
+    assert task.txn.calls == ["abort"]

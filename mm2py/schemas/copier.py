@@ -129,9 +129,8 @@ class TranslatingCopier(Copier):
             except Untranslatable:
                 pass  # a record schemas.on.error decides about: the record path below
             else:
-                payload = rb.patch_for_target(batch, rewritten, self.producer_id, self.epoch, part.sequence,
-                                              self.transactional_id is not None)
-                part.enqueue(payload, Pending(view.base_offset, view.record_count, rewritten.size), rebuilt=True)
+                part.enqueue(self.stamp(batch, rewritten, part),
+                             Pending(view.base_offset, view.record_count, rewritten.size), rebuilt=True)
                 return
         records = rb.decode(buf, view)
         if trim_before is not None:

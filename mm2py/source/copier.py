@@ -333,11 +333,15 @@ class Copier:
                     cluster=self.src.alias, topic=r.topic, partition=r.partition, offset=part.next_fetch,
                 )
 
+    def stamp(self, buf: bytes, view: rb.BatchView, part: PartitionCopy) -> rb.Pieces:
+        """The batch at ``view`` re-stamped with this task's producer state and ``part``'s next sequence."""
+        return rb.patch_for_target(buf, view, self.producer_id, self.epoch, part.sequence,
+                                   self.transactional_id is not None)
+
     def _enqueue(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
         if view.passes_unchanged and trim_before is None:
-            payload = rb.patch_for_target(buf, view, self.producer_id, self.epoch, part.sequence,
-                                          self.transactional_id is not None)
-            part.enqueue(payload, Pending(view.base_offset, view.record_count, view.size), rebuilt=False)
+            part.enqueue(self.stamp(buf, view, part), Pending(view.base_offset, view.record_count, view.size),
+                         rebuilt=False)
             return
         records = rb.decode(buf, view)
         if trim_before is not None:

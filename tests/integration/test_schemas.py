@@ -191,8 +191,9 @@ def test_failover_on_a_translated_topic_reads_nothing_twice_and_misses_nothing(
     resume = committed_offsets(cluster_b.bootstrap, group, f"A.{topic}", 2)
     rest = [r.value for p, records in consume_all(cluster_b.bootstrap, f"A.{topic}", isolation="read_committed").items()
             for r in records if r.offset >= resume[p]]
-    ids = [decode(decoder(reg_a.url), topic, v)["id"] for v in first if v[:1] == b"\x00"] \
-        + [decode(decoder(reg_b.url), f"A.{topic}", v)["id"] for v in rest]
+    on_a_decoder, on_b_decoder = decoder(reg_a.url), decoder(reg_b.url)
+    ids = [decode(on_a_decoder, topic, v)["id"] for v in first if v[:1] == b"\x00"] \
+        + [decode(on_b_decoder, f"A.{topic}", v)["id"] for v in rest]
     assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} records read twice"
     assert set(ids) == {p * 1000 + i for p in range(2) for i in range(400)}, "records missed"
 

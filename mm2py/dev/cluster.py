@@ -398,6 +398,8 @@ def _server_properties(directory: Path, port: int, controller_port: int, listene
         "num.partitions": "1",
         # the default 128 MiB would take a quarter of the 512 MiB heap
         "log.cleaner.dedupe.buffer.size": str(16 << 20),
+        # a compacted topic is cleaned within a second of its segment rolling, not 15 s
+        "log.cleaner.backoff.ms": "1000",
         # MM2 creates its topics explicitly; a typo in a test should fail, not create a topic
         "auto.create.topics.enable": "false",
         **listeners,

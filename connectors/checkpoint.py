@@ -1,7 +1,9 @@
 """The checkpoint connector: translated group offsets every ``emit.checkpoints.interval.seconds``.
 
 Groups are listed on the driver side (``mm2py.checkpoint.schedule.GroupListing``, as MM2's
-connector lists them for its tasks) and travel with each pass; the pass runs in a task.
+connector lists them for its tasks) and travel with each pass; the pass runs in a task, which
+keeps the syncs and checkpoints it read for the next pass in the same worker
+(``mm2py.worker.kept_state``), so a pass reads only what was appended since.
 """
 
 from __future__ import annotations
@@ -56,10 +58,21 @@ class CheckpointReader(TickingReader):
         return [CheckpointPass(end["tick"], groups, sync)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
-        from mm2py.checkpoint.task import run_checkpoints  # in the task: the query's planner never needs it
+        # in the task: the query's planner never needs these
+        from mm2py.checkpoint.state import checkpoint_log_for, sync_log_for
+        from mm2py.checkpoint.task import run_checkpoints
+        from mm2py.policy import offset_syncs_history_location, offset_syncs_location, policy_for
+        from mm2py.worker import kept_state
 
         assert isinstance(partition, CheckpointPass)
-        report = run_checkpoints(self.flow, partition.groups, partition.sync_offsets)
+        flow = self.flow
+        syncs_at, history_at = offset_syncs_location(flow), offset_syncs_history_location(flow)
+        syncs = kept_state(("syncs", syncs_at[0].bootstrap_servers, syncs_at[1], history_at[1]),
+                           lambda: sync_log_for(flow))
+        checkpoints = kept_state(("checkpoints", flow.target.bootstrap_servers,
+                                  policy_for(flow).checkpoints_topic(flow.source.alias)),
+                                 lambda: checkpoint_log_for(flow))
+        report = run_checkpoints(flow, partition.groups, partition.sync_offsets, syncs, checkpoints)
         synced = set(report.synced_groups)
         for cp in report.emitted:
             yield (cp.consumer_group_id, cp.topic, cp.partition, cp.upstream_offset, cp.downstream_offset,

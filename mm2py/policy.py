@@ -97,6 +97,11 @@ class ReplicationPolicy(ABC):
         s = self._internal_separator()
         return f"mm2-offset-syncs{s}{cluster_alias}{s}internal"
 
+    def offset_syncs_history_topic(self, cluster_alias: str) -> str:
+        """mm2py's uncompacted copy of every sync it writes (``mm2py.source.sync_history``)."""
+        s = self._internal_separator()
+        return f"mm2-offset-syncs-history{s}{cluster_alias}{s}internal"
+
     def checkpoints_topic(self, cluster_alias: str) -> str:
         s = self._internal_separator()
         return f"{cluster_alias}{s}checkpoints{s}internal"
@@ -320,3 +325,11 @@ def offset_syncs_location(flow: FlowConfig) -> tuple[ClusterConfig, str]:
     if flow.offset_syncs_topic_location == "target":
         return flow.offset_syncs or flow.target, policy.offset_syncs_topic(flow.source.alias)
     return flow.offset_syncs or flow.source, policy.offset_syncs_topic(flow.target.alias)
+
+
+def offset_syncs_history_location(flow: FlowConfig) -> tuple[ClusterConfig, str]:
+    """The cluster and topic of the flow's offset-sync history: beside its syncs topic."""
+    policy = policy_for(flow)
+    cluster, _ = offset_syncs_location(flow)
+    alias = flow.source.alias if flow.offset_syncs_topic_location == "target" else flow.target.alias
+    return cluster, policy.offset_syncs_history_topic(alias)

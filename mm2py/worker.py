@@ -1,4 +1,4 @@
-"""What a reused Spark Python worker keeps from one task to the next: raw clients and a gc freeze.
+"""What a reused Spark Python worker keeps from one task to the next: clients, state, a gc freeze.
 
 Python workers are reused (spark.python.worker.reuse) and a steady flow runs a task per
 micro-batch. Kept clients spare every task the connection, TLS/SASL and ApiVersions round
@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from mm2py.config.model import ClusterConfig
 from mm2py.kafka.compacted import RecordWriter
@@ -35,6 +36,8 @@ REFREEZE_OBJECTS = 20_000
 _frozen = False
 
 _kept: dict[tuple, RawClient] = {}
+
+T = TypeVar("T")
 
 
 def settle() -> None:
@@ -110,3 +113,18 @@ def kept_writer(cluster: ClusterConfig, timeout_s: float) -> RecordWriter:
     if writer is None:
         writer = _writers[key] = RecordWriter(cluster, timeout_s)
     return writer
+
+
+_states: dict[tuple, object] = {}
+
+
+def kept_state(key: tuple, make: Callable[[], T]) -> T:
+    """What a connector's task keeps for the next task in this worker: ``make()`` the first time.
+
+    ``key`` names everything the state is derived from (clusters and topics), so a task of
+    another flow, or of the same flow over other clusters, never sees it.
+    """
+    state = _states.get(key)
+    if state is None:
+        state = _states[key] = make()
+    return state  # type: ignore[return-value]

@@ -10,7 +10,9 @@ member there, and only forward.
 Invariants:
 - no checkpoint for a partition before one of its records was mirrored (or the group is at 0);
 - checkpoints of a group never go backwards unless the group rewound on the source;
-- a restarted task continues from the checkpoints already in the topic.
+- a restarted task continues from the checkpoints already in the topic;
+- a pass reads only the syncs and checkpoints appended since the pass before it, when it is
+  handed that pass's state (``mm2py.checkpoint.state``).
 """
 
 from __future__ import annotations
@@ -20,43 +22,27 @@ from dataclasses import dataclass
 
 import structlog
 
+from mm2py.checkpoint.state import CheckpointLog, Key, SyncLog, checkpoint_log_for, sync_log_for
 from mm2py.checkpoint.translation import SyncIndex
 from mm2py.config.model import FlowConfig
-from mm2py.errors import FormatError
 from mm2py.filters import group_filter_for, topic_filter_for
-from mm2py.formats import Checkpoint, OffsetSync
+from mm2py.formats import Checkpoint
 from mm2py.kafka.admin import Admin
-from mm2py.kafka.compacted import RecordWriter, ensure_compacted_topic, read_all
-from mm2py.policy import offset_syncs_location, policy_for
+from mm2py.kafka.compacted import RecordWriter, ensure_compacted_topic
+from mm2py.policy import policy_for
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
 
-Key = tuple[str, str, int]  # group, downstream topic, partition
-
 
 def load_syncs(flow: FlowConfig) -> SyncIndex:
-    cluster, topic = offset_syncs_location(flow)
-    index = SyncIndex()
-    for _offset, key, value in read_all(cluster, topic, flow.admin_timeout_ms / 1000):
-        if key is None or value is None:
-            continue
-        try:
-            index.add(OffsetSync.from_record(key, value))
-        except FormatError as e:
-            log.warning("skipping a malformed offset sync", topic=topic, error=str(e))
-    return index
+    """Every offset sync of ``flow``, read now (history and MM2's syncs topic)."""
+    return sync_log_for(flow).refresh()
 
 
 def load_checkpoints(flow: FlowConfig) -> dict[Key, Checkpoint]:
-    topic = policy_for(flow).checkpoints_topic(flow.source.alias)
-    out: dict[Key, Checkpoint] = {}
-    for _offset, key, value in read_all(flow.target, topic, flow.admin_timeout_ms / 1000):
-        if key is None or value is None:
-            continue
-        cp = Checkpoint.from_record(key, value)
-        out[(cp.consumer_group_id, cp.topic, cp.partition)] = cp
-    return out
+    """The newest checkpoint of each (group, topic, partition) on ``flow``'s target, read now."""
+    return checkpoint_log_for(flow).refresh()
 
 
 @dataclass(frozen=True)
@@ -64,14 +50,21 @@ class CheckpointReport:
     groups: int
     emitted: tuple[Checkpoint, ...]
     synced_groups: tuple[str, ...]
+    records_read: int = 0  # syncs and checkpoints read by this pass
 
 
 def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
-                    sync_offsets: bool | None = None) -> CheckpointReport:
+                    sync_offsets: bool | None = None, syncs: SyncLog | None = None,
+                    checkpoints: CheckpointLog | None = None) -> CheckpointReport:
     """One checkpoint pass over ``groups`` (default: list them now), syncing offsets when ``sync_offsets``.
 
     ``sync_offsets`` defaults to ``sync.group.offsets.enabled``; the connector passes its schedule.
+    ``syncs`` and ``checkpoints`` kept from the last pass are read from where it stopped;
+    without them, both topics are read whole.
     """
+    syncs = syncs or sync_log_for(flow)
+    checkpoints = checkpoints or checkpoint_log_for(flow)
+    read_before = syncs.records_read + checkpoints.tail.records_read
     policy = policy_for(flow)
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
     dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
@@ -81,8 +74,8 @@ def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
     topic_filter = topic_filter_for(flow)
     listed = src.groups() if groups is None else groups
     groups = sorted(g for g in listed if group_filter.should_replicate_group(g))
-    index = load_syncs(flow)
-    previous = load_checkpoints(flow)
+    index = syncs.refresh()
+    previous = dict(checkpoints.refresh())
     emitted: list[Checkpoint] = []
     for group in groups:
         for (upstream_topic, partition), upstream in sorted(src.group_offsets(group).items()):
@@ -105,11 +98,13 @@ def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
     if emitted:
         writer = RecordWriter(flow.target, flow.admin_timeout_ms / 1000)
         writer.write(topic, ((cp.key_bytes(), cp.value_bytes()) for cp in emitted))
+        checkpoints.add(emitted)
     synced: list[str] = []
     if flow.sync_group_offsets_enabled and (sync_offsets is None or sync_offsets):
         latest = {**previous, **{(c.consumer_group_id, c.topic, c.partition): c for c in emitted}}
         synced = sync_group_offsets(dst, latest)
-    return CheckpointReport(len(groups), tuple(emitted), tuple(synced))
+    read = syncs.records_read + checkpoints.tail.records_read - read_before
+    return CheckpointReport(len(groups), tuple(emitted), tuple(synced), read)
 
 
 def sync_group_offsets(dst: Admin, checkpoints: dict[Key, Checkpoint]) -> list[str]:

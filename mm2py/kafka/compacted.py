@@ -28,13 +28,37 @@ def ensure_compacted_topic(admin: Admin, topic: str, replication_factor: int) ->
     admin.create_topic(topic, 1, rf, {"cleanup.policy": "compact"})
 
 
+Entry = tuple[int, bytes | None, bytes | None]
+
+
 def read_all(cluster: ClusterConfig, topic: str, timeout: float = 60,
              start: int = 0) -> Iterator[tuple[int, bytes | None, bytes | None]]:
     """Every (offset, key, value) of partition 0 from ``start`` to the end seen at call time."""
-    return iter(retrying(lambda: list(_read(cluster, topic, timeout, start)), timeout))
+    return iter(retrying(lambda: _read(cluster, topic, timeout, start)[0], timeout))
 
 
-Entry = tuple[int, bytes | None, bytes | None]
+class TopicTail:
+    """Partition 0 of one topic, read in steps: each ``poll`` returns what was appended since.
+
+    ``poll`` returns ``(entries, restarted)``; ``restarted`` is True when the topic's end went
+    below where the tail stood (the topic was deleted and created again, or is gone): the
+    entries are then the whole topic again and whatever the caller built from earlier polls is
+    stale. A log start past the tail (retention) moves the tail to it. Constructor does no I/O.
+    """
+
+    def __init__(self, cluster: ClusterConfig, topic: str, timeout: float = 60):
+        self.cluster, self.topic, self.timeout = cluster, topic, timeout
+        self.next_offset = 0
+        self.records_read = 0  # since the tail was made
+
+    def poll(self) -> tuple[list[Entry], bool]:
+        entries, end = retrying(lambda: _read(self.cluster, self.topic, self.timeout, self.next_offset), self.timeout)
+        restarted = end < self.next_offset
+        if restarted:
+            entries, end = retrying(lambda: _read(self.cluster, self.topic, self.timeout, 0), self.timeout)
+        self.next_offset = end
+        self.records_read += len(entries)
+        return entries, restarted
 
 
 def read_to_end(consumer: Consumer, topic: str, starts: Mapping[int, int], ends: Mapping[int, int], *,
@@ -69,7 +93,8 @@ def read_to_end(consumer: Consumer, topic: str, starts: Mapping[int, int], ends:
     return reached
 
 
-def _read(cluster: ClusterConfig, topic: str, timeout: float, start: int) -> Iterator[Entry]:
+def _read(cluster: ClusterConfig, topic: str, timeout: float, start: int) -> tuple[list[Entry], int]:
+    """The entries from ``start`` (or the log start, if later) to the end, and that end (0: no topic)."""
     conf = rdkafka_config(cluster.bootstrap_servers, cluster.consumer, cluster.alias, "consumer")
     conf.update({"group.id": "mm2py-internal-reader", "enable.auto.commit": False,
                  "isolation.level": "read_committed"})
@@ -79,16 +104,17 @@ def _read(cluster: ClusterConfig, topic: str, timeout: float, start: int) -> Ite
         try:
             md = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
             if md is None or md.error is not None:
-                return iter(())
-            _low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)
+                return [], 0
+            low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)
         except KafkaException as e:
             raise translate(e, cluster=cluster.alias, action="reading", topic=topic) from e
-        read_to_end(consumer, topic, {0: start}, {0: end}, cluster=cluster.alias,
-                    deadline=time.monotonic() + timeout,
-                    on_record=lambda m: entries.append((m.offset(), m.key(), m.value())))
+        if start <= end:
+            read_to_end(consumer, topic, {0: max(start, low)}, {0: end}, cluster=cluster.alias,
+                        deadline=time.monotonic() + timeout,
+                        on_record=lambda m: entries.append((m.offset(), m.key(), m.value())))
     finally:
         consumer.close()
-    return iter(entries)
+    return entries, end
 
 
 class RecordWriter:

@@ -6,7 +6,8 @@ In exactly-once mode the copy tasks committed positions and syncs in their trans
 Invariants:
 - a commit runs only after Spark finished every task of the micro-batch (it is the query's
   ``foreachBatch`` step, on the driver);
-- offset syncs are written before positions: data that counts as mirrored always has its
+- offset syncs (and their history, kept with a retention covering each synced topic) are
+  written before positions: data that counts as mirrored always has its
   syncs, so translation never lacks the mapping of a mirrored record;
 - positions move only to where the tasks report they copied (``next_offset - 1``), never to
   the planned ends, and only for partitions that moved;
@@ -17,7 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -31,6 +32,7 @@ from mm2py.metrics import Metrics
 from mm2py.policy import ReplicationPolicy, policy_for
 from mm2py.source.positions import PositionStore
 from mm2py.source.ranges import RangeResult
+from mm2py.source.sync_history import history_for, history_syncs
 from mm2py.source.sync_writer import OffsetSyncWriter
 from mm2py.types import TP
 
@@ -46,8 +48,12 @@ class PositionSaver(Protocol):
 
 
 class SyncSaver(Protocol):
-    def write(self, syncs: Iterable[OffsetSync]) -> int: ...
+    def write(self, syncs: Sequence[OffsetSync], history: Sequence[OffsetSync] = ()) -> int: ...
     def close(self) -> None: ...
+
+
+class HistoryKeeper(Protocol):
+    def cover(self, topics: Iterable[str]) -> None: ...
 
 
 class OffsetLister(Protocol):
@@ -69,8 +75,9 @@ class FlowCommitter:
 
     def __init__(self, flow: FlowConfig, policy: ReplicationPolicy, positions: PositionSaver | None,
                  syncs: SyncSaver | None, source: OffsetLister, target: Admin | None = None,
-                 metrics: Metrics | None = None):
+                 metrics: Metrics | None = None, history: HistoryKeeper | None = None):
         self.flow = flow
+        self.history = history
         self.policy = policy
         self.positions = positions
         self.syncs = syncs
@@ -78,6 +85,7 @@ class FlowCommitter:
         self.target = target
         self.metrics = metrics
         self.totals = FlowTotals()
+        self.last_sync: dict[TP, tuple[int, int]] = {}  # each partition's newest sync, for the history
         self._started = time.monotonic()
         self.max_outage_s = MAX_OUTAGE_SECONDS
         self.clock: Callable[[], float] = time.monotonic
@@ -89,8 +97,13 @@ class FlowCommitter:
         t0 = time.monotonic()
         positions = {(r.topic, r.partition): r.next_offset - 1 for r in results if r.next_offset > r.start}
         syncs = [OffsetSync(r.topic, r.partition, up, down) for r in results for up, down in r.syncs]
+        if self.history is not None and syncs:  # its retention covers every topic synced (in tasks too)
+            history = self.history
+            self._durably("offset-sync history", lambda: history.cover({s.topic for s in syncs}))
         if self.syncs is not None and syncs:
-            self._durably("offset syncs", lambda: self.syncs.write(syncs))  # type: ignore[union-attr]
+            history = history_syncs(results, self.last_sync) if self.history is not None else []
+            self._durably("offset syncs", lambda: self.syncs.write(syncs, history))  # type: ignore[union-attr]
+        self.last_sync.update({(r.topic, r.partition): r.syncs[-1] for r in results if r.syncs})
         if self.positions is not None:
             self._durably("positions", lambda: self.positions.save(positions))  # type: ignore[union-attr]
         self._report_trouble(results)
@@ -211,4 +224,5 @@ def committer_for(flow: FlowConfig, metrics: Metrics | None = None) -> FlowCommi
         Admin(flow.source, timeout_ms=timeout),
         Admin(flow.target, timeout_ms=timeout),
         metrics,
+        history_for(flow) if flow.emit_offset_syncs_enabled else None,
     )

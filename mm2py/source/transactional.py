@@ -49,6 +49,7 @@ from mm2py.kafka.transactions import Transaction
 from mm2py.kafka.wire import RawClient, to_kafka_error
 from mm2py.source.copier import ProducerState
 from mm2py.source.ranges import RangeResult
+from mm2py.source.sync_history import history_syncs
 from mm2py.types import TP
 
 # A test may make a task stop right after producing, before it commits (or right after it
@@ -81,11 +82,11 @@ class ExactlyOnce:
     source_alias: str
     target_alias: str
     positions_topic: str
-    # the offset syncs topic when it is on the target (written in the transaction), else None
-    target_syncs_topic: str | None = None
-    # the cluster and topic of the offset syncs when they are on the source, else None
+    # MM2's offset syncs topic and mm2py's history of it (None: no syncs); in the transaction when
+    # on the target, else on ``source_syncs`` (acknowledged before the commit)
+    syncs_topic: str | None = None
+    history_topic: str | None = None
     source_syncs: ClusterConfig | None = None
-    source_syncs_topic: str | None = None
     transaction_timeout_ms: int = 60000
     timeout_ms: int = 60000
 
@@ -132,14 +133,21 @@ class TaskTransaction:
         if not positions:  # acknowledged data moves a position, so none was written either
             self.txn.abort()
             return
-        syncs = [OffsetSync(r.topic, r.partition, up, down) for r in results for up, down in r.syncs]
         records: dict[str, list[tuple[bytes, bytes | None]]] = {
             self.spec.positions_topic: [(p.key_bytes(), p.value_bytes()) for p in positions]}
-        if self.spec.target_syncs_topic is not None:
-            records[self.spec.target_syncs_topic] = [(s.key_bytes(), s.value_bytes()) for s in syncs]
+        syncs: dict[str, list[tuple[bytes, bytes | None]]] = {}
+        if self.spec.syncs_topic is not None and self.spec.history_topic is not None:
+            syncs[self.spec.syncs_topic] = [
+                (s.key_bytes(), s.value_bytes()) for r in results for s in (
+                    OffsetSync(r.topic, r.partition, up, down) for up, down in r.syncs)]
+            syncs[self.spec.history_topic] = [(s.key_bytes(), s.value_bytes()) for s in history_syncs(results)]
+        if self.spec.source_syncs is None:  # on the target: in the transaction
+            records.update(syncs)
         self._produce(records)
-        if self.source_syncs is not None and self.spec.source_syncs_topic is not None and syncs:
-            self.source_syncs.write(self.spec.source_syncs_topic, ((s.key_bytes(), s.value_bytes()) for s in syncs))
+        if self.spec.source_syncs is not None and self.source_syncs is not None:
+            for topic, rows in syncs.items():
+                if rows:
+                    self.source_syncs.write(topic, rows)
         _hold(HOLD_BEFORE_COMMIT)
         self.txn.commit()
         _hold(HOLD_AFTER_COMMIT)

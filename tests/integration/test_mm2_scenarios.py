@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from mm2py.checkpoint.state import CheckpointLog, SyncLog, checkpoint_log_for, sync_log_for
 from mm2py.checkpoint.task import load_checkpoints, run_checkpoints
 from mm2py.client import translate_offsets
 from mm2py.config import load_text
 from mm2py.config.model import MirrorMakerConfig
-from mm2py.formats import Checkpoint
+from mm2py.formats import Checkpoint, OffsetSync
 from mm2py.kafka.admin import Admin
 from mm2py.ops.failover import apply_plan, plan_failover
 from mm2py.types import TP
@@ -435,3 +436,85 @@ def test_failover_exact_on_compacted_source_topic(spark, cluster_a, cluster_b, u
           f"{len(missed)} missed, {rereads} re-read")
     assert not missed, f"{len(missed)} records missed after failover, e.g. {sorted(missed)[:5]}"
     assert rereads == 0, f"{rereads} records re-read after failover"
+
+
+def produce_transactions(bootstrap: str, topic: str, transactions: int, per_transaction: int, start: int,
+                         txn_id: str) -> None:
+    """``transactions`` committed source transactions: each commit marker takes an offset, so every
+    transaction after the first starts a new linear run (a new offset sync)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
+                         "compression.type": "lz4", "log_level": 0})
+    producer.init_transactions(30)
+    for t in range(transactions):
+        producer.begin_transaction()
+        for i in range(start + t * per_transaction, start + (t + 1) * per_transaction):
+            producer.produce(topic, value=f"h-{i}".encode(), partition=0)
+        producer.commit_transaction(30)
+
+
+def history_reads(flow: Flow) -> tuple[SyncLog, CheckpointLog]:
+    return sync_log_for(flow.flow), checkpoint_log_for(flow.flow)
+
+
+def test_a_group_100000_behind_translates_exactly_after_the_syncs_topic_is_compacted(
+        spark, cluster_a, cluster_b, unique_name, tmp_path):
+    """Issue requirement: MM2's syncs topic compacted down to the newest sync per partition, a group
+    100,000 records behind still gets an exact checkpoint and fails over with nothing missed or
+    re-read (the history keeps every sync); a checkpoint pass then reads only what is new."""
+    topic, group = f"{unique_name}-h", f"{unique_name}-g"
+    flow = make_flow(cluster_a, cluster_b, tmp_path, {"topics": topic, "groups": f"{unique_name}.*"})
+    syncs_topic, history_topic = (f"mm2-offset-syncs.{flow.dst}.internal",
+                                  f"mm2-offset-syncs-history.{flow.dst}.internal")
+    create_topic(cluster_a.bootstrap, syncs_topic, 1, COMPACTED)  # MM2's syncs topic, cleaned fast
+    create_topic(cluster_a.bootstrap, topic, 1)
+    for run in range(4):  # 4 restarts of 5 transactions of 10,000 records: segments roll in between
+        produce_transactions(cluster_a.bootstrap, topic, 5, 10_000, run * 50_000, f"{unique_name}-tx")
+        flow.mirror(spark)
+    history = consume_all(cluster_a.bootstrap, history_topic)[0]
+    mine = [r for r in history if OffsetSync.from_record(r.key, r.value).topic == topic]
+    assert len(mine) >= 20, f"expected a sync per linear run in the history, got {len(mine)}"
+
+    def survivors() -> int:
+        records = consume_all(cluster_a.bootstrap, syncs_topic)[0]
+        return sum(OffsetSync.from_record(r.key, r.value).topic == topic for r in records)
+    time.sleep(0.2)  # past segment.ms: a record of another partition rolls the segment holding ours
+    other = OffsetSync(f"{topic}-other", 0, 0, 0)
+    produce(cluster_a.bootstrap, syncs_topic, [(other.key_bytes(), other.value_bytes(), None, None)])
+    wait_until(lambda: survivors() == 1, 120, interval=2,
+               message=f"log cleaner compacting {syncs_topic} to the newest sync of the partition")
+
+    source = consume_all(cluster_a.bootstrap, topic, isolation="read_committed")[0]
+    assert len(source) == 200_000
+    behind = source[-100_001]  # the group's next record: 100,000 records after it
+    commit_offsets(cluster_a.bootstrap, group, {(topic, 0): behind.offset})
+    target = consume_all(cluster_b.bootstrap, flow.remote(topic), isolation="read_committed")[0]
+    where = next(r.offset for r in target if r.value == behind.value)
+    assert where != behind.offset, "markers make source and target offsets differ (else this proves nothing)"
+
+    syncs, checkpoints = history_reads(flow)
+    first = run_checkpoints(flow.flow, [group], False, syncs, checkpoints)
+    assert [(c.upstream_offset, c.downstream_offset) for c in first.emitted] == [(behind.offset, where)]
+
+    plan = plan_failover(flow.config, group, flow.src, flow.dst)
+    assert plan.offsets[(flow.remote(topic), 0)] == where
+    apply_plan(flow.config, plan)
+    rest = consume(cluster_b.bootstrap, group, [flow.remote(topic)])
+    read = [r.value for r in source if r.offset < behind.offset] + [r.value for r in rest]
+    assert len(read) == len(set(read)), f"{len(read) - len(set(read))} records re-read"
+    assert set(read) == {r.value for r in source}, f"{len(source) - len(set(read))} records missed"
+
+    # the history grows; a pass kept from the last reads only what was appended since
+    ends = {t: end_offsets(cluster, t)[0] for cluster, t in ((cluster_a.bootstrap, history_topic),
+                                                            (cluster_a.bootstrap, syncs_topic))}
+    produce_transactions(cluster_a.bootstrap, topic, 5, 10_000, 200_000, f"{unique_name}-tx")
+    flow.mirror(spark)
+    grown = sum(end_offsets(cluster_a.bootstrap, t)[0] - ends[t] for t in ends)
+    second = run_checkpoints(flow.flow, [group], False, syncs, checkpoints)
+    third = run_checkpoints(flow.flow, [group], False, syncs, checkpoints)
+    whole = run_checkpoints(flow.flow, [group], False)  # what a pass without kept state reads
+    print(f"compacted syncs: {len(mine)} syncs in the history, {survivors()} left in {syncs_topic}; "
+          f"checkpoint pass reads: first {first.records_read}, after {grown} new syncs {second.records_read}, "
+          f"then {third.records_read}; a fresh pass {whole.records_read}")
+    assert 0 < second.records_read <= grown + 1  # new syncs (both topics), and at most the pass's checkpoint
+    assert third.records_read == 0
+    assert whole.records_read > first.records_read > second.records_read

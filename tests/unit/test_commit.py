@@ -12,6 +12,7 @@ from mm2py.formats import OffsetSync
 from mm2py.policy import policy_for
 from mm2py.source.commit import FlowCommitter
 from mm2py.source.ranges import RangeResult
+from mm2py.source.sync_history import run_starts
 from mm2py.types import TP
 
 FLOW = load_text("clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
@@ -23,16 +24,18 @@ class Journal:
 
     def __init__(self, fail_syncs: bool = False):
         self.events: list[tuple[str, object]] = []
+        self.history: list[list[tuple[str, int, int, int]]] = []
         self.fail_syncs = fail_syncs
 
     def save(self, positions: Mapping[TP, int]) -> None:
         self.events.append(("positions", dict(positions)))
 
-    def write(self, syncs: Iterable[OffsetSync]) -> int:
+    def write(self, syncs: Iterable[OffsetSync], history: Iterable[OffsetSync] = ()) -> int:
         if self.fail_syncs:
             raise KafkaError("syncs topic unreachable", cluster="A", retriable=True)
         syncs = list(syncs)
         self.events.append(("syncs", [(s.topic, s.partition, s.upstream_offset, s.downstream_offset) for s in syncs]))
+        self.history.append([(s.topic, s.partition, s.upstream_offset, s.downstream_offset) for s in history])
         return len(syncs)
 
     def list_offsets(self, tps: list[TP], spec: str) -> dict[TP, int]:
@@ -155,3 +158,41 @@ def test_an_exactly_once_task_that_moved_nothing_aborts_its_empty_transaction():
     stalled = RangeResult("t", 0, 100, 200, 100, stall_offset=100, stall_bytes=2 << 20, stall_reason="too large")
     task.commit([stalled])
     assert task.txn.calls == ["abort"]
+
+
+def test_the_history_covers_every_synced_topic_before_the_syncs_are_written() -> None:
+    journal = Journal()
+
+    class History:
+        def cover(self, topics: Iterable[str]) -> None:
+            journal.events.append(("history", sorted(topics)))
+
+    FlowCommitter(FLOW, policy_for(FLOW), journal, journal, journal, history=History()).commit([
+        RangeResult("t", 0, 0, 5, 5, records=5, syncs=((0, 0), (5, 5))),
+        RangeResult("u", 0, 0, 5, 5, records=5, syncs=((0, 0), (5, 5)))], batch_id=1)
+    assert [kind for kind, _ in journal.events] == ["history", "syncs", "positions"]
+    assert journal.events[0][1] == ["t", "u"]
+
+
+def test_the_history_gets_run_starts_only_across_micro_batches() -> None:
+    journal = Journal()
+
+    class History:
+        def cover(self, topics: Iterable[str]) -> None:
+            pass
+
+    c = FlowCommitter(FLOW, policy_for(FLOW), journal, journal, journal, history=History())
+    c.commit([RangeResult("t", 0, 0, 300, 300, records=300, syncs=((0, 7), (100, 107), (300, 307)))], batch_id=1)
+    # the next range continues the run, then a compacted gap (300..350) starts another
+    c.commit([RangeResult("t", 0, 300, 500, 500, records=150, syncs=((300, 307), (350, 307), (500, 457)))],
+             batch_id=2)
+    assert journal.history == [[("t", 0, 0, 7)], [("t", 0, 350, 307)]]
+    assert journal.events[2][1] == [("t", 0, 300, 307), ("t", 0, 350, 307), ("t", 0, 500, 457)]  # MM2's: all
+
+
+def test_run_starts_keep_breaks_and_recopies_and_drop_points_on_the_line() -> None:
+    assert run_starts([(0, 0), (100, 100), (200, 200)]) == [(0, 0)]
+    assert run_starts([(0, 0), (100, 100), (150, 100), (200, 150)]) == [(0, 0), (150, 100)]
+    assert run_starts([(250, 250), (300, 300)], before=(0, 0)) == []
+    assert run_starts([(250, 251)], before=(0, 0)) == [(250, 251)]  # a marker on the target
+    assert run_starts([(100, 400)], before=(300, 300)) == [(100, 400)]  # a re-copy from an earlier position

@@ -1,0 +1,148 @@
+"""The offset-sync history: the syncs translation needs, kept where compaction cannot erase them.
+
+MM2's syncs topic is compacted by (topic, partition), so once the log cleaner has run only the
+newest sync of each partition survives there, and a group committed behind it could no longer
+be translated. mm2py also writes, in the same step, ``mm2-offset-syncs-history.{alias}.internal``
+next to it: a one-partition topic with ``cleanup.policy = delete`` holding every sync that
+starts a linear run (``history_syncs``). Between two run starts the mapping is linear, so the
+syncs dropped from the history (MM2's ``offset.lag.max`` syncs, a range's end, a range's start
+that continues the run before it) change no translation; the newest sync of each partition,
+which ends the last run, is what compaction keeps in MM2's topic.
+
+Invariants:
+- history records reach the cluster in the same write as the syncs topic's, before positions
+  move (or in the same transaction): the history holds every run start of data that counts as
+  mirrored;
+- the history's ``retention.ms`` is at least the longest ``retention.ms`` of the source topics
+  whose syncs it holds, ``-1`` once one of them keeps records forever (``retention.ms = -1``
+  or compacted): a sync is written after the record it maps, so it outlives that record on the
+  source, and every committed offset whose record still exists translates;
+- retention is only ever raised, never lowered, by mm2py, and is never below Kafka's default
+  ``log.retention.ms`` (7 days).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
+
+import structlog
+
+from mm2py.config.model import FlowConfig
+from mm2py.formats import OffsetSync
+from mm2py.kafka.admin import Admin
+from mm2py.kafka.resources import TopicConfigEntry
+from mm2py.policy import offset_syncs_history_location
+from mm2py.source.ranges import RangeResult
+from mm2py.types import TP
+
+log = structlog.get_logger(__name__)
+
+FOREVER = -1
+# The least the history keeps: Kafka's default log.retention.ms (7 days).
+FLOOR_MS = 7 * 24 * 3600 * 1000
+
+
+class TopicAdmin(Protocol):
+    def topics(self) -> set[str]: ...
+    def broker_count(self) -> int: ...
+    def create_topic(self, name: str, partitions: int, replication_factor: int,
+                     config: Mapping[str, str] | None = None) -> bool: ...
+    def topic_configs(self, topics: Iterable[str]) -> dict[str, list[TopicConfigEntry]]: ...
+    def alter_topic_configs(self, changes: Mapping[str, Mapping[str, str | None]]) -> None: ...
+
+
+def _value(entries: list[TopicConfigEntry], name: str) -> str | None:
+    return next((e.value for e in entries if e.name == name), None)
+
+
+def retention_needed(configs: Mapping[str, list[TopicConfigEntry]]) -> int:
+    """The retention the history needs for syncs of these source topics (ms, -1 = forever).
+
+    Never less than ``FLOOR_MS``.
+    """
+    longest = FLOOR_MS
+    for entries in configs.values():
+        if "compact" in (_value(entries, "cleanup.policy") or ""):
+            return FOREVER
+        retention = int(_value(entries, "retention.ms") or FOREVER)
+        if retention < 0:
+            return FOREVER
+        longest = max(longest, retention)
+    return longest
+
+
+def run_starts(pairs: Sequence[tuple[int, int]], before: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+    """The (upstream, downstream) syncs of one range that start a linear run, in order.
+
+    A sync on the line of the run start kept before it (``before``: the partition's last sync
+    known from an earlier range) continues that run; the first sync of a range with no
+    ``before`` is kept.
+    """
+    out: list[tuple[int, int]] = []
+    last = before
+    for up, down in pairs:
+        if last is None or down - last[1] != up - last[0] or up < last[0]:
+            out.append((up, down))
+            last = (up, down)
+    return out
+
+
+def history_syncs(results: Iterable[RangeResult],
+                  last: Mapping[TP, tuple[int, int]] | None = None) -> list[OffsetSync]:
+    """The syncs of ``results`` that go to the history (``last``: each partition's last sync seen)."""
+    out = []
+    for r in results:
+        before = last.get((r.topic, r.partition)) if last is not None else None
+        out += [OffsetSync(r.topic, r.partition, up, down) for up, down in run_starts(r.syncs, before)]
+    return out
+
+
+def longer(a: int, b: int) -> int:
+    """The longer of two retentions (-1 = forever)."""
+    return FOREVER if FOREVER in (a, b) else max(a, b)
+
+
+class SyncHistory:
+    """Keeps the history topic present, with a retention covering every source topic seen.
+
+    ``source`` describes the source topics, ``syncs`` is the cluster holding the syncs. The
+    constructor does no I/O; ``cover(topics)`` creates the topic or raises its retention when
+    topics not seen before need longer.
+    """
+
+    def __init__(self, source: TopicAdmin, syncs: TopicAdmin, topic: str, replication_factor: int):
+        self.source, self.syncs, self.topic, self.replication_factor = source, syncs, topic, replication_factor
+        self.seen: set[str] = set()
+        self.retention_ms: int | None = None  # what the topic has, once known
+
+    def cover(self, topics: Iterable[str]) -> None:
+        """Make sure the topic exists and keeps syncs of ``topics`` as long as their records live."""
+        new = set(topics) - self.seen
+        if self.retention_ms is not None and not new:
+            return
+        needed = retention_needed(self.source.topic_configs(new))
+        if self.retention_ms is None:
+            self.retention_ms = self._ensure(needed)
+        if longer(self.retention_ms, needed) != self.retention_ms:
+            self.syncs.alter_topic_configs({self.topic: {"retention.ms": str(needed)}})
+            log.info("offset-sync history retention raised", topic=self.topic, retention_ms=needed)
+            self.retention_ms = needed
+        self.seen |= new
+
+    def _ensure(self, needed: int) -> int:
+        """Create the topic with ``needed``, or return the retention it already has."""
+        if self.topic not in self.syncs.topics():
+            rf = min(self.replication_factor, self.syncs.broker_count())
+            if self.syncs.create_topic(self.topic, 1, rf, {"cleanup.policy": "delete", "retention.ms": str(needed)}):
+                return needed
+        entries = self.syncs.topic_configs([self.topic]).get(self.topic, [])
+        return int(_value(entries, "retention.ms") or FOREVER)
+
+
+def history_for(flow: FlowConfig) -> SyncHistory:
+    """The history keeper of ``flow``, over its real clusters."""
+    cluster, topic = offset_syncs_history_location(flow)
+    return SyncHistory(Admin(flow.source, timeout_ms=flow.admin_timeout_ms),
+                       Admin(cluster, timeout_ms=flow.admin_timeout_ms), topic,
+                       flow.offset_syncs_topic_replication_factor)

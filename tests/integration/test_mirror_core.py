@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
@@ -178,3 +180,74 @@ def test_runs_on_spark_standalone_with_two_workers(cluster_a, cluster_b, unique_
     # the tasks ran in the workers' executors, not in a local driver
     executor_logs = list((tmp_path / "spark").glob("worker-*/app-*/*/stderr"))
     assert executor_logs, "no executor ran on the standalone workers"
+
+
+def test_two_flows_on_standalone_spark_lose_nothing_when_a_worker_is_killed(cluster_a, cluster_b, unique_name,
+                                                                            tmp_path):
+    """Every connector of A->B and B->A runs continuously on a standalone master with two one-core
+    workers; one worker (and its executor) is SIGKILLed mid-stream. Spark runs the failed tasks
+    again on the other; the flows go on, and every acknowledged record is on the other side in
+    source order per partition."""
+    import json
+    import os
+    import signal
+
+    from mm2py.dev.spark import start_standalone
+    from mm2py.formats import Checkpoint, Heartbeat
+    from tests.integration.test_broker_faults import all_there, mirrored_in_order
+    from tests.kafkautil import Stream, commit_offsets
+
+    ab, ba = f"{unique_name}-ab", f"{unique_name}-ba"
+    create_topic(cluster_a.bootstrap, ab, 4)
+    create_topic(cluster_b.bootstrap, ba, 4)
+    keys = {"trigger.interval.ms": "500", "emit.checkpoints.interval.seconds": "5",
+            "emit.heartbeats.interval.seconds": "2", "tasks.max": "2"}
+    config = tmp_path / "mm2.properties"
+    config.write_text(properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
+                                 {"A->B": {"topics": ab, **keys}, "B->A": {"topics": ba, **keys}}))
+    spark = start_standalone(tmp_path / "spark")
+    streams = [Stream(cluster_a.bootstrap, ab, 4, 1000).start(), Stream(cluster_b.bootstrap, ba, 4, 1000).start()]
+    group = f"{unique_name}-g"
+    commit_offsets(cluster_a.bootstrap, group, {(ab, p): 0 for p in range(4)})
+    rep = Replicator(config, tmp_path / "replicator.log", "--spark-master", spark.master_url).start()
+    try:
+        wait_for(lambda: sum(end_offsets(cluster_b.bootstrap, f"A.{ab}").values()) > 5000
+                 if f"A.{ab}" in list_topics(cluster_b.bootstrap) else False, 240, "A->B mirroring", rep)
+        wait_for(lambda: rep.tail(400).count("micro-batch mirrored") >= 10, 120, "both flows committing", rep)
+        executor_logs = list((tmp_path / "spark").glob("worker-1/app-*/*/stderr"))
+        assert executor_logs, "worker 1 ran no executor: killing it would prove nothing"
+        os.killpg(spark.procs[2].pid, signal.SIGKILL)  # worker 1 and its executor
+        killed_at, killed_wall = len((tmp_path / "replicator.log").read_text()), time.time()
+        time.sleep(20)  # streaming on, with one executor
+        for stream in streams:
+            stream.stop()
+        acked = [stream.snapshot() for stream in streams]
+        wait_for(lambda: all_there(cluster_b.bootstrap, f"A.{ab}", acked[0])
+                 and all_there(cluster_a.bootstrap, f"B.{ba}", acked[1]), 300, "both flows caught up", rep)
+        after = (tmp_path / "replicator.log").read_text()[killed_at:]
+        assert "Telling app of lost worker" in (tmp_path / "spark" / "master.log").read_text()
+        assert rep.proc is not None and rep.proc.poll() is None, rep.tail()
+    finally:
+        for stream in streams:
+            stream.stop()
+        rc = rep.stop()
+        spark.stop()
+    assert rc == 0, rep.tail()
+    for bootstrap, remote, sent in ((cluster_b.bootstrap, f"A.{ab}", acked[0]), (cluster_a.bootstrap, f"B.{ba}",
+                                                                               acked[1])):
+        missing, duplicates = mirrored_in_order(bootstrap, remote, sent)
+        assert missing == 0 and sum(map(len, sent.values())) > 20_000
+        print(f"{remote}: {sum(map(len, sent.values()))} records, {duplicates} duplicates after the worker kill")
+    events = [json.loads(line) for line in after.splitlines() if line.startswith("{")]
+    for flow in ("A->B", "B->A"):
+        assert any(e.get("event") == "micro-batch mirrored" and e.get("flow") == flow and e.get("records", 0) > 0
+                   for e in events), f"{flow} made no progress after the kill"
+    # the checkpoint and heartbeat connectors kept going too
+    checkpoints = [Checkpoint.from_record(r.key, r.value)
+                   for r in consume_all(cluster_b.bootstrap, "A.checkpoints.internal")[0]]
+    assert {(c.topic, c.partition) for c in checkpoints if c.consumer_group_id == group} == {
+        (f"A.{ab}", p) for p in range(4)}
+    for cluster, src, dst in ((cluster_b, "A", "B"), (cluster_a, "B", "A")):
+        beats = [Heartbeat.from_record(r.key, r.value) for r in consume_all(cluster.bootstrap, "heartbeats")[0]]
+        newest = max(h.timestamp for h in beats if (h.source_cluster_alias, h.target_cluster_alias) == (src, dst))
+        assert newest / 1000 > killed_wall + 10, f"no heartbeat {src}->{dst} after the kill"

@@ -49,7 +49,7 @@ demo: $(VENV_STAMP) $(JARS_STAMP)
 	$(PY) -m mm2py.dev.demo
 
 test: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) prometheus
-	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+	$(PY) -m tests.lanes $(PYTEST_ARGS)
 
 unit: $(VENV_STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/unit

@@ -22,7 +22,7 @@ from tests.conftest import PORT_OFFSET, own_cluster
 from tests.integration.mirror_helpers import REPO, Replicator, properties, wait_for
 from tests.kafkautil import Stream, compare, create_topic
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
 
 PORTS = {"fault-a": 31092 + PORT_OFFSET, "fault-b": 31192 + PORT_OFFSET}
 METRICS_PORT = 31292 + PORT_OFFSET

@@ -36,7 +36,7 @@ from tests.integration.mirror_helpers import REPO, Replicator, properties, wait_
 from tests.integration.test_failover import consume
 from tests.kafkautil import consume_all, create_topic, end_offsets, list_topics
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
 
 PORTS = {"eos-a": 32292 + PORT_OFFSET, "eos-b": 32392 + PORT_OFFSET}
 PARTITIONS = 4

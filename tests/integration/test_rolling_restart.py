@@ -22,7 +22,7 @@ from bench import rolling_restart as rolling
 from tests.conftest import PORT_OFFSET
 from tests.integration.test_broker_faults import mirrored_in_order
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
 
 
 @pytest.fixture(scope="module")

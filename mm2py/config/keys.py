@@ -158,6 +158,9 @@ FLOW_KEYS: tuple[Key, ...] = (
     _flow("sync.group.offsets.enabled", Kind.BOOL, "Commit translated offsets to idle groups on the target."),
     _flow("sync.group.offsets.interval.seconds", Kind.FLOAT, "Group offset sync period.", minimum=0),
     _flow("emit.offset-syncs.enabled", Kind.BOOL, "Write offset syncs (KIP-1031)."),
+    _flow("offset-syncs.history.enabled", Kind.BOOL, "Also keep the syncs that start a linear run in "
+          "mm2-offset-syncs-history.{alias}.internal beside the syncs topic, so groups far behind translate "
+          "after the syncs topic is compacted; off (with a WARNING) when the principal may not create it."),
     _flow("offset.lag.max", Kind.INT, "MM2's sync spacing; mm2py syncs exactly and keeps it for compatibility.",
           minimum=0),
     _flow("heartbeats.replication.enabled", Kind.BOOL, "Mirror heartbeats topics even if topics does not match."),

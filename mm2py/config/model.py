@@ -124,6 +124,7 @@ class FlowConfig:
     sync_group_offsets_enabled: bool = False
     sync_group_offsets_interval_seconds: float = 60.0
     emit_offset_syncs_enabled: bool = True
+    offset_syncs_history_enabled: bool = True  # mm2py.source.sync_history
     offset_lag_max: int = 100
     heartbeats_replication_enabled: bool = True
     admin_timeout_ms: int = 60000

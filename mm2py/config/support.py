@@ -52,6 +52,7 @@ SUPPORT: dict[str, Support] = {
     "emit.checkpoints.enabled": H, "emit.checkpoints.interval.seconds": H,
     "sync.group.offsets.enabled": H, "sync.group.offsets.interval.seconds": H,
     "emit.offset-syncs.enabled": H,
+    "offset-syncs.history.enabled": X,
     "offset.lag.max": Support(Status.DIFFERENT, "syncs are written wherever the offset mapping breaks (exact "
                               "translation) and also every offset.lag.max offsets, for MM2's own tools"),
     "heartbeats.replication.enabled": H,

@@ -34,6 +34,7 @@ from mm2py.schemas.check import check_schemas
 from mm2py.source.commit import committer_for
 from mm2py.source.exactly_once import fence
 from mm2py.source.exactly_once import prepare as prepare_exactly_once
+from mm2py.source.sync_history import prepare_history
 from mm2py.topology import check_topology, loop_guard
 
 log = structlog.get_logger(__name__)
@@ -201,7 +202,7 @@ class Engine:
 
         by_name: dict[str, RunningFlow] = {}
         for flow in flows:
-            flow = prepare_exactly_once(flow, self._tasks(flow))
+            flow = prepare_exactly_once(prepare_history(flow), self._tasks(flow))
             sink = FlowSink(committer_for(flow, self.metrics))
             running = RunningFlow(flow, sink)
             running.connectors.append(self._connector(flow, MirrorSourceDataSource, "source", sink,

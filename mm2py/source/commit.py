@@ -224,5 +224,5 @@ def committer_for(flow: FlowConfig, metrics: Metrics | None = None) -> FlowCommi
         Admin(flow.source, timeout_ms=timeout),
         Admin(flow.target, timeout_ms=timeout),
         metrics,
-        history_for(flow) if flow.emit_offset_syncs_enabled else None,
+        history_for(flow) if flow.emit_offset_syncs_enabled and flow.offset_syncs_history_enabled else None,
     )

@@ -37,7 +37,6 @@ from mm2py.kafka.transactions import (
 from mm2py.kafka.wire import RawClient
 from mm2py.policy import offset_syncs_history_location, offset_syncs_location
 from mm2py.source.positions import PositionStore, offsets_topic
-from mm2py.source.sync_history import history_for
 from mm2py.source.transactional import ExactlyOnce, transactional_id, transactional_prefix
 
 log = structlog.get_logger(__name__)
@@ -58,7 +57,7 @@ def spec_for(flow: FlowConfig) -> ExactlyOnce | None:
         source_alias=flow.source.alias, target_alias=flow.target.alias,
         positions_topic=offsets_topic(flow.source.alias),
         syncs_topic=topic if syncs else None,
-        history_topic=offset_syncs_history_location(flow)[1] if syncs else None,
+        history_topic=offset_syncs_history_location(flow)[1] if syncs and flow.offset_syncs_history_enabled else None,
         source_syncs=cluster if syncs and not on_target else None,
         timeout_ms=flow.admin_timeout_ms,
     )
@@ -105,7 +104,6 @@ def _prepare(flow: FlowConfig, tasks: int) -> None:
             cluster, topic = offset_syncs_location(flow)
             ensure_compacted_topic(Admin(cluster, timeout_ms=timeout), topic,
                                    flow.offset_syncs_topic_replication_factor)
-            history_for(flow).cover(())
         ids = {transactional_id(flow.source.alias, flow.target.alias, i) for i in range(tasks)}
         principal = principal_of(flow.target.producer)
         # listing needs DESCRIBE on the ids; fencing below names a missing ACL precisely

@@ -24,11 +24,13 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 import structlog
 
 from mm2py.config.model import FlowConfig
+from mm2py.errors import AuthorizationError, KafkaError
 from mm2py.formats import OffsetSync
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.resources import TopicConfigEntry
@@ -138,6 +140,26 @@ class SyncHistory:
                 return needed
         entries = self.syncs.topic_configs([self.topic]).get(self.topic, [])
         return int(_value(entries, "retention.ms") or FOREVER)
+
+
+def prepare_history(flow: FlowConfig) -> FlowConfig:
+    """``flow`` with its history topic present, or with the history off when the principal may not have it.
+
+    A missing ACL turns the history off with one WARNING naming the ACL (MM2's own ACLs cover only
+    its syncs topic); other errors are left to the writes, which wait out outages.
+    """
+    if not (flow.emit_offset_syncs_enabled and flow.offset_syncs_history_enabled):
+        return flow
+    try:
+        history_for(flow).cover(())
+    except AuthorizationError as e:
+        log.warning("offset-sync history off: groups behind the newest sync of a partition stop translating "
+                    "once the syncs topic is compacted; add the ACL, or set offset-syncs.history.enabled = false "
+                    "to silence this", flow=flow.name, error=str(e))
+        return replace(flow, offset_syncs_history_enabled=False)
+    except KafkaError:
+        pass  # an outage: the committer creates the topic once the cluster answers
+    return flow
 
 
 def history_for(flow: FlowConfig) -> SyncHistory:

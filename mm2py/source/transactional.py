@@ -136,10 +136,11 @@ class TaskTransaction:
         records: dict[str, list[tuple[bytes, bytes | None]]] = {
             self.spec.positions_topic: [(p.key_bytes(), p.value_bytes()) for p in positions]}
         syncs: dict[str, list[tuple[bytes, bytes | None]]] = {}
-        if self.spec.syncs_topic is not None and self.spec.history_topic is not None:
+        if self.spec.syncs_topic is not None:
             syncs[self.spec.syncs_topic] = [
                 (s.key_bytes(), s.value_bytes()) for r in results for s in (
                     OffsetSync(r.topic, r.partition, up, down) for up, down in r.syncs)]
+        if self.spec.history_topic is not None:
             syncs[self.spec.history_topic] = [(s.key_bytes(), s.value_bytes()) for s in history_syncs(results)]
         if self.spec.source_syncs is None:  # on the target: in the transaction
             records.update(syncs)

@@ -16,6 +16,8 @@ class TreeSample:
     samples: int = 0
     # CPU seconds by kind of process (the JVM, Spark's Python daemon and workers, ...): where it goes
     cpu_by_kind: dict[str, float] = field(default_factory=dict)
+    # the largest RSS (bytes) seen of each kind's processes together
+    peak_rss_by_kind: dict[str, int] = field(default_factory=dict)
 
 
 class TreeSampler:
@@ -55,6 +57,7 @@ class TreeSampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             rss = 0
+            by_kind: dict[str, int] = {}
             for proc in self._procs():
                 try:
                     with proc.oneshot():
@@ -63,10 +66,14 @@ class TreeSampler:
                         self._cpu[proc.pid] = t.user + t.system
                         if proc.pid not in self._kind:
                             self._kind[proc.pid] = process_kind(proc.cmdline())
-                        rss += proc.memory_info().rss
+                        used = proc.memory_info().rss
+                        rss += used
+                        by_kind[self._kind[proc.pid]] = by_kind.get(self._kind[proc.pid], 0) + used
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
             self.result.peak_rss = max(self.result.peak_rss, rss)
+            for kind, used in by_kind.items():
+                self.result.peak_rss_by_kind[kind] = max(self.result.peak_rss_by_kind.get(kind, 0), used)
             self.result.samples += 1
             self._stop.wait(self.interval)
 

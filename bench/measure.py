@@ -64,7 +64,8 @@ class TreeSampler:
                         t = proc.cpu_times()
                         # own time only: reaped children would otherwise count twice
                         self._cpu[proc.pid] = t.user + t.system
-                        if proc.pid not in self._kind:
+                        # a launcher script execs its program under the same pid: name it again
+                        if self._kind.get(proc.pid, "sh") in ("sh", "bash"):
                             self._kind[proc.pid] = process_kind(proc.cmdline())
                         used = proc.memory_info().rss
                         rss += used

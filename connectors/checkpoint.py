@@ -59,20 +59,12 @@ class CheckpointReader(TickingReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         # in the task: the query's planner never needs these
-        from mm2py.checkpoint.state import checkpoint_log_for, sync_log_for
+        from mm2py.checkpoint.state import kept_logs
         from mm2py.checkpoint.task import run_checkpoints
-        from mm2py.policy import offset_syncs_history_location, offset_syncs_location, policy_for
-        from mm2py.worker import kept_state
 
         assert isinstance(partition, CheckpointPass)
-        flow = self.flow
-        syncs_at, history_at = offset_syncs_location(flow), offset_syncs_history_location(flow)
-        syncs = kept_state(("syncs", syncs_at[0].bootstrap_servers, syncs_at[1], history_at[1]),
-                           lambda: sync_log_for(flow))
-        checkpoints = kept_state(("checkpoints", flow.target.bootstrap_servers,
-                                  policy_for(flow).checkpoints_topic(flow.source.alias)),
-                                 lambda: checkpoint_log_for(flow))
-        report = run_checkpoints(flow, partition.groups, partition.sync_offsets, syncs, checkpoints)
+        syncs, checkpoints = kept_logs(self.flow)
+        report = run_checkpoints(self.flow, partition.groups, partition.sync_offsets, syncs, checkpoints)
         synced = set(report.synced_groups)
         for cp in report.emitted:
             yield (cp.consumer_group_id, cp.topic, cp.partition, cp.upstream_offset, cp.downstream_offset,

@@ -24,6 +24,7 @@ from mm2py.errors import FormatError
 from mm2py.formats import Checkpoint, OffsetSync
 from mm2py.kafka.compacted import Entry, TopicTail
 from mm2py.policy import offset_syncs_history_location, offset_syncs_location, policy_for
+from mm2py.worker import kept_state
 
 log = structlog.get_logger(__name__)
 
@@ -70,6 +71,16 @@ def sync_log_for(flow: FlowConfig) -> SyncLog:
     timeout = flow.admin_timeout_ms / 1000
     return SyncLog(TopicTail(*offset_syncs_history_location(flow), timeout),
                    TopicTail(*offset_syncs_location(flow), timeout))
+
+
+def kept_logs(flow: FlowConfig) -> tuple[SyncLog, CheckpointLog]:
+    """The flow's sync and checkpoint logs kept in this Python worker, keyed by the topics they read."""
+    syncs_at, history_at = offset_syncs_location(flow), offset_syncs_history_location(flow)
+    checkpoints_topic = policy_for(flow).checkpoints_topic(flow.source.alias)
+    return (kept_state(("syncs", syncs_at[0].bootstrap_servers, syncs_at[1], history_at[1]),
+                       lambda: sync_log_for(flow)),
+            kept_state(("checkpoints", flow.target.bootstrap_servers, checkpoints_topic),
+                       lambda: checkpoint_log_for(flow)))
 
 
 class CheckpointLog:

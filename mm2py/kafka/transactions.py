@@ -154,7 +154,7 @@ class Transaction:
             found = response.coordinators[0]
             if found.error_code == 0:
                 self._coordinator = found.node_id
-                if self.client._net.cluster.broker_metadata(found.node_id) is None:
+                if not self.client.knows_broker(found.node_id):
                     self.client.leaders(())  # learn the address of a broker not seen yet
                 return found.node_id
             if found.error_code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED:

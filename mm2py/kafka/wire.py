@@ -190,6 +190,10 @@ class RawClient:
 
     # -- metadata ---------------------------------------------------------------------
 
+    def knows_broker(self, node_id: int) -> bool:
+        """Whether the address of broker ``node_id`` is known (from metadata seen so far)."""
+        return self._net.cluster.broker_metadata(node_id) is not None
+
     def leaders(self, topics: Iterable[str]) -> dict[TP, int]:
         """Current leader broker of every partition of ``topics``."""
         names = sorted(set(topics))

@@ -32,7 +32,7 @@ from mm2py.metrics import Metrics
 from mm2py.policy import ReplicationPolicy, policy_for
 from mm2py.source.positions import PositionStore
 from mm2py.source.ranges import RangeResult
-from mm2py.source.sync_history import history_for, history_syncs
+from mm2py.source.sync_history import all_syncs, history_for, history_syncs
 from mm2py.source.sync_writer import OffsetSyncWriter
 from mm2py.types import TP
 
@@ -96,7 +96,7 @@ class FlowCommitter:
             return
         t0 = time.monotonic()
         positions = {(r.topic, r.partition): r.next_offset - 1 for r in results if r.next_offset > r.start}
-        syncs = [OffsetSync(r.topic, r.partition, up, down) for r in results for up, down in r.syncs]
+        syncs = all_syncs(results)
         if self.history is not None and syncs:  # its retention covers every topic synced (in tasks too)
             history = self.history
             self._durably("offset-sync history", lambda: history.cover({s.topic for s in syncs}))

@@ -90,6 +90,11 @@ def run_starts(pairs: Sequence[tuple[int, int]], before: tuple[int, int] | None 
     return out
 
 
+def all_syncs(results: Iterable[RangeResult]) -> list[OffsetSync]:
+    """Every sync of ``results``, in order: what MM2's syncs topic gets."""
+    return [OffsetSync(r.topic, r.partition, up, down) for r in results for up, down in r.syncs]
+
+
 def history_syncs(results: Iterable[RangeResult],
                   last: Mapping[TP, tuple[int, int]] | None = None) -> list[OffsetSync]:
     """The syncs of ``results`` that go to the history (``last``: each partition's last sync seen)."""

@@ -43,13 +43,13 @@ from kafka.partitioner.default import murmur2
 
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError
-from mm2py.formats import OffsetSync, SourceOffset
+from mm2py.formats import SourceOffset
 from mm2py.kafka import batches as rb
 from mm2py.kafka.transactions import Transaction
 from mm2py.kafka.wire import RawClient, to_kafka_error
 from mm2py.source.copier import ProducerState
 from mm2py.source.ranges import RangeResult
-from mm2py.source.sync_history import history_syncs
+from mm2py.source.sync_history import all_syncs, history_syncs
 from mm2py.types import TP
 
 # A test may make a task stop right after producing, before it commits (or right after it
@@ -137,9 +137,7 @@ class TaskTransaction:
             self.spec.positions_topic: [(p.key_bytes(), p.value_bytes()) for p in positions]}
         syncs: dict[str, list[tuple[bytes, bytes | None]]] = {}
         if self.spec.syncs_topic is not None:
-            syncs[self.spec.syncs_topic] = [
-                (s.key_bytes(), s.value_bytes()) for r in results for s in (
-                    OffsetSync(r.topic, r.partition, up, down) for up, down in r.syncs)]
+            syncs[self.spec.syncs_topic] = [(s.key_bytes(), s.value_bytes()) for s in all_syncs(results)]
         if self.spec.history_topic is not None:
             syncs[self.spec.history_topic] = [(s.key_bytes(), s.value_bytes()) for s in history_syncs(results)]
         if self.spec.source_syncs is None:  # on the target: in the transaction

@@ -38,8 +38,10 @@ def test_settle_does_not_refreeze_for_a_few_new_objects(thawed):
     frozen = gc.get_freeze_count()
     kept = [Node() for _ in range(10)]
     worker.settle()
-    assert gc.get_freeze_count() == frozen
-    assert kept
+    # frozen objects may die (the count then drops); none may be added
+    assert gc.get_freeze_count() <= frozen
+    tracked = {id(o) for o in gc.get_objects()}
+    assert all(id(node) in tracked for node in kept), "the new objects stay visible to collections"
 
 
 def test_thaw_lets_a_collection_free_a_frozen_cycle_that_died(thawed):

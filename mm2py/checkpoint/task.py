@@ -25,6 +25,7 @@ import structlog
 from mm2py.checkpoint.state import CheckpointLog, Key, SyncLog, checkpoint_log_for, sync_log_for
 from mm2py.checkpoint.translation import SyncIndex
 from mm2py.config.model import FlowConfig
+from mm2py.errors import KafkaError
 from mm2py.filters import group_filter_for, topic_filter_for
 from mm2py.formats import Checkpoint
 from mm2py.kafka.admin import Admin
@@ -51,6 +52,7 @@ class CheckpointReport:
     emitted: tuple[Checkpoint, ...]
     synced_groups: tuple[str, ...]
     records_read: int = 0  # syncs and checkpoints read by this pass
+    syncs_evicted: int = 0  # syncs of records gone from the source, dropped from the kept index
 
 
 def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
@@ -75,6 +77,7 @@ def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
     listed = src.groups() if groups is None else groups
     groups = sorted(g for g in listed if group_filter.should_replicate_group(g))
     index = syncs.refresh()
+    evicted = evict_gone(index, src)
     previous = dict(checkpoints.refresh())
     emitted: list[Checkpoint] = []
     for group in groups:
@@ -104,7 +107,23 @@ def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
         latest = {**previous, **{(c.consumer_group_id, c.topic, c.partition): c for c in emitted}}
         synced = sync_group_offsets(dst, latest)
     read = syncs.records_read + checkpoints.tail.records_read - read_before
-    return CheckpointReport(len(groups), tuple(emitted), tuple(synced), read)
+    return CheckpointReport(len(groups), tuple(emitted), tuple(synced), read, evicted)
+
+
+def evict_gone(index: SyncIndex, src: Admin) -> int:
+    """Drop from ``index`` the syncs of records retention removed from the source (one ListOffsets).
+
+    A kept index otherwise grows with every run start for as long as the worker lives, while
+    the history topic itself forgets them by retention.
+    """
+    topics = src.topics()
+    tps = [tp for tp in index.partitions() if tp[0] in topics and tp[1] < topics[tp[0]]]
+    try:
+        starts = src.list_offsets(tps, "earliest")
+    except KafkaError as e:  # only memory is at stake: try again next pass
+        log.info("could not list the source's log starts; syncs kept for now", error=str(e))
+        return 0
+    return index.trim(starts)
 
 
 def sync_group_offsets(dst: Admin, checkpoints: dict[Key, Checkpoint]) -> list[str]:

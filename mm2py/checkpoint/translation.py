@@ -19,12 +19,15 @@ Invariants of ``SyncIndex``:
   what is indexed starts a re-copy (a restart, MM2 taking over, or the retry of an exactly-once
   attempt that aborted) and what the earlier copy synced from there on no longer describes the
   target's readable records;
-- translation never returns an offset beyond the downstream end of the last sync.
+- translation never returns an offset beyond the downstream end of the last sync;
+- ``trim`` drops only syncs that map records gone from the source: it keeps the newest sync at
+  or below the partition's log start, so every offset still in the source log translates as before.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mm2py.formats import OffsetSync
@@ -42,6 +45,14 @@ class _PartitionSyncs:
         self.upstream.append(up)
         self.downstream.append(down)
 
+    def trim(self, log_start: int) -> int:
+        """Drop the syncs before the newest one at or below ``log_start``; return how many."""
+        i = bisect.bisect_right(self.upstream, log_start) - 1
+        if i <= 0:
+            return 0
+        del self.upstream[:i], self.downstream[:i]
+        return i
+
 
 class SyncIndex:
     def __init__(self) -> None:
@@ -50,6 +61,14 @@ class SyncIndex:
     def add(self, sync: OffsetSync) -> None:
         self._parts.setdefault((sync.topic, sync.partition), _PartitionSyncs()).add(
             sync.upstream_offset, sync.downstream_offset)
+
+    def partitions(self) -> list[TP]:
+        return list(self._parts)
+
+    def trim(self, log_starts: Mapping[TP, int]) -> int:
+        """Forget syncs of records the source no longer holds (``log_starts``: each partition's
+        log start); returns how many syncs went. Partitions not in ``log_starts`` are left alone."""
+        return sum(part.trim(log_starts[tp]) for tp, part in self._parts.items() if tp in log_starts)
 
     def count(self, topic: str, partition: int) -> int:
         part = self._parts.get((topic, partition))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from mm2py.checkpoint.state import CheckpointLog, SyncLog, checkpoint_log_for, sync_log_for
 from mm2py.checkpoint.task import load_checkpoints, run_checkpoints
@@ -519,3 +520,17 @@ def test_a_group_100000_behind_translates_exactly_after_the_syncs_topic_is_compa
     assert 0 < second.records_read <= grown + 1  # new syncs (both topics), and at most the pass's checkpoint
     assert third.records_read == 0
     assert whole.records_read > first.records_read > second.records_read
+
+    # retention takes the oldest 150,000 records: the kept index forgets the syncs that mapped only
+    # them, and a group among the records still there translates exactly as before
+    later = source[-40_001]  # 10,000 records past the new log start
+    commit_offsets(cluster_a.bootstrap, group, {(topic, 0): later.offset})
+    later_at = next(r.offset for r in target if r.value == later.value)
+    held = syncs.index.count(topic, 0)
+    admin = AdminClient({"bootstrap.servers": cluster_a.bootstrap})  # kept: its futures die with it
+    for future in admin.delete_records([TopicPartition(topic, 0, source[150_000].offset)]).values():
+        future.result(30)
+    trimmed = run_checkpoints(flow.flow, [group], False, syncs, checkpoints)
+    print(f"retention: {trimmed.syncs_evicted} of {held} indexed syncs of the partition evicted")
+    assert trimmed.syncs_evicted > 0 and syncs.index.count(topic, 0) == held - trimmed.syncs_evicted
+    assert [(c.upstream_offset, c.downstream_offset) for c in trimmed.emitted] == [(later.offset, later_at)]

@@ -93,3 +93,14 @@ def test_a_recopy_supersedes_what_the_earlier_copy_synced_from_its_start_on():
     assert idx.translate("t", 0, 250) == 351, "no cap at the aborted attempt's end sync"
     assert idx.translate("t", 0, 300) == 401
     assert idx.inverse("t", 0, 251) == 150
+
+
+def test_trim_forgets_only_syncs_of_records_gone_from_the_source():
+    idx = index((0, 100), (11, 110), (21, 120), (40, 139), (60, 159))
+    idx.add(OffsetSync("u", 0, 0, 0))
+    kept = {u: idx.translate("t", 0, u) for u in range(25, 70)}
+    assert idx.trim({("t", 0): 25}) == 2, "(0,100) and (11,110) map only offsets below the log start"
+    assert idx.count("t", 0) == 3 and idx.count("u", 0) == 1, "a partition without a log start is left alone"
+    assert {u: idx.translate("t", 0, u) for u in range(25, 70)} == kept, "offsets still in the log translate as before"
+    assert idx.trim({("t", 0): 21}) == 0 and idx.trim({("t", 0): 5}) == 0, "the newest sync at the start stays"
+    assert idx.trim({("t", 0): 1000}) == 2 and idx.translate("t", 0, 1000) == 159

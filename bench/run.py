@@ -9,7 +9,13 @@ no tool pays for that inside its measured window (during a first run on fresh br
 compiler threads took 11.8% of a 2-core machine's CPU, about 8 CPU-seconds). The brokers run
 with the JVM options of Kafka's own start scripts, and each catch-up run starts with the memory
 it needs recently touched (``touch_memory``): two costs of this machine, not of any replicator.
-Writes bench/results.json and bench/results.md.
+Writes bench/results.json and bench/results.md; ``--publish`` also writes docs/bench-results.json
+and the summary in docs/benchmarks.md, to be committed.
+
+Every run is checked for what landed (bench.landed) after the tool stopped: each partition of
+the target's remote topics against the source's, record by record (count and SHA-256). A
+partition with records missing, changed or foreign fails the bench; duplicates (at-least-once)
+are reported.
 
 Measured per run: records/s and MB/s from the first mirrored record to the last (start-up
 excluded, reported apart), CPU seconds of the replicator's process tree per GB, its peak RSS;
@@ -22,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import statistics
 import struct
@@ -36,6 +43,7 @@ from typing import ClassVar
 import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from bench.landed import check_landed
 from bench.measure import TreeSampler, percentile
 from mm2py.config.model import ClusterConfig
 from mm2py.dev import cluster as devcluster
@@ -99,7 +107,7 @@ def workloads(scale: float) -> dict[str, Workload]:
         "c": Workload("c-steady-20k-per-s", 1, 16, 0, 100, "lz4", steady_rate=20_000,
                       steady_seconds=max(10, int(60 * min(1.0, scale * 5)))),
         "d": Workload("d-200-topics", 200, 1, max(100, n // 200), 100, "lz4"),
-        "e": Workload("e-avro-translate-lz4", 1, 16, n, 100, "lz4", avro=True),
+        "f": Workload("f-avro-translate-lz4", 1, 16, n, 100, "lz4", avro=True),
     }
 
 
@@ -149,6 +157,17 @@ class RunResult:
     # CPU seconds per GB the source and target brokers spent over the same run: on a small
     # machine they share the cores with the replicator, and bound how fast any of them can go
     broker_cpu_s_per_gb: dict[str, float] = field(default_factory=dict)
+    # what landed (bench.landed, after the tool stopped): records read back from the target and
+    # compared, extra copies of source records there (at-least-once), and the partitions whose
+    # records are not the source's ("topic:partition", the first 20 of them)
+    verified_records: int = 0
+    duplicates: int = 0
+    differences: int = 0
+    differing: list[str] = field(default_factory=list)
+    verify_s: float = 0.0
+
+    def verdict(self) -> str:
+        return "ok" if not (self.duplicates or self.differences) else f"{self.duplicates} dup / {self.differences} diff"
 
 
 @dataclass(frozen=True)
@@ -258,31 +277,6 @@ def committed_total(tail: PositionTail, topics: list[str]) -> int:
     """Source records whose positions are committed on the target (exactly-once mode): positions
     move in the same transaction as the data, and transaction markers make offsets overcount."""
     return sum(position + 1 for (topic, _), position in tail.refresh().items() if topic in topics)
-
-
-def count_records(bootstrap: str, topics: list[str]) -> int:
-    """Records a read_committed consumer of ``topics`` reads (control records and aborted data left out)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-count", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "log_level": 0})
-    try:
-        tps, ends = [], {}
-        for topic in topics:
-            md = consumer.list_topics(topic, timeout=10).topics[topic]
-            for p in md.partitions:
-                _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-                if high > 0:
-                    tps.append(TopicPartition(topic, p, 0))
-                    ends[(topic, p)] = high
-        consumer.assign(tps)
-        count, deadline = 0, time.monotonic() + 600
-        while ends and time.monotonic() < deadline:
-            count += sum(1 for m in consumer.consume(10000, 0.5) if not m.error())
-            for tp in consumer.position([TopicPartition(t, p) for t, p in ends]):
-                if tp.offset >= ends[(tp.topic, tp.partition)]:
-                    ends.pop((tp.topic, tp.partition))
-        return count
-    finally:
-        consumer.close()
 
 
 def mm2_properties(alias: str, w: Workload, tool: str) -> str:
@@ -521,9 +515,18 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
         timeline.close()
     if tail is not None:
         tail.close()
-        landed = count_records(f"127.0.0.1:{B_PORT}", remote)
-        if landed != total:
-            raise RuntimeError(f"{tool} {w.name}: {landed} records on the target read_committed, {total} sent")
+    # what landed, before the remote topics go: every partition against the source's (bench.landed)
+    pairs = ([(f"{topic_names(w)[0]}-{alias}", remote[0])] if w.steady_rate  # the probe's topic
+             else list(zip(topic_names(w), remote, strict=True)))
+    clusters = [ClusterConfig(name, f"127.0.0.1:{port}",
+                              schema_registry={"url": registry_url(role)} if w.avro else {})
+                for name, port, role in (("A", A_PORT, "source"), ("tgt", B_PORT, "target"))]
+    # mm2py's translate mode rewrites the schema ids: its Avro values are compared decoded
+    landed = check_landed(*clusters, pairs, decode=w.avro and tool in ("mm2py", "mm2py-eos"))
+    print(f"{alias}: verified {landed.verdict()}: {landed.records_target} records on the target, "
+          f"{landed.records_source} on the source, {landed.partitions} partitions in {landed.seconds:.1f} s"
+          + (f"; differing: {', '.join(landed.differing_partitions[:5])}" if landed.differing_partitions else ""),
+          flush=True)
     for topic in remote:
         dst.delete_topic(topic)
     brokers.wait_deleted("target", remote)  # the next run starts with the same free memory or disk
@@ -539,12 +542,19 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
     return RunResult(tool, w.name, pair, total, data_bytes, round((first or done) - t0, 2), round(mirror_s, 2),
                      round(total / mirror_s), round(data_bytes / mirror_s / 1e6, 1), round(cpu, 1),
                      round(cpu / gb, 1) if gb else 0.0, round(sampler.result.peak_rss / 2**20), latency,
-                     sampler.result.cpu_by_kind, {k: round(v / gb, 1) for k, v in broker_used.items()} if gb else {})
+                     sampler.result.cpu_by_kind, {k: round(v / gb, 1) for k, v in broker_used.items()} if gb else {},
+                     landed.records_target, landed.duplicates, len(landed.differing_partitions),
+                     list(landed.differing_partitions[:20]), landed.seconds)
 
 
 def summarize(results: list[RunResult], setting: str) -> str:
-    lines = ["# mm2py vs Apache MirrorMaker 2 (same machine, same run)", "", f"Setting: {setting}.", "",
-             "Medians over alternating pairs. Throughput counts from the first mirrored record to the last; "
+    return "\n".join(["# mm2py vs Apache MirrorMaker 2 (same machine, same run)", "", f"Setting: {setting}.", "",
+                      *summary_tables(results)]) + "\n"
+
+
+def summary_tables(results: list[RunResult]) -> list[str]:
+    """The legend and tables of results.md (the part ``--publish`` puts in docs/benchmarks.md)."""
+    lines = ["Medians over alternating pairs. Throughput counts from the first mirrored record to the last; "
              "start-up is listed apart, and 'start to end' is the wall-clock time from launching the tool to "
              "the last record on the target (a backlog of one or two micro-batches makes the MB/s window short). "
              "CPU is the replicator's whole process tree (JVM, Python workers), "
@@ -552,10 +562,15 @@ def summarize(results: list[RunResult], setting: str) -> str:
              "records sent after the first 20 s at the steady rate (the same warm-up for both tools). "
              "Brokers: CPU seconds per GB of the source + target broker over the same run (they share the "
              "machine's cores with the replicator). Tool copier: mm2py's copy path alone, without Spark "
-             "(bench/copier.py).", "",
+             "(bench/copier.py). Verified: after each run, before its remote topics are deleted, every "
+             "partition of each source topic is compared with its remote topic (record count and SHA-256 over "
+             "key, value, headers and timestamp, read_committed; bench/landed.py), summed over the pairs: ok is "
+             "an exact copy; 'N dup / M diff' counts N duplicate records (at-least-once delivery repeating "
+             "records in order: reported, not a failure) and M partitions with records missing, changed, "
+             "reordered or foreign (the bench fails).", "",
              "| workload | tool | records/s | MB/s | CPU s/GB | brokers CPU s/GB | peak RSS MB | start-up s | "
-             "start to end s | latency p50/p99/max ms |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "start to end s | latency p50/p99/max ms | verified |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     by: dict[tuple[str, str], list[RunResult]] = {}
     for r in results:
         by.setdefault((r.workload, r.tool), []).append(r)
@@ -571,7 +586,8 @@ def summarize(results: list[RunResult], setting: str) -> str:
                                  for k in ("source", "target"))
         lines.append(f"| {workload} | {tool} | {med('records_per_s'):,.0f} | {med('mb_per_s'):.1f} | "
                      f"{med('cpu_s_per_gb'):.1f} | {brokers} | {med('peak_rss_mb'):.0f} | {med('startup_s'):.1f} | "
-                     f"{statistics.median(r.startup_s + r.mirror_s for r in rs):.1f} | {lat} |")
+                     f"{statistics.median(r.startup_s + r.mirror_s for r in rs):.1f} | {lat} | "
+                     f"{verdict(rs)} |")
     eos = sorted({w for w, t in by if t == "mm2py-eos" and (w, "mm2py") in by})
     if eos:
         lines += ["", "| workload | throughput exactly-once/at-least-once | p99 latency exactly-once/at-least-once |",
@@ -602,7 +618,49 @@ def summarize(results: list[RunResult], setting: str) -> str:
                     for tool in ("mm2py", "mm2py-shallow", "mm2") if (workload, tool) in by}
             vs_mm2 = f"{rate['mm2py'] / rate['mm2']:.2f}x" if "mm2" in rate else "-"
             lines.append(f"| {workload} | {rate['mm2py'] / rate['mm2py-shallow']:.2f}x | {vs_mm2} |")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def verdict(runs: list[RunResult]) -> str:
+    """``ok`` when every run landed an exact copy, else duplicates and differing partitions summed."""
+    dup, diff = sum(r.duplicates for r in runs), sum(r.differences for r in runs)
+    return "ok" if not (dup or diff) else f"{dup} dup / {diff} diff"
+
+
+MARKERS = ("<!-- bench:results:begin -->", "<!-- bench:results:end -->")
+
+
+def replace_marked(text: str, block: str, markers: tuple[str, str] = MARKERS) -> str:
+    """``text`` with what stands between the two markers (on their own lines) replaced by ``block``."""
+    begin, end = markers
+    if text.count(begin) != 1 or text.count(end) != 1:
+        raise ValueError(f"expected {begin} and {end} once each")
+    head, rest = text.split(begin)
+    if end in head:
+        raise ValueError(f"{end} comes before {begin}")
+    _, tail = rest.split(end)
+    return f"{head}{begin}\n{block.strip()}\n{end}{tail}"
+
+
+def publish(results: list[RunResult], setting: str, args: list[str]) -> None:
+    """docs/bench-results.json (every run, the command, commit and machine) and the summary in
+    docs/benchmarks.md between MARKERS: results meant to be committed."""
+    command_line = shlex.join(["python", "-m", "bench.run", *args])
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                                capture_output=True, text=True).stdout.strip())
+    finished = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    doc = {"command": command_line, "commit": commit, "uncommitted_changes": dirty, "finished": finished,
+           "machine": {"cores": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+                       "kafka": devcluster.KAFKA_VERSION, "setting": setting},
+           "results": [asdict(r) for r in results]}
+    (REPO / "docs" / "bench-results.json").write_text(json.dumps(doc, indent=1) + "\n")
+    block = "\n".join([f"`{command_line}`, finished {finished}, at {commit[:7]}"
+                       f"{' with uncommitted changes' if dirty else ''}; every run in "
+                       "[bench-results.json](bench-results.json).", "", f"Setting: {setting}.", "",
+                       *summary_tables(results)])
+    page = REPO / "docs" / "benchmarks.md"
+    page.write_text(replace_marked(page.read_text(), block))
 
 
 def prime_mm2py() -> None:
@@ -644,6 +702,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="unmeasured runs of each tool per workload before the measured pairs")
     parser.add_argument("--broker-dir", default="auto",
                         help="folder for the two bench clusters; auto: in memory (/dev/shm) when it fits, else var/")
+    parser.add_argument("--publish", action="store_true",
+                        help="when every run finished and verified, write docs/bench-results.json and the summary "
+                             "in docs/benchmarks.md (between its bench:results markers), to be committed")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     chosen = [workloads(args.scale)[key] for key in args.workloads.split(",")]
     workdir, where = choose_broker_dir(args.broker_dir, chosen)
@@ -681,12 +743,20 @@ def main(argv: list[str] | None = None) -> int:
                         continue  # it copies what is there and exits: no steady state to measure
                     r = run_one(tool, w, pair, data, brokers)
                     if pair < 1:
-                        print(f"warm-up run, not counted: {tool} {w.name} {r.mb_per_s} MB/s", flush=True)
-                        continue
-                    results.append(r)
-                    print(json.dumps(asdict(r)), flush=True)
-                    (REPO / "bench" / "results.json").write_text(json.dumps([asdict(x) for x in results], indent=1))
-                    (REPO / "bench" / "results.md").write_text(summarize(results, setting))
+                        print(f"warm-up run, not counted: {tool} {w.name} {r.mb_per_s} MB/s, verified "
+                              f"{r.verdict()}", flush=True)
+                    else:
+                        results.append(r)
+                        print(json.dumps(asdict(r)), flush=True)
+                        (REPO / "bench" / "results.json").write_text(json.dumps([asdict(x) for x in results],
+                                                                                indent=1))
+                        (REPO / "bench" / "results.md").write_text(summarize(results, setting))
+                    if r.differences:  # duplicates alone are at-least-once delivery: reported, not fatal
+                        raise RuntimeError(f"{tool} {w.name} (run {pair}): the target's records differ from the "
+                                           f"source's in {r.differences} partition(s), first "
+                                           f"{', '.join(r.differing[:5])} (source topic:partition)")
+        if args.publish:
+            publish(results, setting, argv)
     finally:
         for name in Brokers.NAMES.values():
             devcluster.stop_cluster(name, workdir)  # and its data: in memory it would pin GBs of RAM

@@ -85,7 +85,7 @@ class FlowCommitter:
         self.target = target
         self.metrics = metrics
         self.totals = FlowTotals()
-        self.last_sync: dict[TP, tuple[int, int]] = {}  # each partition's newest sync, for the history
+        self.last_sync: dict[TP, tuple[int, int]] = {}  # each partition's newest sync written
         self._started = time.monotonic()
         self.max_outage_s = MAX_OUTAGE_SECONDS
         self.clock: Callable[[], float] = time.monotonic
@@ -96,7 +96,7 @@ class FlowCommitter:
             return
         t0 = time.monotonic()
         positions = {(r.topic, r.partition): r.next_offset - 1 for r in results if r.next_offset > r.start}
-        syncs = all_syncs(results)
+        syncs = all_syncs(results, self.last_sync)
         if self.history is not None and syncs:  # its retention covers every topic synced (in tasks too)
             history = self.history
             self._durably("offset-sync history", lambda: history.cover({s.topic for s in syncs}))

@@ -90,9 +90,19 @@ def run_starts(pairs: Sequence[tuple[int, int]], before: tuple[int, int] | None 
     return out
 
 
-def all_syncs(results: Iterable[RangeResult]) -> list[OffsetSync]:
-    """Every sync of ``results``, in order: what MM2's syncs topic gets."""
-    return [OffsetSync(r.topic, r.partition, up, down) for r in results for up, down in r.syncs]
+def all_syncs(results: Iterable[RangeResult],
+              last: Mapping[TP, tuple[int, int]] | None = None) -> list[OffsetSync]:
+    """The syncs of ``results`` in order: what MM2's syncs topic gets.
+
+    A range's first sync that repeats its partition's last sync (``last``: the previous range's
+    end, where a steady flow's next range starts) is left out: the topic holds that pair already.
+    """
+    out = []
+    for r in results:
+        before = last.get((r.topic, r.partition)) if last is not None else None
+        out += [OffsetSync(r.topic, r.partition, up, down) for i, (up, down) in enumerate(r.syncs)
+                if i or (up, down) != before]
+    return out
 
 
 def history_syncs(results: Iterable[RangeResult],

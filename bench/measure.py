@@ -48,6 +48,14 @@ class TreeSampler:
             kind = self._kind.get(pid, "?")
             self.result.cpu_by_kind[kind] = round(self.result.cpu_by_kind.get(kind, 0.0) + cpu, 1)
 
+    def cpu_by_kind_now(self) -> dict[str, float]:
+        """CPU seconds used so far by kind of process (as of the last sample): for windows within a run."""
+        out: dict[str, float] = {}
+        for pid, cpu in list(self._cpu.items()):
+            kind = self._kind.get(pid, "?")
+            out[kind] = out.get(kind, 0.0) + cpu
+        return out
+
     def _procs(self) -> list[psutil.Process]:
         try:
             return [self.root, *self.root.children(recursive=True)]

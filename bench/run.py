@@ -694,7 +694,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the issue's record counts")
     parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("--workloads", default="a,b,c,d")
+    parser.add_argument("--workloads", default="a,b,c,d,e",
+                        help="a-d and f here; e (5,000 partitions) runs bench.shape on clusters of its own")
     parser.add_argument("--tools", default="mm2,mm2py",
                         help="mm2, mm2py, mm2py-eos (exactly-once mode), mm2py-shallow (Avro workloads copied "
                              "without schemas.mode = translate) and copier (mm2py's copy path alone, without Spark)")
@@ -707,7 +708,15 @@ def main(argv: list[str] | None = None) -> int:
                              "in docs/benchmarks.md (between its bench:results markers), to be committed")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
-    chosen = [workloads(args.scale)[key] for key in args.workloads.split(",")]
+    keys = args.workloads.split(",")
+    if "e" in keys:  # production shape: its own clusters, after the others stopped theirs
+        keys.remove("e")
+        if keys:
+            main([*argv, "--workloads", ",".join(keys)])
+        from bench import shape
+
+        return shape.main([])
+    chosen = [workloads(args.scale)[key] for key in keys]
     workdir, where = choose_broker_dir(args.broker_dir, chosen)
     setting = f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Kafka " \
               f"{devcluster.KAFKA_VERSION}, {where}, {args.warmup_runs} unmeasured warm-up run(s) per tool and " \

@@ -1,23 +1,32 @@
 """Admission control: how many source bytes the next micro-batch of a flow may plan.
 
-A micro-batch carries about ``batch.duration.ms`` of data at the rate the flow has been
-moving, up to ``max.batch.bytes``. Every micro-batch has a fixed cost (planning, commit,
-task launch), so a fixed byte budget either wastes time on many small batches on a fast
-machine or makes batches long on a slow one.
+A micro-batch carries about ``batch.duration.ms`` of data at the rate the flow copies, up to
+``max.batch.bytes``. Every micro-batch also has a fixed cost (planning, commit, task launch;
+it grows with the partitions a flow has), so a cycle of ``B`` bytes takes about
+``fixed + B * per_byte`` seconds. The budget is ``max(duration, fixed) / per_byte``: the data
+part of a cycle lasts the duration, and never less than the fixed part, so a flow whose fixed
+cost exceeds the duration (thousands of partitions) still spends most of a cycle copying rather
+than shrinking its batches until overhead is all it does.
 
 Invariants:
 - the budget stays within ``[MIN_BATCH_BYTES, ceiling]``;
 - only a batch that used its whole budget says what the flow can move (a caught-up flow's
-  batches are as small as what arrived): the rate is measured from those alone, the first
-  batch of a run excepted.
+  batches are as small as what arrived): the model is fitted on those alone, the first
+  batch of a run excepted;
+- until full batches of different sizes let the fixed cost be fitted, it counts as 0, and
+  the budget is the measured rate times the duration;
+- up at once, down halfway: one slow batch (a GC, a leader move) does not halve the next.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 MIN_BATCH_BYTES = 16 << 20
 FIRST_BATCH_BYTES = 128 << 20
+FITTED_BATCHES = 8  # the most recent full batches the fixed cost is fitted on
+SPREAD = 1.3  # their sizes must differ by this factor for a fit
 
 
 @dataclass
@@ -25,8 +34,10 @@ class BatchSizer:
     ceiling: int
     duration_s: float
     budget: float = float(FIRST_BATCH_BYTES)
+    fixed_s: float = 0.0  # fitted cost of a micro-batch besides its bytes
     _last: tuple[float, float] | None = None  # (when, bytes) of the last batch that used its whole budget
     _batches: int = 0
+    _full: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=FITTED_BATCHES))
 
     def __post_init__(self) -> None:
         self.budget = float(self.clamp(self.budget))
@@ -41,10 +52,13 @@ class BatchSizer:
         if self._last is not None:
             when, planned = self._last
             elapsed = now - when
-            if elapsed > 0:
-                # up at once, down halfway: a slow batch (a GC, a leader move) does not halve the next
-                measured = planned / elapsed * self.duration_s
-                self.budget = self.clamp(measured if measured > self.budget else (self.budget + measured) / 2)
+            if elapsed > 0 and planned > 0:
+                self._full.append((planned, elapsed))
+                self._fit()
+                # seconds per byte of this batch, its fixed part taken out (never all of it)
+                per_byte = max(elapsed - self.fixed_s, 0.1 * elapsed) / planned
+                target = max(self.duration_s, self.fixed_s) / per_byte
+                self.budget = self.clamp(target if target > self.budget else (self.budget + target) / 2)
         self._last = None
         return int(self.budget)
 
@@ -55,3 +69,18 @@ class BatchSizer:
         """
         self._last = (now, planned_bytes) if planned_bytes >= budget * 0.9 and self._batches else None
         self._batches += 1
+
+    def _fit(self) -> None:
+        """Least squares of seconds on bytes over the recent full batches, when their sizes spread."""
+        sizes = [b for b, _ in self._full]
+        if len(sizes) < 2 or max(sizes) < SPREAD * min(sizes):
+            return
+        n = len(self._full)
+        mean_b = sum(sizes) / n
+        mean_e = sum(e for _, e in self._full) / n
+        var = sum((b - mean_b) ** 2 for b in sizes)
+        slope = sum((b - mean_b) * (e - mean_e) for b, e in self._full) / var
+        if slope <= 0:
+            return  # bytes cost nothing measurable here: noise, keep the last fit
+        fixed = mean_e - slope * mean_b
+        self.fixed_s = min(max(fixed, 0.0), 0.9 * min(e for _, e in self._full))

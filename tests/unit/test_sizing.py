@@ -45,3 +45,32 @@ def test_duration_zero_is_always_the_ceiling():
     sizer = BatchSizer(ceiling=128 * MB, duration_s=0)
     sizer.planned(0.0, 128 * MB, 128 * MB)
     assert sizer.next_budget(5.0) == 128 * MB
+
+
+def _run(sizer: BatchSizer, fixed: float, per_mb: float, batches: int) -> list[int]:
+    """Full batches through a flow whose cycle takes ``fixed + MB * per_mb`` seconds; their budgets."""
+    now, budgets = 0.0, []
+    for _ in range(batches):
+        budget = sizer.next_budget(now)
+        budgets.append(budget)
+        sizer.planned(now, budget, budget)
+        now += fixed + budget / MB * per_mb
+    return budgets
+
+
+def test_a_fixed_cost_above_the_duration_does_not_shrink_batches_to_the_floor():
+    """5,000 partitions: 2 s per micro-batch besides the data, 100 MB/s of copying."""
+    sizer = BatchSizer(ceiling=512 * MB, duration_s=1.0)
+    budgets = _run(sizer, fixed=2.0, per_mb=0.01, batches=30)
+    assert abs(sizer.fixed_s - 2.0) < 0.05
+    # data for as long as the fixed part (2 s at 100 MB/s): half of every cycle copies
+    assert all(abs(b - 200 * MB) < 10 * MB for b in budgets[-10:]), [b // MB for b in budgets]
+    rate = budgets[-1] / MB / (2.0 + budgets[-1] / MB * 0.01)
+    assert rate > 45, f"{rate:.0f} MB/s; at the floor's 16 MB it would be {16 / 2.16:.0f}"
+
+
+def test_a_small_fixed_cost_leaves_a_duration_of_data_per_batch():
+    sizer = BatchSizer(ceiling=512 * MB, duration_s=1.0)
+    budgets = _run(sizer, fixed=0.1, per_mb=0.01, batches=30)
+    assert abs(sizer.fixed_s - 0.1) < 0.02
+    assert all(abs(b - 100 * MB) < 5 * MB for b in budgets[-10:]), [b // MB for b in budgets]

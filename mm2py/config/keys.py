@@ -182,6 +182,11 @@ FLOW_KEYS: tuple[Key, ...] = (
     _flow("batch.duration.ms", Kind.INT, "Admission control: a micro-batch carries about this much time of data at "
           "the flow's measured rate, up to max.batch.bytes (0: always max.batch.bytes).", minimum=0,
           extension=True),
+    _flow("batch.coalesce.bytes", Kind.INT, "Write runs of small source batches of a partition (plain, same "
+          "codec, each at most an eighth of this) as one batch of up to this many bytes: records decoded and "
+          "encoded again with the source's codec, offsets and records unchanged; for many partitions with "
+          "small batches, where each batch would cost a produce round trip (0: every batch as it came).",
+          minimum=0, extension=True),
     _flow("trigger.interval.ms", Kind.INT, "Least time between micro-batches of a flow.", minimum=0,
           extension=True),
     _flow("schemas.mode", Kind.ENUM, "Avro records in the Confluent wire format between clusters with a schema "

@@ -53,6 +53,7 @@ SUPPORT: dict[str, Support] = {
     "sync.group.offsets.enabled": H, "sync.group.offsets.interval.seconds": H,
     "emit.offset-syncs.enabled": H,
     "offset-syncs.history.enabled": X,
+    "batch.coalesce.bytes": X,
     "offset.lag.max": Support(Status.DIFFERENT, "syncs are written wherever the offset mapping breaks (exact "
                               "translation) and also every offset.lag.max offsets, for MM2's own tools"),
     "heartbeats.replication.enabled": H,

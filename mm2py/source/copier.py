@@ -80,6 +80,7 @@ class CopySettings:
     offset_lag_max: int = 100
     retry_backoff_ms: int = 200  # retry.backoff.ms: the pause before fetching again after a leader moved
     max_in_flight_per_partition: int = MAX_IN_FLIGHT_PER_PARTITION  # the producer's max.in.flight..., up to 5
+    coalesce_bytes: int = 0  # batch.coalesce.bytes: merge runs of small batches up to this size (0: never)
 
     @classmethod
     def for_flow(cls, flow: FlowConfig) -> CopySettings:
@@ -102,6 +103,7 @@ class CopySettings:
             offset_lag_max=flow.offset_lag_max,
             retry_backoff_ms=number(consumer, "retry.backoff.ms", cls.retry_backoff_ms),
             max_in_flight_per_partition=max(1, min(in_flight, MAX_IN_FLIGHT_PER_PARTITION)),
+            coalesce_bytes=flow.batch_coalesce_bytes,
         )
 
 
@@ -112,6 +114,42 @@ class ProducerState:
     producer_id: int
     epoch: int
     transactional_id: str | None = None
+
+
+class SmallRun:
+    """Consecutive small batches of one partition's fetch, to be written as one (``batch.coalesce.bytes``).
+
+    A batch joins when it is plain (v2, contiguous offsets, CreateTime, not transactional, not
+    control), at most an eighth of ``limit`` bytes, and of the codec of the run's first batch;
+    the run is full at ``limit`` bytes (never above the remote topic's ``max_batch_bytes``).
+    Offsets stay in source order, so the merged batch maps its records one for one.
+    """
+
+    def __init__(self, limit: int, max_batch_bytes: int = 0):
+        self.limit = min(limit, max_batch_bytes) if max_batch_bytes else limit
+        self.views: list[rb.BatchView] = []
+        self.size = 0
+        self.codec = -1
+
+    def takes(self, buf: bytes, view: rb.BatchView) -> bool:
+        """Whether ``view`` joins the run (the caller writes the run out first when it does not)."""
+        if (self.limit <= 0 or not view.passes_unchanged or view.is_transactional or view.is_control
+                or view.size * 8 > self.limit):
+            return False
+        codec = rb.codec_of(buf, view)
+        if self.views and (codec != self.codec or self.size + view.size > self.limit):
+            return False
+        self.views.append(view)
+        self.size += view.size
+        self.codec = codec
+        return True
+
+    def full(self) -> bool:
+        return self.size * 8 >= self.limit * 7
+
+    def take(self) -> list[rb.BatchView]:
+        views, self.views, self.size, self.codec = self.views, [], 0, -1
+        return views
 
 
 class Copier:
@@ -275,6 +313,7 @@ class Copier:
         buf = data.records
         aborted = AbortedFilter(data.aborted)
         progressed = False
+        run = SmallRun(self.settings.coalesce_bytes, r.max_batch_bytes)
         for view in rb.split_batches(buf):
             left_out = aborted.left_out(view)  # every batch, in order: it tracks transactions' state
             if view.next_offset <= part.next_fetch:
@@ -292,20 +331,28 @@ class Copier:
             if view.base_offset < r.start and trim_before is None:
                 pass  # owned by the previous range, which mirrored it whole
             elif left_out:
+                self._enqueue_run(part, buf, run)
                 part.dropped += view.record_count
             elif r.max_batch_bytes and view.size > r.max_batch_bytes:
                 # never sent: batches after it would reach the target ahead of it
+                self._enqueue_run(part, buf, run)
                 part.stall(view.base_offset, view.size,
                            f"batch too large for the remote topic (max.message.bytes {r.max_batch_bytes})")
                 break
             elif view.record_count > 0:
-                self._enqueue(part, buf, view, trim_before)
+                if trim_before is not None or not run.takes(buf, view):
+                    self._enqueue_run(part, buf, run)  # what came before it goes first
+                    if trim_before is not None or not run.takes(buf, view):  # it may start the next run
+                        self._enqueue(part, buf, view, trim_before)
+                if run.full():
+                    self._enqueue_run(part, buf, run)
                 if view.max_timestamp > part.max_timestamp:
                     part.max_timestamp, part.fetched_ms = view.max_timestamp, int(time.time() * 1000)
             part.next_fetch = view.next_offset
             if view.last_offset >= r.end - 1:
                 part.done = True
                 break
+        self._enqueue_run(part, buf, run)
         if progressed:
             self.ask_first.discard(tp)
         elif not part.done and buf and not any(True for _ in rb.split_batches(buf)) and not first:
@@ -351,6 +398,18 @@ class Copier:
         if rebuilt is None:
             return
         part.enqueue((rebuilt,), Pending.rebuilt([rec.offset for rec in records], len(rebuilt)), rebuilt=True)
+
+    def _enqueue_run(self, part: PartitionCopy, buf: bytes, run: SmallRun) -> None:
+        """Queue the small batches gathered so far: one alone as it is, several as one rebuilt batch."""
+        views = run.take()
+        if len(views) == 1:
+            self._enqueue(part, buf, views[0], None)
+        elif views:
+            records = [rec for view in views for rec in rb.decode(buf, view)]
+            merged = rb.rebuild(records, rb.codec_of(buf, views[0]), self.producer_id, self.epoch, part.sequence,
+                                self.transactional_id is not None)
+            assert merged is not None  # every view holds records
+            part.enqueue((merged,), Pending.rebuilt([rec.offset for rec in records], len(merged)), rebuilt=True)
 
     def _send_produce(self) -> None:
         """Send one request per target broker per round, each with one batch per partition."""

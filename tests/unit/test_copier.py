@@ -311,3 +311,58 @@ def test_idempotent_batches_clear_the_transactional_bit() -> None:
     copier(logs, [PartitionRange("t", 0, 0, 2, "A.t")], target).run()
     assert not any(a & rb.ATTR_TRANSACTIONAL for a in target.attributes)
     assert target.requests[0][0] is None
+
+
+class WholeSource(FakeSource):
+    """Answers a fetch with every batch from the one holding the offset on, as a broker does up to its limits."""
+
+    def fetch(self, node: int, positions: dict[TP, int], **_: object) -> Answer:
+        out = {}
+        for tp, offset in positions.items():
+            held = [b for b in self.logs[tp] if next(rb.split_batches(b)).next_offset > offset]
+            out[tp] = FetchedPartition(0, 1000, 1000, 0, (), b"".join(held))
+        return Answer(out, is_done=True)
+
+
+def coalescing(logs: dict[TP, list[bytes]], ranges: list[PartitionRange], target: FakeTarget,
+               limit: int) -> Copier:
+    c = Copier(WholeSource(logs), target, ranges, CopySettings(offset_lag_max=1000, coalesce_bytes=limit))  # type: ignore[arg-type]
+    c._target_leaders = lambda topics: {(r.target_topic, r.partition): 2 for r in ranges}  # type: ignore[method-assign]
+    return c
+
+
+def test_runs_of_small_batches_are_written_as_one_with_every_record_and_exact_syncs() -> None:
+    # 30 one-record batches, a large one that stays as it is, then 10 more small ones
+    log = [batch(o, 1) for o in range(30)] + [batch(30, 5, value_size=3000)] + [batch(o, 1) for o in range(35, 45)]
+    target = FakeTarget()
+    written: list[list[tuple[int, bytes | None]]] = []
+    produce = target.produce
+
+    def keep(node: int, batches: dict, **kw: object) -> Answer:
+        for pieces in batches.values():
+            raw = b"".join(bytes(p) for p in pieces)
+            written.append([(r.timestamp, r.value) for r in rb.decode(raw, next(rb.split_batches(raw)))])
+        return produce(node, batches, **kw)
+    target.produce = keep  # type: ignore[method-assign]
+    (result,) = coalescing({("t", 0): log}, [PartitionRange("t", 0, 0, 45, "A.t")], target, 16 << 10).run()
+    assert [len(b) for b in written] == [30, 5, 10], "two runs merged, the large batch alone between them"
+    assert [ts - 1000 for b in written for ts, _ in b] == list(range(45)), "every record once, in source order"
+    assert result.records == 45 and result.next_offset == 45 and result.rebuilt == 2
+    assert result.syncs == ((0, 0), (45, 45)), "offsets map one for one: one linear run"
+
+
+def test_without_batch_coalesce_bytes_every_batch_goes_as_it_came() -> None:
+    log = [batch(o, 1) for o in range(20)]
+    target = FakeTarget()
+    (result,) = coalescing({("t", 0): log}, [PartitionRange("t", 0, 0, 20, "A.t")], target, 0).run()
+    assert target.logs[("A.t", 0)] == list(range(20)) and result.rebuilt == 0
+
+
+def test_a_run_is_cut_at_its_limit_and_at_the_remote_topics_max_batch_bytes() -> None:
+    log = [batch(o, 1, value_size=200) for o in range(40)]  # ~270 bytes each
+    target = FakeTarget()
+    (result,) = coalescing({("t", 0): log}, [PartitionRange("t", 0, 0, 40, "A.t", max_batch_bytes=4000)], target,
+                           1 << 20).run()
+    firsts = target.logs[("A.t", 0)]
+    assert len(firsts) > 1 and firsts == sorted(firsts) and result.records == 40
+    assert result.syncs == ((0, 0), (40, 40))

@@ -21,6 +21,9 @@ from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
 
+# Limits and sizes of every mirrored topic are read again this often (new topics at once).
+SIZES_SECONDS = 600
+
 
 class TopicCatalogue:
     """The mirrored source topics of one flow, with what planning needs to know of each.
@@ -41,7 +44,9 @@ class TopicCatalogue:
       it to this flow's source, and only once its source topic is gone (mm2py.source.deletes);
     - the configs of remote topics written by key hash are left alone (their limits are not read);
     - the source is listed at most every ``refresh.topics.interval.seconds`` (once per run when
-      ``refresh.topics.enabled`` is false), unless a refresh is forced.
+      ``refresh.topics.enabled`` is false), unless a refresh is forced;
+    - a topic's remote max.message.bytes and bytes per offset are read when it is first mirrored
+      or its partition count changes, at a forced refresh, and every ``SIZES_SECONDS``.
     """
 
     def __init__(self, flow: FlowConfig, policy: ReplicationPolicy, topic_filter: TopicFilterInterface, src: Admin,
@@ -66,6 +71,7 @@ class TopicCatalogue:
         self._created: set[str] = set()  # remote topics this flow created in this run
         self._reported_missing: set[str] = set()
         self._refreshed_at = 0.0
+        self._sized_at = 0.0  # when every topic's limits and sizes were last read
 
     def remote_topic(self, topic: str) -> str:
         return self.policy.format_remote_topic(self.flow.source.alias, topic)
@@ -123,10 +129,18 @@ class TopicCatalogue:
         for topic in sorted(set(wanted) - set(self.partitions)):
             log.info("mirroring topic", flow=self.flow.name, topic=topic, partitions=wanted[topic],
                      remote=self.remote_topic(topic))
+        # limits and sizes of topics already known are read again only when forced (a stall) or
+        # every SIZES_SECONDS: at thousands of partitions they cost more than the rest of a refresh
+        now = time.monotonic()
+        whole = force or now - self._sized_at >= SIZES_SECONDS
+        changed = {t for t, n in wanted.items() if self.partitions.get(t) != n}
         self.partitions = wanted
-        self._refreshed_at = time.monotonic()
-        self._read_batch_limits()
-        self._estimate_sizes()
+        self._refreshed_at = now
+        if whole or changed:
+            self._read_batch_limits(None if whole else changed)
+            self._estimate_sizes(None if whole else changed)
+        if whole:
+            self._sized_at = now
         self._sync_metadata()
 
     def deleted_on_source(self, topic: str | None) -> bool:
@@ -169,9 +183,13 @@ class TopicCatalogue:
                             flow=self.flow.name, topic=topic, cluster=self.flow.source.alias)
                 self._reported_missing.add(topic)
 
-    def _read_batch_limits(self) -> None:
-        """Each remote topic's max.message.bytes: the copier stalls a partition at a larger batch."""
-        remotes = [self.remote_topic(t) for t in self.partitions if t not in self.rehash]
+    def _read_batch_limits(self, topics: set[str] | None = None) -> None:
+        """Each remote topic's max.message.bytes (of ``topics``, default all): the copier stalls a
+        partition at a larger batch."""
+        remotes = [self.remote_topic(t) for t in self.partitions
+                   if t not in self.rehash and (topics is None or t in topics)]
+        if not remotes:
+            return
         try:
             configs = self.dst.topic_configs(remotes)
         except KafkaError as e:
@@ -213,8 +231,9 @@ class TopicCatalogue:
             log.warning("deleted remote topic: its source topic is gone (sync.topic.deletes.enabled)",
                         flow=self.flow.name, topic=remote)
 
-    def _estimate_sizes(self) -> None:
-        tps = self.all_partitions()
+    def _estimate_sizes(self, topics: set[str] | None = None) -> None:
+        """Bytes per offset of each partition (of ``topics``, default all), from the source's log sizes."""
+        tps = [tp for tp in self.all_partitions() if topics is None or tp[0] in topics]
         if not tps:
             return
         try:

@@ -254,6 +254,24 @@ def test_bytes_per_offset_come_from_the_log_sizes():
     assert r.planner.estimated_bytes(PartitionRange("t", 1, 0, 10, "A.t")) == 10 * ASSUMED_BYTES_PER_OFFSET
 
 
+def test_known_topics_limits_and_sizes_are_read_again_only_when_forced_or_due(monkeypatch):
+    asked: list[set[str]] = []
+    r = rig({"a": 2}, extra="A->B.refresh.topics.interval.seconds = 0\n",
+            log_sizes=lambda topics: asked.append(set(topics)) or {})
+    r.planner.initial_offsets()
+    r.src.counts["b"] = 1
+    r.catalogue.refresh_topics()
+    r.catalogue.refresh_topics()
+    assert asked == [{"a"}, {"b"}], "a refresh sizes the topics new to it, and none when nothing changed"
+    r.src.counts["a"] = 3
+    r.catalogue.refresh_topics()
+    r.catalogue.refresh_topics(force=True)
+    assert asked[2:] == [{"a"}, {"a", "b"}], "more partitions, and a forced refresh (a stall), read again"
+    monkeypatch.setattr("mm2py.source.catalogue.SIZES_SECONDS", 0)
+    r.catalogue.refresh_topics()
+    assert asked[4:] == [{"a", "b"}], "and every SIZES_SECONDS"
+
+
 def test_unreadable_log_sizes_plan_with_the_default():
     def fail(topics: set[str]) -> dict[TP, int]:
         raise KafkaError("no", cluster="A")

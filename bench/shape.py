@@ -53,6 +53,9 @@ NAMES = {"source": "shape-a", "target": "shape-b"}
 DRIVER_KINDS = ("python", "python:mm2py", "python:pyspark.sql.streaming.python_streaming_source_runner",
                 "jvm:SparkSubmit")
 STALL_SECONDS = 180
+# mm2py's settings for this shape (--mm2py-settings): small batches from thousands of partitions
+# are written as fewer, larger ones (mm2py.source.copier.SmallRun)
+MM2PY_SETTINGS = "batch.coalesce.bytes = 262144"
 MICRO_BATCH_LINE = re.compile(rb"micro-batch mirrored")
 
 
@@ -228,6 +231,8 @@ def properties(alias: str, shape: Shape, tool: str) -> str:
         "sync.topic.acls.enabled = false",
         "refresh.topics.interval.seconds = 5",
     ]
+    if tool == "mm2py":
+        lines += [line.strip() for line in MM2PY_SETTINGS.split(";") if line.strip()]
     if tool == "mm2":
         # as an MM2 operator sets it for 5,000 partitions on a 2-core worker: a few tasks (each a
         # consumer and a producer), a batching producer with requests in flight, large fetches
@@ -432,6 +437,7 @@ def table(results: list[ShapeResult]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global MM2PY_SETTINGS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tools", default="floor,mm2py,mm2")
     parser.add_argument("--topics", type=int, default=500)
@@ -441,8 +447,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steady-seconds", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=20, help="seconds at the steady rate before latencies count")
     parser.add_argument("--broker-dir", default="/dev/shm/mm2py-shape")
+    parser.add_argument("--mm2py-settings", default=MM2PY_SETTINGS,
+                        help="properties added to mm2py's file, ';'-separated")
     parser.add_argument("--keep", action="store_true", help="leave the clusters running when a run fails")
     args = parser.parse_args(argv)
+    MM2PY_SETTINGS = args.mm2py_settings
     shape = Shape(args.topics, args.partitions, int(args.backlog_gb * 1e9), steady_rate=args.steady_rate,
                   steady_seconds=args.steady_seconds, warmup_seconds=args.warmup)
     workdir = Path(args.broker_dir)
@@ -454,7 +463,9 @@ def main(argv: list[str] | None = None) -> int:
     setting = (f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Kafka "
                f"{devcluster.KAFKA_VERSION}, broker logs in {workdir}, {shape.topics} topics x {shape.partitions} "
                f"partitions, backlog {shape.backlog_records:,} x {shape.size} B, steady {shape.steady_rate:,}/s x "
-               f"{shape.steady_size} B lz4 for {shape.warmup_seconds}+{shape.steady_seconds} s")
+               f"{shape.steady_size} B lz4 for {shape.warmup_seconds}+{shape.steady_seconds} s; mm2py: "
+               f"{MM2PY_SETTINGS or 'defaults'}; MM2: tasks.max 4, linger 20 ms, batch 512 KiB, 5 in flight, "
+               "idempotent")
     print(setting, flush=True)
     brokers = ShapeBrokers(workdir, {
         role: devcluster.start_cluster(NAMES[role], port, workdir=workdir, heap=BROKER_HEAP, jvm_options=BROKER_JVM,

@@ -279,14 +279,14 @@ def committed_total(tail: PositionTail, topics: list[str]) -> int:
     return sum(position + 1 for (topic, _), position in tail.refresh().items() if topic in topics)
 
 
-def mm2_properties(alias: str, w: Workload, tool: str) -> str:
-    lines = [
+def flow_properties(alias: str, source_port: int, target_port: int, topics: str) -> list[str]:
+    """The lines every bench file starts with: one flow ``alias->tgt`` on single-broker clusters."""
+    return [
         f"clusters = {alias}, tgt",
-        f"{alias}.bootstrap.servers = 127.0.0.1:{A_PORT}",
-        f"tgt.bootstrap.servers = 127.0.0.1:{B_PORT}",
+        f"{alias}.bootstrap.servers = 127.0.0.1:{source_port}",
+        f"tgt.bootstrap.servers = 127.0.0.1:{target_port}",
         f"{alias}->tgt.enabled = true",
-        f"{alias}->tgt.topics = bench-{w.name}.*",
-        f"tasks.max = {max(w.partitions, 2) if w.topics == 1 else 4}",
+        f"{alias}->tgt.topics = {topics}",
         "replication.factor = 1",
         "checkpoints.topic.replication.factor = 1",
         "heartbeats.topic.replication.factor = 1",
@@ -296,6 +296,32 @@ def mm2_properties(alias: str, w: Workload, tool: str) -> str:
         "status.storage.replication.factor = 1",
         "sync.topic.acls.enabled = false",
         "refresh.topics.interval.seconds = 5",
+    ]
+
+
+def stop_tool(proc: subprocess.Popen) -> None:
+    """SIGTERM to the tool's process group (started with ``start_new_session``); SIGKILL after 60 s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def write_log4j() -> None:
+    """MM2's log configuration for the bench: warnings and errors only."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    (WORK / "log4j2.yaml").write_text(
+        "Configuration:\n  Appenders:\n    Console:\n      name: OUT\n      PatternLayout:\n"
+        "        Pattern: \"[%d] %p %m (%c)%n\"\n  Loggers:\n    Root:\n      level: WARN\n"
+        "      AppenderRef:\n        - ref: OUT\n")
+
+
+def mm2_properties(alias: str, w: Workload, tool: str) -> str:
+    lines = [
+        *flow_properties(alias, A_PORT, B_PORT, f"bench-{w.name}.*"),
+        f"tasks.max = {max(w.partitions, 2) if w.topics == 1 else 4}",
         # MM2's documented tuning: batching producer, large fetches
         "tgt.producer.linger.ms = 20",
         "tgt.producer.batch.size = 524288",
@@ -505,12 +531,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
                 time.sleep(2)
                 probe.stop.set()
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_tool(proc)
         log.close()
         timeline.close()
     if tail is not None:
@@ -724,11 +745,7 @@ def main(argv: list[str] | None = None) -> int:
               f"the workload's size + {TOUCH_HEADROOM >> 30} GiB of memory touched before each catch-up run, " \
               f"brokers' JVM: -Xmx{BROKER_HEAP} {' '.join(BROKER_JVM)}"
     print(setting, flush=True)
-    WORK.mkdir(parents=True, exist_ok=True)
-    (WORK / "log4j2.yaml").write_text(
-        "Configuration:\n  Appenders:\n    Console:\n      name: OUT\n      PatternLayout:\n"
-        "        Pattern: \"[%d] %p %m (%c)%n\"\n  Loggers:\n    Root:\n      level: WARN\n"
-        "      AppenderRef:\n        - ref: OUT\n")
+    write_log4j()
     brokers = Brokers(workdir, {
         role: devcluster.start_cluster(Brokers.NAMES[role], port, workdir=workdir, heap=BROKER_HEAP,
                                        jvm_options=BROKER_JVM, extra_properties=BROKER_PROPERTIES).pid

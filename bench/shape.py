@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import re
-import signal
 import struct
 import subprocess
 import sys
@@ -42,7 +41,18 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.landed import check_landed
 from bench.measure import TreeSampler, percentile
-from bench.run import BROKER_HEAP, BROKER_JVM, BROKER_PROPERTIES, MM2_HEAP, REPO, WORK, Brokers
+from bench.run import (
+    BROKER_HEAP,
+    BROKER_JVM,
+    BROKER_PROPERTIES,
+    REPO,
+    WORK,
+    Brokers,
+    flow_properties,
+    stop_tool,
+    write_log4j,
+)
+from bench.run import command as bench_command
 from mm2py.config.model import ClusterConfig
 from mm2py.dev import cluster as devcluster
 from mm2py.kafka.admin import Admin
@@ -215,22 +225,7 @@ class SteadyProbe:
 
 
 def properties(alias: str, shape: Shape, tool: str) -> str:
-    lines = [
-        f"clusters = {alias}, tgt",
-        f"{alias}.bootstrap.servers = 127.0.0.1:{A_PORT}",
-        f"tgt.bootstrap.servers = 127.0.0.1:{B_PORT}",
-        f"{alias}->tgt.enabled = true",
-        f"{alias}->tgt.topics = shape-.*",
-        "replication.factor = 1",
-        "checkpoints.topic.replication.factor = 1",
-        "heartbeats.topic.replication.factor = 1",
-        "offset-syncs.topic.replication.factor = 1",
-        "offset.storage.replication.factor = 1",
-        "config.storage.replication.factor = 1",
-        "status.storage.replication.factor = 1",
-        "sync.topic.acls.enabled = false",
-        "refresh.topics.interval.seconds = 5",
-    ]
+    lines = flow_properties(alias, A_PORT, B_PORT, "shape-.*")
     if tool == "mm2py":
         lines += [line.strip() for line in MM2PY_SETTINGS.split(";") if line.strip()]
     if tool == "mm2":
@@ -254,9 +249,8 @@ def properties(alias: str, shape: Shape, tool: str) -> str:
 
 def command(tool: str, config: Path) -> list[str]:
     if tool == "mm2":
-        libs = devcluster.ensure_kafka_jars()
-        return ["java", f"-Xmx{MM2_HEAP}", f"-Dlog4j2.configurationFile={WORK / 'log4j2.yaml'}", "-cp", f"{libs}/*",
-                "org.apache.kafka.connect.mirror.MirrorMaker", str(config)]
+        return bench_command(tool, config)
+    # INFO: the steady window's micro-batches are counted from mm2py's "micro-batch mirrored" lines
     return [sys.executable, "-m", "mm2py", "run", str(config), "--log-level", "INFO"]
 
 
@@ -378,12 +372,7 @@ def run_tool(tool: str, shape: Shape, brokers: Brokers) -> ShapeResult:
             probe.stop.set()
             reader.join(30)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_tool(proc)
         out.close()
     result.steady_records, result.latency_ms = sent, probe.latency()
     (cpu_from, batches_from), (cpu_to, batches_to) = marks["from"], marks["to"]
@@ -455,11 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     shape = Shape(args.topics, args.partitions, int(args.backlog_gb * 1e9), steady_rate=args.steady_rate,
                   steady_seconds=args.steady_seconds, warmup_seconds=args.warmup)
     workdir = Path(args.broker_dir)
-    WORK.mkdir(parents=True, exist_ok=True)
-    (WORK / "log4j2.yaml").write_text(
-        "Configuration:\n  Appenders:\n    Console:\n      name: OUT\n      PatternLayout:\n"
-        "        Pattern: \"[%d] %p %m (%c)%n\"\n  Loggers:\n    Root:\n      level: WARN\n"
-        "      AppenderRef:\n        - ref: OUT\n")
+    write_log4j()
     setting = (f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Kafka "
                f"{devcluster.KAFKA_VERSION}, broker logs in {workdir}, {shape.topics} topics x {shape.partitions} "
                f"partitions, backlog {shape.backlog_records:,} x {shape.size} B, steady {shape.steady_rate:,}/s x "

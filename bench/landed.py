@@ -58,7 +58,12 @@ class Landed:
 
     def verdict(self) -> str:
         """``ok``, or ``N dup / M diff`` (M differing partitions)."""
-        return "ok" if self.ok else f"{self.duplicates} dup / {len(self.differing_partitions)} diff"
+        return verdict_of(self.duplicates, len(self.differing_partitions))
+
+
+def verdict_of(duplicates: int, differences: int) -> str:
+    """The one wording of a check's outcome: ``ok``, or ``N dup / M diff``."""
+    return "ok" if not (duplicates or differences) else f"{duplicates} dup / {differences} diff"
 
 
 def only_repeats(source: Sequence[bytes], target: Sequence[bytes]) -> bool:

@@ -43,7 +43,7 @@ from typing import ClassVar
 import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from bench.landed import check_landed
+from bench.landed import check_landed, verdict_of
 from bench.measure import TreeSampler, percentile
 from mm2py.config.model import ClusterConfig
 from mm2py.dev import cluster as devcluster
@@ -167,7 +167,7 @@ class RunResult:
     verify_s: float = 0.0
 
     def verdict(self) -> str:
-        return "ok" if not (self.duplicates or self.differences) else f"{self.duplicates} dup / {self.differences} diff"
+        return verdict([self])
 
 
 @dataclass(frozen=True)
@@ -644,8 +644,7 @@ def summary_tables(results: list[RunResult]) -> list[str]:
 
 def verdict(runs: list[RunResult]) -> str:
     """``ok`` when every run landed an exact copy, else duplicates and differing partitions summed."""
-    dup, diff = sum(r.duplicates for r in runs), sum(r.differences for r in runs)
-    return "ok" if not (dup or diff) else f"{dup} dup / {diff} diff"
+    return verdict_of(sum(r.duplicates for r in runs), sum(r.differences for r in runs))
 
 
 MARKERS = ("<!-- bench:results:begin -->", "<!-- bench:results:end -->")

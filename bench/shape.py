@@ -50,6 +50,7 @@ from bench.run import (
     Brokers,
     flow_properties,
     stop_tool,
+    target_total,
     write_log4j,
 )
 from bench.run import command as bench_command
@@ -151,13 +152,6 @@ def load_backlog(shape: Shape, bootstrap: str) -> float:
     if producer.flush(600):
         raise RuntimeError("the backlog producer did not deliver everything within 600 s")
     return time.monotonic() - started
-
-
-def total(admin: Admin, topics: list[str], partitions: int) -> int:
-    """Records (offsets) on ``topics``: the sum of their partitions' ends (0 for a missing topic)."""
-    present = admin.topics()
-    tps = [(t, p) for t in topics if t in present for p in range(min(partitions, present[t]))]
-    return sum(admin.list_offsets(tps, "latest").values()) if tps else 0
 
 
 class SteadyProbe:
@@ -333,7 +327,7 @@ def run_tool(tool: str, shape: Shape, brokers: Brokers) -> ShapeResult:
     first: list[float] = []
 
     def landed_backlog() -> bool | int:
-        n = total(dst, remote, shape.partitions)
+        n = target_total(dst, remote)
         if n and not first:
             first.append(time.monotonic())
         return True if n >= shape.backlog_records else n
@@ -365,9 +359,12 @@ def run_tool(tool: str, shape: Shape, brokers: Brokers) -> ShapeResult:
             mark("to")
             window = probe.window[1] - probe.window[0]
             sent = probe.sent
-            wait_for(f"{tool} steady records", lambda: True if total(dst, remote, shape.partitions)
-                     >= shape.backlog_records + sent else total(dst, remote, shape.partitions),
-                     time.monotonic() + 600, proc, log)
+
+            def landed_all() -> bool | int:
+                n = target_total(dst, remote)
+                return True if n >= shape.backlog_records + sent else n
+
+            wait_for(f"{tool} steady records", landed_all, time.monotonic() + 600, proc, log)
             time.sleep(3)
             probe.stop.set()
             reader.join(30)

@@ -131,18 +131,19 @@ class SmallRun:
         self.size = 0
         self.codec = -1
 
-    def takes(self, buf: bytes, view: rb.BatchView) -> bool:
-        """Whether ``view`` joins the run (the caller writes the run out first when it does not)."""
-        if (self.limit <= 0 or not view.passes_unchanged or view.is_transactional or view.is_control
-                or view.size * 8 > self.limit):
-            return False
-        codec = rb.codec_of(buf, view)
-        if self.views and (codec != self.codec or self.size + view.size > self.limit):
-            return False
+    def eligible(self, view: rb.BatchView) -> bool:
+        """Whether ``view`` may be merged at all: plain and small."""
+        return (view.passes_unchanged and not view.is_transactional and not view.is_control
+                and view.size * 8 <= self.limit)
+
+    def fits(self, codec: int, view: rb.BatchView) -> bool:
+        """Whether an eligible ``view`` of ``codec`` may join the run as it stands."""
+        return not self.views or (codec == self.codec and self.size + view.size <= self.limit)
+
+    def add(self, codec: int, view: rb.BatchView) -> None:
         self.views.append(view)
         self.size += view.size
         self.codec = codec
-        return True
 
     def full(self) -> bool:
         return self.size * 8 >= self.limit * 7
@@ -313,7 +314,7 @@ class Copier:
         buf = data.records
         aborted = AbortedFilter(data.aborted)
         progressed = False
-        run = SmallRun(self.settings.coalesce_bytes, r.max_batch_bytes)
+        run = SmallRun(self.settings.coalesce_bytes, r.max_batch_bytes) if self.settings.coalesce_bytes > 0 else None
         for view in rb.split_batches(buf):
             left_out = aborted.left_out(view)  # every batch, in order: it tracks transactions' state
             if view.next_offset <= part.next_fetch:
@@ -340,12 +341,11 @@ class Copier:
                            f"batch too large for the remote topic (max.message.bytes {r.max_batch_bytes})")
                 break
             elif view.record_count > 0:
-                if trim_before is not None or not run.takes(buf, view):
-                    self._enqueue_run(part, buf, run)  # what came before it goes first
-                    if trim_before is not None or not run.takes(buf, view):  # it may start the next run
-                        self._enqueue(part, buf, view, trim_before)
-                if run.full():
-                    self._enqueue_run(part, buf, run)
+                if run is None or trim_before is not None or not run.eligible(view):
+                    self._enqueue_run(part, buf, run)  # what was gathered before it goes first
+                    self._enqueue(part, buf, view, trim_before)
+                else:
+                    self._gather(part, buf, view, run)
                 if view.max_timestamp > part.max_timestamp:
                     part.max_timestamp, part.fetched_ms = view.max_timestamp, int(time.time() * 1000)
             part.next_fetch = view.next_offset
@@ -393,23 +393,33 @@ class Copier:
         records = rb.decode(buf, view)
         if trim_before is not None:
             records = [rec for rec in records if rec.offset >= trim_before]
-        rebuilt = rb.rebuild(records, rb.codec_of(buf, view), self.producer_id, self.epoch, part.sequence,
+        self._enqueue_rebuilt(part, records, rb.codec_of(buf, view))
+
+    def _enqueue_rebuilt(self, part: PartitionCopy, records: list[rb.Record], codec: int) -> None:
+        """Queue ``records`` (source order, gaps allowed) as one new batch with ``codec``."""
+        rebuilt = rb.rebuild(records, codec, self.producer_id, self.epoch, part.sequence,
                              self.transactional_id is not None)
         if rebuilt is None:
             return
         part.enqueue((rebuilt,), Pending.rebuilt([rec.offset for rec in records], len(rebuilt)), rebuilt=True)
 
-    def _enqueue_run(self, part: PartitionCopy, buf: bytes, run: SmallRun) -> None:
+    def _gather(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, run: SmallRun) -> None:
+        """Add an eligible small batch to ``run``, writing the run out first when it does not fit."""
+        codec = rb.codec_of(buf, view)
+        if not run.fits(codec, view):
+            self._enqueue_run(part, buf, run)
+        run.add(codec, view)
+        if run.full():
+            self._enqueue_run(part, buf, run)
+
+    def _enqueue_run(self, part: PartitionCopy, buf: bytes, run: SmallRun | None) -> None:
         """Queue the small batches gathered so far: one alone as it is, several as one rebuilt batch."""
-        views = run.take()
+        views = run.take() if run is not None and run.views else ()
         if len(views) == 1:
             self._enqueue(part, buf, views[0], None)
         elif views:
-            records = [rec for view in views for rec in rb.decode(buf, view)]
-            merged = rb.rebuild(records, rb.codec_of(buf, views[0]), self.producer_id, self.epoch, part.sequence,
-                                self.transactional_id is not None)
-            assert merged is not None  # every view holds records
-            part.enqueue((merged,), Pending.rebuilt([rec.offset for rec in records], len(merged)), rebuilt=True)
+            self._enqueue_rebuilt(part, [rec for view in views for rec in rb.decode(buf, view)],
+                                  rb.codec_of(buf, views[0]))
 
     def _send_produce(self) -> None:
         """Send one request per target broker per round, each with one batch per partition."""

@@ -22,6 +22,7 @@ from mm2py.config.model import FlowConfig
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.source.copier import CopySettings
 from mm2py.source.exactly_once import spec_for
+from mm2py.source.provenance import Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult, assign
 from mm2py.source.task import copy_ranges
 from mm2py.topology import LoopGuard
@@ -35,9 +36,10 @@ MIN_TASK_BYTES = 16 << 20
 class RangeGroup(InputPartition):
     """The ranges one Spark task copies; ``index`` is its place in the micro-batch (its transaction slice)."""
 
-    def __init__(self, ranges: list[PartitionRange], index: int = 0):
+    def __init__(self, ranges: list[PartitionRange], index: int = 0, provenance: Provenance | None = None):
         self.ranges = ranges
         self.index = index
+        self.provenance = provenance  # the origins of the source's batches (identity cycles)
 
 
 class MirrorSourceDataSource(DataSource):
@@ -94,7 +96,8 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         planner = self.planner
         groups = assign(planner.ranges(start, end), self.tasks, planner.estimated_bytes, MIN_TASK_BYTES)
-        return [RangeGroup(group, i) for i, group in enumerate(groups)]
+        provenance = planner.provenance()  # after the ends were fixed
+        return [RangeGroup(group, i, provenance) for i, group in enumerate(groups)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         assert isinstance(partition, RangeGroup)
@@ -102,7 +105,8 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         context = TaskContext.get()
         retry = context is not None and context.attemptNumber() > 0
         for result in copy_ranges(self.flow.source, self.flow.target, partition.ranges, self.settings, client_id,
-                                  self.exactly_once, partition.index, schemas=self.schemas, retry=retry):
+                                  self.exactly_once, partition.index, schemas=self.schemas, retry=retry,
+                                  provenance=partition.provenance):
             yield result.to_row()
         worker.settle()
 

@@ -26,6 +26,10 @@ mm2py refuses only what can loop:
   class of the user's, the keys it is configured with), so it selects what its flow selects.
 - A cycle with a hop whose ``topic.filter.class`` is the user's is never refused at start (what
   the class selects cannot be known in advance); its guards decide per topic.
+- Provenance (mm2py.source.provenance) makes blind cycles safe: a record stops before it reaches
+  its origin again, whatever its name. A blind cycle whose every flow keeps
+  ``provenance.enabled`` (the default) is neither guarded nor refused; each of its flows runs
+  with provenance (``LoopGuard.provenance``). The rules above apply to the other blind cycles.
 """
 
 from __future__ import annotations
@@ -88,6 +92,7 @@ class Hop:
     topic_filter_class: str = DEFAULT_TOPIC_FILTER
     # the flow's keys (filter_props), only for a filter class of the user's: the default needs topics alone
     topic_filter_props: tuple[tuple[str, str], ...] = ()
+    provenance: bool = True  # provenance.enabled
 
     @classmethod
     def of(cls, flow: FlowConfig) -> Hop:
@@ -98,7 +103,7 @@ class Hop:
         return cls(flow.name, flow.source.alias, flow.target.alias, tuple(flow.topics), tuple(flow.topics_exclude),
                    flow.replication_policy_class, flow.replication_policy_separator,
                    flow.internal_topic_separator_enabled, flow.heartbeats_replication_enabled,
-                   _is_blind(policy, flow.source.alias), flow.topic_filter_class, props)
+                   _is_blind(policy, flow.source.alias), flow.topic_filter_class, props, flow.provenance_enabled)
 
     @property
     def policy(self) -> ReplicationPolicy:
@@ -132,10 +137,12 @@ class LoopGuard:
 
     Empty (``cycles == ()``) when no blind cycle passes through the flow: ``loop_for`` is then
     always None. Cycles are ordered shortest first, then by aliases, so answers are stable.
+    Cycles made safe by provenance are not held; ``provenance`` is True when the flow is on one.
     """
 
     flow: str
     cycles: tuple[tuple[Hop, ...], ...] = ()
+    provenance: bool = False
 
     def loop_for(self, topic: str) -> list[str] | None:
         """The cycle, as aliases ``["A", "B", "A"]``, that ``topic`` of this flow's source loops round; else None."""
@@ -168,6 +175,11 @@ class LoopGuard:
         return (f"topic {topic!r} is not mirrored by {self.flow}: it would loop round cycle {'->'.join(cycle)}, "
                 f"whose flows all select it and where {blind or 'a flow'} keeps topic names; set topics or "
                 f"topics.exclude on one of these flows so they cannot select the same name")
+
+
+def _guarded(cycles: tuple[tuple[Hop, ...], ...]) -> tuple[tuple[Hop, ...], ...]:
+    """The cycles provenance does not make safe: some flow of each has ``provenance.enabled = false``."""
+    return tuple(c for c in cycles if not all(h.provenance for h in c))
 
 
 def _blind_cycles(flow: FlowConfig, flows: Iterable[FlowConfig]) -> tuple[tuple[Hop, ...], ...]:
@@ -204,7 +216,9 @@ def loop_guard(config: MirrorMakerConfig, flow: FlowConfig) -> LoopGuard:
     Every enabled flow counts, not only those this process runs (``--clusters``): processes that
     split the flows still make one loop together.
     """
-    return LoopGuard(flow.name, _blind_cycles(flow, config.enabled_flows))
+    cycles = _blind_cycles(flow, config.enabled_flows)
+    guarded = _guarded(cycles)
+    return LoopGuard(flow.name, guarded, provenance=len(guarded) < len(cycles))
 
 
 def is_blind(flow: FlowConfig) -> bool:
@@ -228,17 +242,54 @@ def unsafe_cycle(flows: Iterable[FlowConfig]) -> tuple[list[str], FlowConfig] | 
     for flow in flows:
         if not is_blind(flow):
             continue
-        for cycle in _blind_cycles(flow, flows):
+        for cycle in _guarded(_blind_cycles(flow, flows)):
             if _every_topic_loops(cycle):
                 return _aliases(cycle), flow
     return None
+
+
+def provenance_problems(config: MirrorMakerConfig) -> list[ConfigProblem]:
+    """What stops a flow on a provenance cycle from telling where its batches come from.
+
+    Provenance rides on the producer ids of the raw-batch path: the record paths of
+    ``partition.mismatch = hash`` and ``schemas.mode = translate`` write with producers of their
+    own. An exactly-once transaction has one producer id, so it can stand for the flow's source
+    only: no other provenance flow may write into that source.
+    """
+    flows = config.enabled_flows
+    on = [f for f in flows if loop_guard(config, f).provenance]
+    problems = []
+    for flow in on:
+        cycle = f"flow {flow.name} is on a cycle of flows that keep topic names"
+        if flow.partition_mismatch == "hash":
+            problems.append(ConfigProblem(f"{flow.name}.partition.mismatch", f"{cycle}, where records stop looping "
+                                          "by the producer ids of raw batches; partition.mismatch = hash writes "
+                                          "records with a producer of its own: set it to error, or set "
+                                          f"{flow.name}.provenance.enabled = false", None, config.source_path))
+        if flow.schemas_mode == "translate":
+            problems.append(ConfigProblem(f"{flow.name}.schemas.mode", f"{cycle}, where records stop looping by "
+                                          "the producer ids of raw batches; schemas.mode = translate rewrites "
+                                          "records: use preserve or off on this flow", None, config.source_path))
+        relays = sorted(f.source.alias for f in on if f.target.alias == flow.source.alias
+                        and f.source.alias != flow.target.alias)
+        if flow.exactly_once != "off" and relays:
+            problems.append(ConfigProblem(flow.exactly_once_key or f"{flow.name}.exactly.once.support",
+                                          f"{cycle}, and {flow.source.alias} also takes records of "
+                                          f"{', '.join(relays)}: an exactly-once transaction has one producer id, "
+                                          f"which can stand for {flow.source.alias} only; run {flow.name} "
+                                          "at-least-once", None, config.source_path))
+    return problems
 
 
 def check_topology(config: MirrorMakerConfig) -> None:
     """Raise ConfigError naming a blind cycle of enabled flows that every topic would loop around.
 
     Other blind cycles start; ``loop_guard`` holds back, per flow and refresh, the topics that loop.
+    Cycles made safe by provenance start unless ``provenance_problems`` names a flow of theirs.
     """
+    problems = provenance_problems(config)
+    if problems:
+        raise ConfigError(problems)
     found = unsafe_cycle(config.enabled_flows)
     if found is None:
         return

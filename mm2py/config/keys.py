@@ -187,6 +187,11 @@ FLOW_KEYS: tuple[Key, ...] = (
           "encoded again with the source's codec, offsets and records unchanged; for many partitions with "
           "small batches, where each batch would cost a produce round trip (0: every batch as it came).",
           minimum=0, extension=True),
+    _flow("provenance.enabled", Kind.BOOL, "On a cycle of flows that keep topic names (IdentityReplicationPolicy), "
+          "stop records from looping by the producer id of their batches: each flow registers the producer ids "
+          "it writes with, and their origin, in mm2py-provenance.internal on its target, and leaves out batches "
+          "first written on its target. false: such cycles are refused or their looping topics held back.",
+          extension=True),
     _flow("trigger.interval.ms", Kind.INT, "Least time between micro-batches of a flow.", minimum=0,
           extension=True),
     _flow("schemas.mode", Kind.ENUM, "Avro records in the Confluent wire format between clusters with a schema "

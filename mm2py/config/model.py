@@ -141,6 +141,7 @@ class FlowConfig:
     max_batch_bytes: int = 512 * 1024 * 1024  # admission control: most source bytes per micro-batch
     batch_duration_ms: int = 1000  # ... and about this much time of data at the measured rate
     batch_coalesce_bytes: int = 0  # runs of small source batches written as one batch of up to this size
+    provenance_enabled: bool = True  # identity cycles: loop prevention by producer id (mm2py.source.provenance)
     trigger_interval_ms: int = 500  # minimum time between micro-batches
     schemas_mode: str = "off"  # "translate" | "preserve" | "off" (mm2py.schemas)
     schemas_on_error: str = "fail"  # "fail" | "pass" | "dead-letter"

@@ -54,6 +54,7 @@ SUPPORT: dict[str, Support] = {
     "emit.offset-syncs.enabled": H,
     "offset-syncs.history.enabled": X,
     "batch.coalesce.bytes": X,
+    "provenance.enabled": X,
     "offset.lag.max": Support(Status.DIFFERENT, "syncs are written wherever the offset mapping breaks (exact "
                               "translation) and also every offset.lag.max offsets, for MM2's own tools"),
     "heartbeats.replication.enabled": H,

@@ -30,7 +30,11 @@ Invariants:
 - given a transactional ``ProducerState`` (exactly-once mode), batches are stamped with it and the
   transactional bit, and a target broker gets no second request while one carrying a partition's
   first batch is unanswered (the leader adds that partition to the transaction; two such requests
-  at once are refused). Committing is the caller's (``mm2py.source.transactional``).
+  at once are refused). Committing is the caller's (``mm2py.source.transactional``);
+- given a ``Provenance`` (a flow on an identity cycle, mm2py.source.provenance), a batch first
+  written on the target is left out like an aborted one (the offset syncs break there), and
+  every other batch is stamped with the producer id ``producer_for`` gives its origin; batches
+  gathered for coalescing never mix producer ids.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import kafka.errors as kerr
@@ -51,6 +55,7 @@ from mm2py.kafka.classify import Action, action_for
 from mm2py.kafka.wire import FetchedPartition, RawClient, error_for, to_kafka_error
 from mm2py.source.aborted import AbortedFilter
 from mm2py.source.partition import PartitionCopy, Pending
+from mm2py.source.provenance import Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.types import TP
 
@@ -162,8 +167,14 @@ class Copier:
     """
 
     def __init__(self, src: RawClient, dst: RawClient, ranges: list[PartitionRange], settings: CopySettings,
-                 principals: tuple[str | None, str | None] = (None, None), producer: ProducerState | None = None):
+                 principals: tuple[str | None, str | None] = (None, None), producer: ProducerState | None = None,
+                 provenance: Provenance | None = None,
+                 producer_for: Callable[[str], tuple[int, int]] | None = None):
         self.src, self.dst, self.settings = src, dst, settings
+        # provenance: the origin of each batch, and the (producer id, epoch) a task writes an origin with
+        self.provenance = provenance
+        self.producer_for = producer_for
+        self._origin_producers: dict[str, tuple[int, int]] = {}
         self.principals = principals
         self.ranges = ranges
         self.parts = {(r.topic, r.partition): PartitionCopy.of(r) for r in ranges}
@@ -180,7 +191,7 @@ class Copier:
 
     def _start(self) -> None:
         ranges = self.ranges
-        if self.producer is None:
+        if self.producer is None and self.provenance is None:
             with self._acl("WRITE", "TOPIC", ranges[0].target_topic if ranges else "", target=True):
                 self.producer_id, self.epoch = self.dst.init_producer_id()
         with self._acl("DESCRIBE", "TOPIC", ", ".join(sorted({r.topic for r in ranges}))):
@@ -334,6 +345,8 @@ class Copier:
             elif left_out:
                 self._enqueue_run(part, buf, run)
                 part.dropped += view.record_count
+            elif self.provenance is not None and not self._use_origin(part, buf, view, run):
+                part.went_home += view.record_count
             elif r.max_batch_bytes and view.size > r.max_batch_bytes:
                 # never sent: batches after it would reach the target ahead of it
                 self._enqueue_run(part, buf, run)
@@ -379,6 +392,23 @@ class Copier:
                     "the partition was truncated (unclean leader election or deleted records)",
                     cluster=self.src.alias, topic=r.topic, partition=r.partition, offset=part.next_fetch,
                 )
+
+    def _use_origin(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, run: SmallRun | None) -> bool:
+        """Stamp what comes next with the producer id of ``view``'s origin; False when it goes home."""
+        assert self.provenance is not None and self.producer_for is not None
+        origin = self.provenance.origin_of(view.producer_id)
+        if origin == self.provenance.home:
+            self._enqueue_run(part, buf, run)
+            return False
+        producer = self._origin_producers.get(origin)
+        if producer is None:
+            with self._acl("WRITE", "TOPIC", part.target[0], target=True):
+                producer = self._origin_producers[origin] = self.producer_for(origin)
+        if producer[0] != part.producer_id or producer[0] != self.producer_id:
+            self._enqueue_run(part, buf, run)  # what was gathered goes with the producer id it was gathered for
+            self.producer_id, self.epoch = producer
+            part.use_producer(producer[0])
+        return True
 
     def stamp(self, buf: bytes, view: rb.BatchView, part: PartitionCopy) -> rb.Pieces:
         """The batch at ``view`` re-stamped with this task's producer state and ``part``'s next sequence."""
@@ -428,7 +458,7 @@ class Copier:
             payloads: dict[int, dict[TP, rb.Pieces]] = {}
             for part in self.parts.values():
                 most = self.settings.max_in_flight_per_partition if part.answered else 1
-                if part.queue and len(part.in_flight) < most:
+                if part.may_send(most):
                     node = self.dst_leaders[part.target]
                     opening = self._opening.get(node)
                     if not part.answered and opening is not None and not opening.is_done:

@@ -8,13 +8,17 @@ Invariants (the copier relies on them):
   stall) is taken back with ``uncount``;
 - ``syncs`` hold a pair wherever the linear mapping upstream -> downstream starts or breaks,
   so every acknowledged offset translates exactly;
-- once stalled, nothing at or after ``stall_offset`` counts as mirrored.
+- once stalled, nothing at or after ``stall_offset`` counts as mirrored;
+- with several producer ids (provenance: one per origin), ``sequence`` is that of the producer
+  id of the last batch queued, and the others' wait in ``_sequences``; a producer id's first
+  batch here ``opens``: it is sent alone and nothing follows it until it is acknowledged (a
+  broker takes any sequence from a producer id new to a partition).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mm2py.kafka.fastio import Pieces
 from mm2py.source.ranges import PartitionRange, RangeResult
@@ -33,6 +37,7 @@ class Pending:
     count: int
     size: int
     offsets: tuple[int, ...] | None = None
+    opens: bool = False  # the first batch of its producer id in this partition: alone in flight
 
     @classmethod
     def rebuilt(cls, offsets: list[int], size: int) -> Pending:
@@ -51,6 +56,7 @@ class PartitionCopy:
     batches: int = 0
     rebuilt: int = 0
     dropped: int = 0
+    went_home: int = 0  # records left out because their origin is the target (mm2py.source.provenance)
     max_timestamp: int = -1
     fetched_ms: int = -1
     acked_ms: int = -1
@@ -65,6 +71,9 @@ class PartitionCopy:
     stall_bytes: int = -1
     stall_reason: str = ""
     lost: tuple[int, int] | None = None
+    producer_id: int = -1  # of the last batch queued, when the copier writes with several
+    opening: bool = False  # the next batch queued opens its producer id here
+    _sequences: dict[int, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, r: PartitionRange) -> PartitionCopy:
@@ -74,8 +83,21 @@ class PartitionCopy:
     def stalled(self) -> bool:
         return self.stall_offset >= 0
 
+    def use_producer(self, producer_id: int) -> None:
+        """Make ``producer_id`` the one whose next sequence ``sequence`` holds, for the batches queued next."""
+        if producer_id == self.producer_id:
+            return
+        if self.producer_id >= 0:
+            self._sequences[self.producer_id] = self.sequence
+        self.opening = producer_id not in self._sequences
+        self.sequence = self._sequences.pop(producer_id, 0)
+        self.producer_id = producer_id
+
     def enqueue(self, payload: Pieces, batch: Pending, *, rebuilt: bool) -> None:
         """Queue a batch to send; it counts as copied from now on."""
+        if self.opening:
+            batch = replace(batch, opens=True)
+            self.opening = False
         self.queue.append((payload, batch))
         self.queued_bytes += batch.size
         self.sequence += batch.count
@@ -112,6 +134,12 @@ class PartitionCopy:
         self.records -= batch.count
         self.bytes -= batch.size
 
+    def may_send(self, most: int) -> bool:
+        """True when the oldest queued batch may go with ``most`` batches in flight at most."""
+        if not self.queue or len(self.in_flight) >= most:
+            return False
+        return not (self.in_flight and (self.in_flight[-1].opens or self.queue[0][1].opens))
+
     def past_stall(self) -> bool:
         """True when the oldest in-flight batch starts at or after the stall (its outcome is moot)."""
         return self.stalled and bool(self.in_flight) and self.in_flight[0].first >= self.stall_offset
@@ -125,7 +153,7 @@ class PartitionCopy:
         return RangeResult(
             r.topic, r.partition, r.start, r.end, self.stall_offset if self.stalled else self.next_fetch,
             records=self.records, bytes=self.bytes, batches=self.batches, rebuilt=self.rebuilt,
-            dropped=self.dropped, syncs=tuple(self.syncs), max_timestamp=self.max_timestamp,
+            dropped=self.dropped, went_home=self.went_home, syncs=tuple(self.syncs), max_timestamp=self.max_timestamp,
             fetched_ms=self.fetched_ms, acked_ms=self.acked_ms, stall_offset=self.stall_offset,
             stall_bytes=self.stall_bytes, stall_reason=self.stall_reason, lost_start=lost_start, lost_end=lost_end,
         )

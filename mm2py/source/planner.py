@@ -21,10 +21,12 @@ from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
 from mm2py.filters import topic_filter_for
 from mm2py.kafka.admin import Admin
+from mm2py.kafka.compacted import ensure_compacted_topic
 from mm2py.metadata.sync import MetadataSync
 from mm2py.policy import policy_for
 from mm2py.source.catalogue import TopicCatalogue
 from mm2py.source.positions import PositionStore, PositionTail
+from mm2py.source.provenance import REGISTRY_TOPIC, Provenance, RegistryTail
 from mm2py.source.ranges import PartitionRange, split_key, tp_key
 from mm2py.source.sizing import BatchSizer
 from mm2py.source.spark_offsets import Offsets
@@ -59,8 +61,9 @@ class BatchPlanner:
     """
 
     def __init__(self, flow: FlowConfig, *, catalogue: TopicCatalogue, source: Admin, target: Admin,
-                 store: PositionStore, stalls: StallBook, sizer: BatchSizer):
+                 store: PositionStore, stalls: StallBook, sizer: BatchSizer, registry: RegistryTail | None = None):
         self.flow = flow
+        self.registry = registry  # the source's provenance registry, for a flow on an identity cycle
         self.catalogue = catalogue
         self.src = source
         self.dst = target
@@ -81,6 +84,8 @@ class BatchPlanner:
         """On first use: the positions topic exists on the target before anything is planned."""
         if not self._ready:
             self.store.ensure_topic(self.dst)
+            if self.registry is not None:  # the registry this flow's tasks write to
+                ensure_compacted_topic(self.dst, REGISTRY_TOPIC, 3)
             self._ready = True
 
     # -- Spark's calls ----------------------------------------------------------------
@@ -130,6 +135,16 @@ class BatchPlanner:
                 planned[key] = PlannedRange(begin, stop, exact)
         self.stalls.planned(planned)
         return out
+
+    def provenance(self) -> Provenance | None:
+        """The origins of the source's batches, read to the registry's end now; None without provenance.
+
+        Call after the micro-batch's ends were fixed (``ranges``), so that every batch mm2py wrote
+        below them has its producer id here (mm2py.source.provenance).
+        """
+        if self.registry is None:
+            return None
+        return self.registry.provenance(self.flow.source.alias, self.flow.target.alias)
 
     def estimated_bytes(self, r: PartitionRange) -> float:
         """Source bytes of a range, from the partition's measured bytes per offset."""
@@ -222,7 +237,9 @@ def planner_for(flow: FlowConfig, guard: LoopGuard | None = None) -> BatchPlanne
                                guard=guard)
     planner = BatchPlanner(flow, catalogue=catalogue, source=src, target=dst, store=store,
                            stalls=StallBook(flow.name, PositionTail(store, dst)),
-                           sizer=BatchSizer(flow.max_batch_bytes, flow.batch_duration_ms / 1000))
+                           sizer=BatchSizer(flow.max_batch_bytes, flow.batch_duration_ms / 1000),
+                           registry=RegistryTail(flow.source, flow.admin_timeout_ms / 1000)
+                           if guard is not None and guard.provenance else None)
     return planner
 
 

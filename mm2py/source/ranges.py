@@ -55,6 +55,7 @@ class RangeResult:
     batches: int = 0
     rebuilt: int = 0
     dropped: int = 0  # control records and aborted-transaction records left out
+    went_home: int = 0  # records left out because they were first written on the target (provenance)
     # (upstream offset, downstream offset) wherever the linear mapping starts or breaks
     syncs: tuple[tuple[int, int], ...] = field(default_factory=tuple)
     max_timestamp: int = -1  # newest record timestamp copied (ms), -1 if none

@@ -8,7 +8,7 @@ kept ones (``mm2py.worker``): the source's fetches with the replication consumer
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from mm2py.config.model import ClusterConfig
@@ -18,11 +18,12 @@ from mm2py.schemas.copier import TranslatingCopier
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.source.copier import Copier, CopySettings, ProducerState
 from mm2py.source.positions import PositionStore
+from mm2py.source.provenance import ProducerIds, Provenance, ProvenanceError
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.source.rehash import RehashCopier
 from mm2py.source.transactional import ExactlyOnce, TaskTransaction
 from mm2py.types import TP
-from mm2py.worker import kept_writer, task_clients
+from mm2py.worker import kept_state, kept_writer, task_clients
 
 # kafka-python drops a connection whose answer is larger than its limit; fetches answer up to
 # fetch.max.bytes and, per partition, at least one whole batch (KIP-74)
@@ -43,6 +44,7 @@ def copy_ranges(
     slice_index: int = 0,
     schemas: SchemaSettings | None = None,
     retry: bool = False,
+    provenance: Provenance | None = None,
 ) -> list[RangeResult]:
     """Mirror every range in ``ranges``; return what was done per range.
 
@@ -51,6 +53,8 @@ def copy_ranges(
     ``schemas``: a ``schemas.mode = translate`` flow's, whose ranges take the record-rewriting copier.
     ``retry``: Spark runs the task again; in exactly-once mode its earlier attempt may have
     committed before it died, so after fencing it the ranges start after the committed positions.
+    ``provenance``: the flow is on an identity cycle (mm2py.source.provenance); batches first
+    written on the target stay behind, others are written with producer ids registered for their origin.
     """
     hashed = [r for r in ranges if r.target_partitions]  # partition.mismatch = hash
     raw = [r for r in ranges if not r.target_partitions]
@@ -63,7 +67,9 @@ def copy_ranges(
         if hashed:
             results += RehashCopier(src, dst, target, hashed, settings, client_id).run()
         if raw and exactly_once is None:
-            results += _copier(src, dst, target, raw, settings, principals, client_id, schemas).run()
+            origins = None if provenance is None else _kept_producer_ids(provenance, dst, target, settings).for_task
+            results += _copier(src, dst, target, raw, settings, principals, client_id, schemas,
+                               provenance=provenance, producer_for=origins).run()
         elif raw and exactly_once is not None:
             sink = (kept_writer(exactly_once.source_syncs, exactly_once.timeout_ms / 1000)
                     if exactly_once.source_syncs is not None else None)
@@ -77,8 +83,13 @@ def copy_ranges(
                                                                    timeout_ms=settings.request_timeout_ms).load())
                 results += done
                 if raw:
+                    origins = None
+                    if provenance is not None:
+                        ids = _kept_producer_ids(provenance, dst, target, settings)
+                        ids.register(producer.producer_id, provenance.source)
+                        origins = transaction_origin(provenance, producer)
                     results += _copier(src, dst, target, raw, settings, principals, client_id, schemas,
-                                       producer).run()
+                                       producer, provenance=provenance, producer_for=origins).run()
                 txn.commit(results)
             except BaseException:
                 txn.abort()
@@ -88,12 +99,42 @@ def copy_ranges(
 
 def _copier(src: RawClient, dst: RawClient, target: ClusterConfig, ranges: list[PartitionRange],
             settings: CopySettings, principals: tuple[str | None, str | None], client_id: str,
-            schemas: SchemaSettings | None, producer: ProducerState | None = None) -> Copier:
+            schemas: SchemaSettings | None, producer: ProducerState | None = None, *,
+            provenance: Provenance | None = None,
+            producer_for: Callable[[str], tuple[int, int]] | None = None) -> Copier:
     """The raw copier, or for a ``schemas.mode = translate`` flow the one rewriting schema ids."""
     if schemas is not None and schemas.translates:
+        if provenance is not None:
+            raise ValueError("schemas.mode = translate has no provenance mode (refused at start)")
         return TranslatingCopier(src, dst, ranges, settings, principals, producer,
                                  target=target, schemas=schemas, client_id=client_id)
-    return Copier(src, dst, ranges, settings, principals, producer)
+    return Copier(src, dst, ranges, settings, principals, producer, provenance, producer_for)
+
+
+def _kept_producer_ids(provenance: Provenance, dst: RawClient, target: ClusterConfig,
+                       settings: CopySettings) -> ProducerIds:
+    """This worker's producer ids for the flow ``provenance`` stands for, kept across its tasks."""
+    key = ("provenance", provenance.source, target.alias, target.bootstrap_servers)
+    writer = kept_writer(target, settings.request_timeout_ms / 1000)
+    ids = kept_state(key, lambda: ProducerIds(f"{provenance.source}->{provenance.home}", dst.init_producer_id,
+                                              writer))
+    ids.init = dst.init_producer_id  # the kept client may have been replaced after a failed task
+    return ids
+
+
+def transaction_origin(provenance: Provenance, producer: ProducerState) -> Callable[[str], tuple[int, int]]:
+    """Exactly-once: the transaction's producer id stands for the flow's source, and for nothing else."""
+
+    def producer_for(origin: str) -> tuple[int, int]:
+        if origin != provenance.source:
+            raise ProvenanceError(
+                f"a batch first written on {origin} reached flow {provenance.source}->{provenance.home} in "
+                f"exactly-once mode: its transaction has one producer id, which stands for {provenance.source}; "
+                "run this flow at-least-once (exactly.once.support = disabled) or break the cycle longer than two "
+                "clusters", cluster=provenance.source)
+        return producer.producer_id, producer.epoch
+
+    return producer_for
 
 
 def after_committed(ranges: list[PartitionRange], committed: Mapping[TP, int]) -> tuple[list[PartitionRange],

@@ -196,11 +196,12 @@ def started_flows(log: Path) -> set[str]:
     return {e["flow"] for e in events if e.get("event") == "flow started"}
 
 
-def test_identity_cycle_refused_by_the_cli(cluster_a, cluster_b, tmp_path):
+def test_identity_cycle_without_provenance_refused_by_the_cli(cluster_a, cluster_b, tmp_path):
     config = tmp_path / "identity-active-active.properties"
     config.write_text(example("active-active.properties", {"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
                               {"replication.policy.class":
-                               "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"}))
+                               "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+                               "provenance.enabled": "false"}))
     rep = Replicator(config, tmp_path / "mm2.log", "--once").start()
     assert rep.proc is not None
     rc = rep.proc.wait(120)
@@ -213,7 +214,7 @@ def test_identity_cycle_refused_by_the_cli(cluster_a, cluster_b, tmp_path):
 
 def test_identity_both_ways_mirrors_what_cannot_loop_and_holds_back_what_would(cluster_a, cluster_b, unique_name,
                                                                               tmp_path):
-    """Identity A->B + B->A: disjoint names flow; a name both flows select is held back with an ERROR."""
+    """Identity A->B + B->A without provenance: disjoint names flow; a name both select is held back."""
     u = unique_name
     orders, payments, shared = f"{u}-orders", f"{u}-payments", f"{u}-shared"
     seed(cluster_a.bootstrap, orders, 30)
@@ -223,7 +224,7 @@ def test_identity_both_ways_mirrors_what_cannot_loop_and_holds_back_what_would(c
     identity = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
     config = tmp_path / "identity-both-ways.properties"
     config.write_text(example("active-active.properties", {"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
-                              {"replication.policy.class": identity, **FAST,
+                              {"replication.policy.class": identity, **FAST, "provenance.enabled": "false",
                                "A->B.topics": f"{orders}, {shared}", "B->A.topics": f"{payments}, {shared}",
                                "A->B.groups": "none", "B->A.groups": "none"}))
     rep = Replicator(config, tmp_path / "mm2.log", "--once").start()

@@ -366,3 +366,65 @@ def test_a_run_is_cut_at_its_limit_and_at_the_remote_topics_max_batch_bytes() ->
     firsts = target.logs[("A.t", 0)]
     assert len(firsts) > 1 and firsts == sorted(firsts) and result.records == 40
     assert result.syncs == ((0, 0), (40, 40))
+
+
+# -- provenance (identity cycles): batches first written on the target stay behind ------------------
+
+
+def batch_of(base_offset: int, n: int, producer_id: int) -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=producer_id,
+                                        producer_epoch=0 if producer_id >= 0 else -1,
+                                        base_sequence=0 if producer_id >= 0 else -1, batch_size=1 << 20)
+    for i in range(n):
+        builder.append(i, timestamp=1000 + base_offset + i, key=b"k", value=b"v", headers=[])
+    buf = bytearray(builder.build())
+    struct.pack_into(">q", buf, 0, base_offset)
+    return bytes(buf)
+
+
+class StampTarget(FakeTarget):
+    """Also keeps each batch's (producer id, epoch, base sequence, first source offset), in send order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stamps: list[tuple[int, int, int, int]] = []
+        self.alone: list[bool] = []  # per batch: nothing else of its partition was in flight when sent
+
+    def produce(self, node: int, batches: dict[TP, tuple], **kw: object) -> Answer:
+        for tp, pieces in batches.items():
+            raw = b"".join(bytes(p) for p in pieces)
+            pid, epoch, seq = struct.unpack_from(">qhi", raw, 43)
+            view = next(rb.split_batches(raw))
+            self.stamps.append((pid, epoch, seq, view.max_timestamp - 1000 - view.record_count + 1))
+            self.alone.append(self.unanswered.get(tp, 0) == 0)
+        return super().produce(node, batches, **kw)  # type: ignore[arg-type]
+
+
+def test_provenance_leaves_home_batches_out_and_stamps_each_origin_with_its_own_producer() -> None:
+    from mm2py.source.provenance import Provenance
+
+    # A's own producers (-1, 50), batches B wrote (900: origin B, the target) and batches of C (901)
+    log = [batch_of(0, 5, -1), batch_of(5, 5, 50), batch_of(10, 5, 900), batch_of(15, 5, 901),
+           batch_of(20, 5, 901), batch_of(25, 5, -1), batch_of(30, 5, 900), batch_of(35, 5, 50)]
+    target = StampTarget()
+    asked: list[str] = []
+
+    def producer_for(origin: str) -> tuple[int, int]:
+        asked.append(origin)
+        return {"A": (7, 3), "C": (8, 1)}[origin]
+
+    c = Copier(FakeSource({("t", 0): log}), target, [PartitionRange("t", 0, 0, 40, "t")],  # type: ignore[arg-type]
+               CopySettings(offset_lag_max=1000), provenance=Provenance("A", "B", {900: "B", 901: "C"}),
+               producer_for=producer_for)
+    c._target_leaders = lambda topics: {("t", 0): 2}  # type: ignore[method-assign]
+    [result] = c.run()
+    assert sorted(asked) == ["A", "C"], "one producer per origin per task, got at first need"
+    assert target.logs[("t", 0)] == [0, 5, 15, 20, 25, 35], "B's own batches never go back to B"
+    assert result.went_home == 10 and result.records == 30 and result.next_offset == 40
+    # each producer id has its own sequences, from 0, in source order
+    assert [(p, e, s) for p, e, s, _ in target.stamps] == [(7, 3, 0), (7, 3, 5), (8, 1, 0), (8, 1, 5), (7, 3, 10),
+                                                           (7, 3, 15)]
+    # a producer id's first batch in the partition goes alone (the broker takes any sequence from it)
+    assert target.alone[0] and target.alone[2]
+    # the offset mapping breaks where a batch stayed behind: every mirrored offset translates exactly
+    assert result.syncs == ((0, 0), (15, 10), (35, 25), (40, 30))

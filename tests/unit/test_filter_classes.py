@@ -268,7 +268,7 @@ def test_a_user_filter_on_an_identity_cycle_starts_and_guards_per_topic() -> Non
     # with the default filters this cycle is refused (every topic loops); a user class cannot be judged
     # in advance, so it starts, and the guards hold back exactly the topics both classes select
     text = (BASE + "B->A.enabled = true\n" + IDENTITY + "topic.filter.class = tests.plugins.SuffixTopics\n"
-            "A->B.filter.topic.suffix = .audit\n")
+            "A->B.filter.topic.suffix = .audit\nprovenance.enabled = false\n")
     cfg = load_text(text)
     assert unsafe_cycle(cfg.enabled_flows) is None
     check_topology(cfg)

@@ -1,5 +1,7 @@
-"""Topology checks: a blind cycle every topic would loop round is refused; other blind cycles start,
-and each flow's LoopGuard holds back the concrete topics that would loop."""
+"""Topology checks. With provenance (the default) a blind cycle starts and its flows run with
+provenance, unless a flow of it cannot. With ``provenance.enabled = false`` a blind cycle every
+topic would loop round is refused; other blind cycles start, and each flow's LoopGuard holds back
+the concrete topics that would loop."""
 
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ from mm2py.topology import LoopGuard, check_topology, is_blind, loop_guard, unsa
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
 
-def config(aliases: str, flows: list[str], extra: str = "") -> str:
-    lines = [f"clusters = {aliases}"]
+def config(aliases: str, flows: list[str], extra: str = "", *, provenance: bool = False) -> str:
+    lines = [f"clusters = {aliases}"] + ([] if provenance else ["provenance.enabled = false"])
     lines += [f"{a}.bootstrap.servers = {a.lower()}:9092" for a in aliases.replace(" ", "").split(",")]
     lines += [f"{f}.enabled = true" for f in flows]
     return "\n".join(lines) + "\n" + extra
@@ -187,3 +189,35 @@ def test_guard_pickles() -> None:
     back = pickle.loads(pickle.dumps(g["A->B"]))
     assert back == g["A->B"]
     assert back.loop_for("shared") == ["A", "B", "A"] and back.loop_for("orders") is None
+
+
+def test_identity_cycles_start_with_provenance_on_every_flow_of_them() -> None:
+    for flows in (["A->B", "B->A"], ["A->B", "B->C", "C->A"], ["A->B", "B->A", "B->C", "C->B"]):
+        aliases = ", ".join(sorted({c for f in flows for c in f.split("->")}))
+        g = guards(config(aliases, flows, IDENTITY_ALL, provenance=True))
+        for name in flows:
+            assert g[name].provenance and g[name].cycles == ()
+            assert g[name].loop_for("orders") is None  # nothing held back: provenance stops the loop
+
+
+def test_provenance_is_off_where_no_cycle_needs_it() -> None:
+    g = guards(config("A, B, C", ["A->B", "B->C"], IDENTITY_ALL, provenance=True))
+    assert not g["A->B"].provenance and not g["B->C"].provenance
+    g = guards(config("A, B", ["A->B", "B->A"], "", provenance=True))  # Default policy: names trace
+    assert not g["A->B"].provenance and not g["B->A"].provenance
+
+
+def test_a_cycle_with_one_flow_without_provenance_is_guarded_as_before() -> None:
+    text = config("A, B", ["A->B", "B->A"], IDENTITY_ALL + "B->A.provenance.enabled = false\n", provenance=True)
+    assert "cycle A->B->A" in refused(text)
+
+
+def test_provenance_refuses_the_record_paths_and_multi_origin_transactions() -> None:
+    text = config("A, B", ["A->B", "B->A"], IDENTITY_ALL + "A->B.partition.mismatch = hash\n", provenance=True)
+    assert "A->B.partition.mismatch" in refused(text)
+    text = config("A, B, C", ["A->B", "B->C", "C->A"],
+                  IDENTITY_ALL + "B->C.exactly.once.support = required\n", provenance=True)
+    message = refused(text)
+    assert "B->C.exactly.once.support" in message and "takes records of A" in message
+    # two clusters: the source takes records from the target only, which go home anyway
+    guards(config("A, B", ["A->B", "B->A"], IDENTITY_ALL + "exactly.once.support = required\n", provenance=True))

@@ -5,8 +5,8 @@ copier's (this is a ``Copier`` whose enqueue step rewrites records): each source
 target batch with the same records in the same order, each key/value/header id rewritten to the
 target registry's (``mm2py.schemas.translate``), compressed with the source batch's codec.
 A batch the raw copier would pass unchanged has its ids overwritten in place (``inplace``: records
-byte for byte the same otherwise); others, and any batch holding an untranslatable record, take
-the record path (decoded, rewritten, rebuilt).
+byte for byte the same otherwise; a batch whose ids all map to themselves passes as it is); others,
+and any batch holding an untranslatable record, take the record path (decoded, rewritten, rebuilt).
 
 Invariants:
 - one record out for one record in (a dead-lettered record leaves a gap that the rebuilt batch's
@@ -129,8 +129,8 @@ class TranslatingCopier(Copier):
             except Untranslatable:
                 pass  # a record schemas.on.error decides about: the record path below
             else:
-                part.enqueue(self.stamp(batch, rewritten, part),
-                             Pending(view.base_offset, view.record_count, rewritten.size), rebuilt=True)
+                part.enqueue(self.stamp(batch, rewritten, part),  # the source's batch when no id changed
+                             Pending(view.base_offset, view.record_count, rewritten.size), rebuilt=batch is not buf)
                 return
         records = rb.decode(buf, view)
         if trim_before is not None:

@@ -5,23 +5,31 @@ header's value), so the target's id takes exactly the source id's room: every le
 delta, timestamp delta and header stays as it was, byte for byte. The records section is
 decompressed, ids are overwritten where they sit, the section is compressed again with the
 batch's own codec and put behind the batch's own header (only batchLength changes; the copier
-re-stamps producer fields and the CRC as for any batch).
+re-stamps producer fields and the CRC as for any batch). A batch whose every id maps to itself
+is passed as the source wrote it: same bytes, same codec, nothing compressed again.
 
 Only batches the raw copier would pass unchanged take this path; a batch holding a record whose
 id cannot be translated raises ``Untranslatable`` here and takes the record path, where
 ``schemas.on.error`` decides about that record.
+
+Two walks find the ids, with the same result: ``rewrite_records``, record by record, reads every
+record of every shape; ``_id_positions`` reads batches of at least ``VECTOR_MIN`` records that
+carry no headers with numpy, one array operation per field for all records at once, after one
+loop over the record lengths. Whatever it does not take (headers, a record that is no frame, a
+length that does not add up) it leaves to ``rewrite_records``, which names what is wrong.
 """
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Callable
 
+import lz4.frame
+import numpy as np
 from kafka.codec import (
     gzip_decode,
     gzip_encode,
-    lz4_decode,
-    lz4_encode,
     snappy_decode,
     snappy_encode,
     zstd_decode,
@@ -33,16 +41,25 @@ from mm2py.schemas import frames
 from mm2py.schemas.subjects import Untranslatable
 
 _LENGTH = struct.Struct(">i")
-_DECODE: dict[int, Callable[[bytes], bytes]] = {1: gzip_decode, 2: snappy_decode, 3: lz4_decode, 4: zstd_decode}
-_ENCODE: dict[int, Callable[[bytes], bytes]] = {1: gzip_encode, 2: snappy_encode, 3: lz4_encode, 4: zstd_encode}
+
+
+def _lz4_encode(data: bytes | bytearray) -> bytes:
+    """LZ4 frames as Kafka's own producer writes them: independent 64 KiB blocks, no content size."""
+    return lz4.frame.compress(data, block_linked=False, store_size=False)
+
+
+_DECODE: dict[int, Callable[[bytes], bytes]] = {1: gzip_decode, 2: snappy_decode, 4: zstd_decode}
+_ENCODE: dict[int, Callable[[bytes], bytes]] = {1: gzip_encode, 2: snappy_encode, 3: _lz4_encode, 4: zstd_encode}
 _KEY_HEADER = frames.KEY_HEADER.encode()
 _VALUE_HEADER = frames.VALUE_HEADER.encode()
+# batches of fewer records take the record-by-record walk: numpy's cost per call outweighs its gain
+VECTOR_MIN = 64
 
 # a source id's 4 bytes -> the target id's 4 bytes (raises Untranslatable)
-IdMap = Callable[[int], bytes]
+IdMap = Callable[[bytes], bytes]
 
 
-def _varint(data: bytearray, pos: int) -> tuple[int, int]:
+def _varint(data: bytes | bytearray, pos: int) -> tuple[int, int]:
     """A zigzag varint at ``pos``: (value, position after it)."""
     shift = result = 0
     while True:
@@ -71,7 +88,7 @@ def rewrite_records(data: bytearray, count: int, mapped: IdMap, keys: bool = Tru
     ``keys`` False: keys are never frames (``schemas.keys``); an id header still is.
     """
     pos = 0
-    for _ in range(count):  # one-byte varints inline: this loop is the translate path's cost
+    for _ in range(count):  # one-byte varints inline
         b = data[pos]
         size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint(data, pos)
         end = pos + size
@@ -117,15 +134,141 @@ def rewrite_records(data: bytearray, count: int, mapped: IdMap, keys: bool = Tru
             _rewrite_frame(data, value_at, value_len, mapped, "value")  # raises: why it is not a frame
 
 
+# the first byte of a record's length varint -> the record's size with the varint, when that is
+# one byte; for a two-byte varint the second byte adds (byte << 6) (see _record_ends)
+_STEP = tuple(1 + (b >> 1) if b < 0x80 else 2 + ((b & 0x7F) >> 1) for b in range(256))
+
+
+def _record_ends(data: bytearray, count: int) -> list[int]:
+    """Where each of ``count`` records ends, reading each length as a varint of one or two bytes
+    (records under 8 KiB); the caller checks every length against the bytes (``_id_positions``)."""
+    ends: list[int] = []
+    end = ends.append
+    pos = 0
+    step = _STEP
+    for _ in itertools.repeat(None, count):  # the one loop over records: the rest are array operations
+        b = data[pos]
+        pos += step[b] if b < 0x80 else step[b] + (data[pos + 1] << 6)
+        end(pos)
+    return ends
+
+
+def _past(a: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The position after the varint starting at each of ``at``."""
+    end = at.copy()
+    more = a[end] >= 0x80
+    for _ in range(9):  # a varlong has at most 10 bytes
+        if not more.any():
+            return end + 1
+        end += more
+        more &= a[end] >= 0x80
+    raise IndexError("a varint longer than 10 bytes")
+
+
+def _varints(a: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The zigzag varints (at most 5 bytes) starting at each of ``at``: (values, positions after them)."""
+    end = at.copy()
+    b = a[end]
+    value = (b & 0x7F).astype(np.int64)
+    more = b >= 0x80
+    for shift in (7, 14, 21, 28):
+        if not more.any():
+            return (value >> 1) ^ -(value & 1), end + 1
+        end += more
+        b = a[end]
+        value |= np.where(more, (b & 0x7F).astype(np.int64) << shift, 0)
+        more &= b >= 0x80
+    raise IndexError("a length varint longer than 5 bytes")
+
+
+def _id_positions(data: bytearray, count: int, keys: bool) -> np.ndarray | None:
+    """Where every schema id of the records section sits (the first of its 4 bytes), by the rules of
+    ``rewrite_records``; None for a section this walk does not take: a record of 8 KiB or more, a
+    record with headers, fields that do not add up to the record's length, a value that is no frame
+    (``rewrite_records`` raises what is wrong). Raises IndexError for a field past the section."""
+    ends = np.array(_record_ends(data, count), np.int64)
+    if ends[-1] != len(data):
+        return None
+    a = np.frombuffer(data, np.uint8)
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1]
+    size, at = _varints(a, starts)
+    if not (at + size == ends).all():  # a longer or negative length: _record_ends misread it
+        return None
+    at = _past(a, _past(a, at + 1))  # past the attributes byte, the timestamp and offset deltas
+    key_len, key_at = _varints(a, at)
+    value_len, value_at = _varints(a, key_at + np.maximum(key_len, 0))
+    headers_at = value_at + np.maximum(value_len, 0)
+    if not (headers_at + 1 == ends).all() or a[headers_at].any():  # headers, or fields past the length
+        return None
+    present = value_len >= 0
+    value_at = value_at[present]
+    if not ((value_len[present] >= frames.PREFIX).all() and (a[value_at] == frames.MAGIC).all()):
+        return None
+    if not keys:
+        return value_at + 1
+    framed = (key_len >= frames.PREFIX) & (a[np.minimum(key_at, len(data) - 1)] == frames.MAGIC)
+    return np.concatenate((key_at[framed], value_at)) + 1
+
+
+_ID_BYTES = np.arange(4)
+
+
+def _rewrite_section(data: bytearray, count: int, mapped: IdMap, keys: bool) -> bool:
+    """Overwrite every schema id in ``data``; False when every id maps to itself (nothing written)."""
+    at = None
+    if count >= VECTOR_MIN:
+        try:
+            at = _id_positions(data, count, keys)
+        except IndexError:  # a varint or field runs past the section: rewrite_records says where
+            at = None
+    if at is None:
+        changed = False
+
+        def tracked(source: bytes) -> bytes:
+            nonlocal changed
+            target = mapped(source)
+            changed = changed or target != source
+            return target
+
+        rewrite_records(data, count, tracked, keys)
+        return changed
+    if not len(at):
+        return False
+    a = np.frombuffer(data, np.uint8)
+    where = at[:, None] + _ID_BYTES  # each id's 4 bytes
+    ids = a[where].view(">u4").ravel()
+    known = ids[:1] if (ids == ids[0]).all() else np.unique(ids)
+    targets = np.array([int.from_bytes(mapped(int(i).to_bytes(4, "big")), "big") for i in known], ">u4")
+    if (targets == known).all():
+        return False
+    if len(known) == 1:
+        a[where] = targets.view(np.uint8)
+    else:
+        a[where] = targets[np.searchsorted(known, ids)].view(np.uint8).reshape(-1, 4)
+    return True
+
+
+def _decompressed(codec: int, body: memoryview) -> bytearray:
+    if codec == 3:
+        return lz4.frame.decompress(body, return_bytearray=True)
+    return bytearray(_DECODE[codec](bytes(body)) if codec else body)
+
+
 def rewritten_batch(buf: bytes, view: rb.BatchView, mapped: IdMap,
                     keys: bool = True) -> tuple[bytes, rb.BatchView]:
-    """The batch at ``view`` with every schema id rewritten, and a view of it (start 0)."""
+    """The batch at ``view`` with every schema id rewritten, and a view of it (start 0).
+
+    When every id maps to itself, ``buf`` and ``view`` themselves: the source's batch as it is.
+    """
     whole = memoryview(buf)[view.start:view.start + view.size]
     codec = view.attributes & rb.ATTR_CODEC_MASK
     body = whole[rb.HEADER_SIZE:]
-    data = bytearray(_DECODE[codec](bytes(body)) if codec else body)
-    rewrite_records(data, view.record_count, mapped, keys)
-    section = _ENCODE[codec](bytes(data)) if codec else bytes(data)
+    data = _decompressed(codec, body)
+    if not _rewrite_section(data, view.record_count, mapped, keys):
+        return buf, view
+    section = _ENCODE[codec](data if codec == 3 else bytes(data)) if codec else data
     head = bytearray(whole[:rb.HEADER_SIZE])
     _LENGTH.pack_into(head, 8, rb.HEADER_SIZE - 12 + len(section))
     out = bytes(head) + section

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -188,3 +190,76 @@ def test_raw_keys_stay_untouched_even_when_they_look_framed() -> None:
     assert rec.key == long_key and rec.value == b"\x00\x00\x00\x00\x6bv" and seen == [b"\x00\x00\x00\x07"]
     out, out_view = inplace.rewritten_batch(buf, view, mapped, keys=True)  # schemas.keys = framed
     assert rb.decode(out, out_view)[0].key != long_key
+
+
+def _random_records(rng: random.Random, kind: str, count: int) -> list[tuple]:
+    """Records of every shape the id rewrite meets: raw, framed and null keys and values, long
+    bodies (multi-byte varints), id headers and other headers, values that are no frame."""
+    def frame(schema_id: int, body: bytes) -> bytes:
+        return b"\x00" + schema_id.to_bytes(4, "big") + body
+
+    out = []
+    for _ in range(count):
+        body = rng.randbytes(rng.choice([0, 3, 60, 200, 1000]))
+        key = rng.choice([None, b"k%d" % rng.randrange(100_000), frame(rng.choice([7, 8]), body[:20]),
+                          (42).to_bytes(8, "big"), b"\x00\x00"])
+        value = frame(rng.choice([7] if kind == "one id" else [7, 8, 9]), body)
+        headers: list = []
+        if kind == "bad" and rng.random() < 0.05:
+            value = rng.choice([None, b"\x01abcdef", b"\x00ab", frame(5, b"x")])
+        if kind == "headers" and rng.random() < 0.1:
+            headers = rng.choice([[("x", b"y")], [(frames.VALUE_HEADER, frame(8, b""))]])
+        out.append((key, value, headers))
+    return out
+
+
+def test_the_array_walk_finds_the_ids_the_record_walk_finds() -> None:
+    """Batches of VECTOR_MIN records or more are read by ``_id_positions`` (numpy), smaller ones and
+    those it does not take record by record: both give the same bytes, or the same error."""
+    rng = random.Random(26)
+    ids = {7: 107, 8: 8, 9: 109}  # 8 maps to itself
+
+    def mapped(source: bytes) -> bytes:
+        target = ids.get(int.from_bytes(source, "big"))
+        if target is None:
+            raise Untranslatable(f"schema id {int.from_bytes(source, 'big')} is unknown")
+        return target.to_bytes(4, "big")
+
+    def outcome(data: bytes, count: int, keys: bool, walk: str) -> object:
+        try:
+            if walk == "records":
+                out = bytearray(data)
+                inplace.rewrite_records(out, count, mapped, keys)
+                return bytes(out)
+            if inplace._id_positions(bytearray(data), count, keys) is None:
+                return None
+            out = bytearray(data)
+            changed = inplace._rewrite_section(out, count, mapped, keys)
+            assert changed == (out != data)
+            return bytes(out)
+        except Untranslatable as e:
+            return str(e)
+
+    taken = 0
+    for trial in range(120):
+        kind = ("one id", "mixed", "bad", "headers")[trial % 4]
+        count = rng.choice([inplace.VECTOR_MIN, 100, 700])
+        keys = trial % 3 != 0
+        buf, view = _batch(_random_records(rng, kind, count), 0)
+        data, count = buf[rb.HEADER_SIZE:], view.record_count
+        by_array = outcome(data, count, keys, "array")
+        if by_array is not None:
+            taken += 1
+            assert by_array == outcome(data, count, keys, "records"), (trial, kind, keys)
+    assert taken >= 60  # the array walk took the batches without headers or bad values
+
+
+def test_a_batch_whose_ids_all_map_to_themselves_passes_as_the_source_wrote_it() -> None:
+    records = [(b"k%d" % i, b"\x00\x00\x00\x00\x07" + b"v" * (i + 40), []) for i in range(200)]
+    for count in (3, 200):  # the record walk and the array walk
+        buf, view = _batch(records[:count], 3)
+        out, out_view = inplace.rewritten_batch(buf, view, lambda source: source)
+        assert out is buf and out_view is view
+        out, out_view = inplace.rewritten_batch(buf, view, lambda source: b"\x00\x00\x00\x08")
+        assert out is not buf and rb.codec_of(out, out_view) == rb.codec_of(buf, view)
+        assert [r.value[:5] for r in rb.decode(out, out_view)] == [b"\x00\x00\x00\x00\x08"] * count

@@ -124,6 +124,18 @@ def registry_url(role: str) -> str:
     return f"http://127.0.0.1:{REGISTRY_PORTS[role]}{CCOMPAT}"
 
 
+def shift_target_ids() -> None:
+    """Register an unrelated schema on the target registry first, so that the Order schema gets
+    another id there than on A: translate then rewrites every value's id, as between registries
+    with their own histories (two fresh registries would give both the same id, and a batch
+    whose ids all map to themselves passes as it is)."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    placeholder = '{"type":"record","name":"Placeholder","namespace":"bench","fields":[{"name":"n","type":"int"}]}'
+    SchemaRegistryClient({"url": registry_url("target")}).register_schema("bench-placeholder-value",
+                                                                          Schema(placeholder, "AVRO"))
+
+
 def avro_values(topic: str, size: int, count: int = 1000) -> list[bytes]:
     """``count`` distinct Avro orders of about ``size`` bytes, framed with the source registry's id."""
     from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
@@ -759,6 +771,7 @@ def main(argv: list[str] | None = None) -> int:
 
             for role, port in REGISTRY_PORTS.items():
                 registries.append(devregistry.start_registry(f"bench-{role}", port, workdir=workdir))
+            shift_target_ids()
         for w in chosen:
             data = load(w, f"127.0.0.1:{A_PORT}", brokers) if not w.steady_rate else 0
             for pair in range(1 - args.warmup_runs, args.pairs + 1):

@@ -155,9 +155,9 @@ def _record_ends(data: bytearray, count: int) -> list[int]:
 
 def _past(a: np.ndarray, at: np.ndarray) -> np.ndarray:
     """The position after the varint starting at each of ``at``."""
-    end = at.copy()
+    end = at + (a[at] >= 0x80)
     more = a[end] >= 0x80
-    for _ in range(9):  # a varlong has at most 10 bytes
+    for _ in range(8):  # a varlong has at most 10 bytes
         if not more.any():
             return end + 1
         end += more
@@ -167,17 +167,20 @@ def _past(a: np.ndarray, at: np.ndarray) -> np.ndarray:
 
 def _varints(a: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The zigzag varints (at most 5 bytes) starting at each of ``at``: (values, positions after them)."""
-    end = at.copy()
-    b = a[end]
-    value = (b & 0x7F).astype(np.int64)
+    b = a[at]
     more = b >= 0x80
+    if not more.any():  # one byte each
+        value = b.astype(np.int64)
+        return (value >> 1) ^ -(value & 1), at + 1
+    value = (b & 0x7F).astype(np.int64)
+    end = at + more
     for shift in (7, 14, 21, 28):
+        b = a[end]
+        value |= (b & 0x7F).astype(np.int64) * more << shift
+        more &= b >= 0x80
         if not more.any():
             return (value >> 1) ^ -(value & 1), end + 1
         end += more
-        b = a[end]
-        value |= np.where(more, (b & 0x7F).astype(np.int64) << shift, 0)
-        more &= b >= 0x80
     raise IndexError("a length varint longer than 5 bytes")
 
 
@@ -193,26 +196,26 @@ def _id_positions(data: bytearray, count: int, keys: bool) -> np.ndarray | None:
     starts = np.empty_like(ends)
     starts[0] = 0
     starts[1:] = ends[:-1]
-    size, at = _varints(a, starts)
-    if not (at + size == ends).all():  # a longer or negative length: _record_ends misread it
+    first = a[starts]
+    two = first >= 0x80
+    # _record_ends read every length as one or two bytes and positive: check it did
+    if (first & 1).any() or (two & (a[starts + two] >= 0x80)).any():
         return None
-    at = _past(a, _past(a, at + 1))  # past the attributes byte, the timestamp and offset deltas
+    at = _past(a, _past(a, starts + two + 2))  # past the length, the attributes, both deltas
     key_len, key_at = _varints(a, at)
     value_len, value_at = _varints(a, key_at + np.maximum(key_len, 0))
     headers_at = value_at + np.maximum(value_len, 0)
     if not (headers_at + 1 == ends).all() or a[headers_at].any():  # headers, or fields past the length
         return None
     present = value_len >= 0
-    value_at = value_at[present]
-    if not ((value_len[present] >= frames.PREFIX).all() and (a[value_at] == frames.MAGIC).all()):
+    if not present.all():
+        value_at, value_len = value_at[present], value_len[present]
+    if not ((value_len >= frames.PREFIX).all() and (a[value_at] == frames.MAGIC).all()):
         return None
     if not keys:
         return value_at + 1
     framed = (key_len >= frames.PREFIX) & (a[np.minimum(key_at, len(data) - 1)] == frames.MAGIC)
     return np.concatenate((key_at[framed], value_at)) + 1
-
-
-_ID_BYTES = np.arange(4)
 
 
 def _rewrite_section(data: bytearray, count: int, mapped: IdMap, keys: bool) -> bool:
@@ -236,17 +239,14 @@ def _rewrite_section(data: bytearray, count: int, mapped: IdMap, keys: bool) -> 
         return changed
     if not len(at):
         return False
-    a = np.frombuffer(data, np.uint8)
-    where = at[:, None] + _ID_BYTES  # each id's 4 bytes
-    ids = a[where].view(">u4").ravel()
+    # every position's 4 bytes as one big-endian id: an unaligned view of data, read and written at ``at``
+    id_at = np.ndarray((len(data) - 3,), ">u4", data, 0, (1,))
+    ids = id_at[at]
     known = ids[:1] if (ids == ids[0]).all() else np.unique(ids)
     targets = np.array([int.from_bytes(mapped(int(i).to_bytes(4, "big")), "big") for i in known], ">u4")
     if (targets == known).all():
         return False
-    if len(known) == 1:
-        a[where] = targets.view(np.uint8)
-    else:
-        a[where] = targets[np.searchsorted(known, ids)].view(np.uint8).reshape(-1, 4)
+    id_at[at] = targets[0] if len(known) == 1 else targets[np.searchsorted(known, ids)]
     return True
 
 

@@ -29,7 +29,8 @@ class CheckpointDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         flow = decode_flow(self.options["flow"])
-        return CheckpointReader(flow, flow.emit_checkpoints_interval_seconds)
+        reverse = decode_flow(self.options["reverse"]) if "reverse" in self.options else None
+        return CheckpointReader(flow, flow.emit_checkpoints_interval_seconds, reverse)
 
 
 class CheckpointPass(InputPartition):
@@ -38,8 +39,9 @@ class CheckpointPass(InputPartition):
 
 
 class CheckpointReader(TickingReader):
-    def __init__(self, flow: FlowConfig, interval_seconds: float):
+    def __init__(self, flow: FlowConfig, interval_seconds: float, reverse: FlowConfig | None = None):
         super().__init__(flow, interval_seconds)
+        self.reverse = reverse  # the flow back, for a two-cluster identity cycle (mm2py.checkpoint.both_ways)
         self.listing = GroupListing(flow.refresh_groups_enabled, flow.refresh_groups_interval_seconds)
 
     def __getstate__(self) -> dict:
@@ -64,7 +66,8 @@ class CheckpointReader(TickingReader):
 
         assert isinstance(partition, CheckpointPass)
         syncs, checkpoints = kept_logs(self.flow)
-        report = run_checkpoints(self.flow, partition.groups, partition.sync_offsets, syncs, checkpoints)
+        reverse = (self.reverse, kept_logs(self.reverse)[0]) if self.reverse is not None else None
+        report = run_checkpoints(self.flow, partition.groups, partition.sync_offsets, syncs, checkpoints, reverse)
         synced = set(report.synced_groups)
         for cp in report.emitted:
             yield (cp.consumer_group_id, cp.topic, cp.partition, cp.upstream_offset, cp.downstream_offset,

@@ -221,6 +221,17 @@ def loop_guard(config: MirrorMakerConfig, flow: FlowConfig) -> LoopGuard:
     return LoopGuard(flow.name, guarded, provenance=len(guarded) < len(cycles))
 
 
+def reverse_flow(config: MirrorMakerConfig, flow: FlowConfig) -> FlowConfig | None:
+    """For a flow on a provenance cycle, the enabled flow back (target->source), if the file has it.
+
+    Its syncs tell where the target's own records sit on the source (mm2py.checkpoint.both_ways).
+    """
+    if not loop_guard(config, flow).provenance:
+        return None
+    return next((f for f in config.enabled_flows
+                 if (f.source.alias, f.target.alias) == (flow.target.alias, flow.source.alias)), None)
+
+
 def is_blind(flow: FlowConfig) -> bool:
     """True when the flow's policy cannot trace a remote topic back to its source cluster."""
     return Hop.of(flow).blind

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from mm2py.checkpoint.both_ways import BothWays
 from mm2py.checkpoint.state import CheckpointLog, Key, SyncLog, checkpoint_log_for, sync_log_for
 from mm2py.checkpoint.translation import SyncIndex
 from mm2py.config.model import FlowConfig
@@ -57,12 +58,14 @@ class CheckpointReport:
 
 def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
                     sync_offsets: bool | None = None, syncs: SyncLog | None = None,
-                    checkpoints: CheckpointLog | None = None) -> CheckpointReport:
+                    checkpoints: CheckpointLog | None = None,
+                    reverse: tuple[FlowConfig, SyncLog] | None = None) -> CheckpointReport:
     """One checkpoint pass over ``groups`` (default: list them now), syncing offsets when ``sync_offsets``.
 
     ``sync_offsets`` defaults to ``sync.group.offsets.enabled``; the connector passes its schedule.
     ``syncs`` and ``checkpoints`` kept from the last pass are read from where it stopped;
-    without them, both topics are read whole.
+    without them, both topics are read whole. ``reverse``: the flow back and its syncs, for a
+    two-cluster identity cycle (``mm2py.checkpoint.both_ways``).
     """
     syncs = syncs or sync_log_for(flow)
     checkpoints = checkpoints or checkpoint_log_for(flow)
@@ -76,16 +79,23 @@ def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
     topic_filter = topic_filter_for(flow)
     listed = src.groups() if groups is None else groups
     groups = sorted(g for g in listed if group_filter.should_replicate_group(g))
-    index = syncs.refresh()
+    offsets = {group: src.group_offsets(group) for group in groups}
+    if reverse is not None:  # positions and both indexes, read in the order both_ways needs
+        tps = sorted({tp for committed in offsets.values() for tp in committed})
+        both = BothWays.read(flow, reverse[0], syncs, reverse[1], src, dst, tps)
+        index, translate = both.forward, both.translate
+    else:
+        index = syncs.refresh()
+        translate = index.translate
     evicted = evict_gone(index, src)
     previous = dict(checkpoints.refresh())
     emitted: list[Checkpoint] = []
     for group in groups:
-        for (upstream_topic, partition), upstream in sorted(src.group_offsets(group).items()):
+        for (upstream_topic, partition), upstream in sorted(offsets[group].items()):
             if not policy.should_replicate_topic(upstream_topic, flow.target.alias, topic_filter,
                                                  flow.heartbeats_replication_enabled):
                 continue
-            downstream = index.translate(upstream_topic, partition, upstream)
+            downstream = translate(upstream_topic, partition, upstream)
             if downstream is None:
                 if upstream != 0:
                     continue  # nothing of this partition mirrored yet

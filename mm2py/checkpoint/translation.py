@@ -20,6 +20,9 @@ Invariants of ``SyncIndex``:
   attempt that aborted) and what the earlier copy synced from there on no longer describes the
   target's readable records;
 - translation never returns an offset beyond the downstream end of the last sync;
+- where a run breaks with both skipped source records and target records of others between
+  (identity cycles), the copier writes ``(end of the run upstream, next downstream)`` too, so the
+  skipped stretch maps flat onto the next run and every run's length is known both ways;
 - ``trim`` drops only syncs that map records gone from the source: it keeps the newest sync at
   or below the partition's log start, so every offset still in the source log translates as before.
 """
@@ -87,6 +90,34 @@ class SyncIndex:
             return d1
         return min(d1 + (upstream - part.upstream[i]), part.downstream[i + 1])
 
+    def last(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """The partition's newest sync (upstream, downstream): where mirrored data ends."""
+        part = self._parts.get((topic, partition))
+        return (part.upstream[-1], part.downstream[-1]) if part and part.upstream else None
+
+    def first_upstream_at(self, topic: str, partition: int, downstream: int) -> int | None:
+        """The first upstream offset whose record lands at or after ``downstream``; None with no sync.
+
+        Below every sync that is the first sync's upstream offset; in a gap between runs (records
+        of the target's own there), the next run's start.
+        """
+        part = self._parts.get((topic, partition))
+        if part is None:
+            return None
+        i = bisect.bisect_right(part.downstream, downstream) - 1
+        if i < 0:
+            return part.upstream[0]
+        u1, d1 = part.upstream[i], part.downstream[i]
+        if i + 1 == len(part.upstream):
+            return u1
+        if downstream - d1 < part.upstream[i + 1] - u1:
+            return u1 + (downstream - d1)
+        # past the run's records: the next run's first record (a skipped stretch maps flat onto it)
+        j = i + 1
+        while j + 1 < len(part.upstream) and part.downstream[j + 1] == part.downstream[j]:
+            j += 1
+        return part.upstream[j]
+
     def inverse(self, topic: str, partition: int, downstream: int) -> int | None:
         """The upstream offset whose record sits at ``downstream`` (for failback); None if unknown."""
         part = self._parts.get((topic, partition))
@@ -100,3 +131,4 @@ class SyncIndex:
         if i + 1 == len(part.upstream):
             return u1
         return min(u1 + (downstream - d1), part.upstream[i + 1])
+

@@ -35,7 +35,7 @@ from mm2py.source.commit import committer_for
 from mm2py.source.exactly_once import fence
 from mm2py.source.exactly_once import prepare as prepare_exactly_once
 from mm2py.source.sync_history import prepare_history
-from mm2py.topology import check_topology, loop_guard
+from mm2py.topology import check_topology, loop_guard, reverse_flow
 
 log = structlog.get_logger(__name__)
 
@@ -172,6 +172,8 @@ class Engine:
         )
         if source is MirrorSourceDataSource:
             reader = reader.option("guard", encode(loop_guard(self.config, flow)))
+        if source is CheckpointDataSource and (reverse := reverse_flow(self.config, flow)) is not None:
+            reader = reader.option("reverse", encode_flow(reverse))
         df = reader.load()
         checkpoint = os.path.join(self.checkpoint_root, flow.name.replace(">", ""), kind)
         return (df.writeStream.queryName(f"{kind} {flow.name}").foreachBatch(sink)

@@ -2,7 +2,8 @@
 
 Failover ``A -> B`` places the group on the remote topics of B at the translated offsets.
 While A still answers, its live committed offsets are translated with the offset syncs
-(exact and current); when A is down, the last checkpoints on B are used; ``to_time`` falls
+(exact and current; for identity active/active, with the syncs of both flows:
+``mm2py.checkpoint.both_ways``); when A is down, the last checkpoints on B are used; ``to_time`` falls
 back to the first offsets at or after a timestamp for partitions with neither. Failback
 ``B -> A`` maps the group's offsets on B's remote topics back to A's topics (inverse syncs).
 """
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 
 import structlog
 
+from mm2py.checkpoint.both_ways import BothWays
+from mm2py.checkpoint.state import sync_log_for
 from mm2py.checkpoint.task import load_syncs
 from mm2py.client import MirrorClient
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
@@ -21,6 +24,7 @@ from mm2py.filters import topic_filter_for
 from mm2py.kafka.admin import Admin
 from mm2py.policy import policy_for
 from mm2py.source.positions import PositionStore
+from mm2py.topology import loop_guard, reverse_flow
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
@@ -68,13 +72,24 @@ def plan_failover(config: MirrorMakerConfig, group: str, from_alias: str, to_ali
         log.warning("source cluster unavailable; planning from checkpoints", cluster=from_alias, error=str(e))
         committed, ends = None, {}
     rows: list[PartitionPlan] = []
+    reverse = reverse_flow(config, flow)
+    if committed is not None and reverse is None and loop_guard(config, flow).provenance:
+        raise Mm2pyError(f"{flow.name} is on a cycle of flows that keep topic names but the file has no flow "
+                         f"{to_alias}->{from_alias}: where {to_alias}'s own records sit on {from_alias} is not known "
+                         "(they came round through other clusters); place the group with --to-time")
     if committed is not None:
-        index = load_syncs(flow)
         positions = PositionStore(flow.target, from_alias, timeout_ms=flow.admin_timeout_ms).load()
+        if reverse is not None:  # identity active/active: the group read records of both clusters
+            dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
+            both = BothWays.read(flow, reverse, sync_log_for(flow), sync_log_for(reverse), src, dst,
+                                 sorted(committed))
+            translate, how_found = both.translate, "syncs both ways"
+        else:
+            translate, how_found = load_syncs(flow).translate, "syncs"
         for (topic, partition), offset in sorted(committed.items()):
             remote = policy.format_remote_topic(from_alias, topic)
-            target = index.translate(topic, partition, offset)
-            how = "syncs"
+            target = translate(topic, partition, offset)
+            how = how_found
             if target is None and offset == 0:
                 target, how = 0, "start"
             mirrored = positions.get((topic, partition))

@@ -127,6 +127,7 @@ class FlowCommitter:
             rebuilt_batches=sum(r.rebuilt for r in results),
             offset_syncs=len(syncs) if self.flow.emit_offset_syncs_enabled else 0,
             dropped_records=sum(r.dropped for r in results),
+            went_home_records=sum(r.went_home for r in results),  # provenance: first written on the target
             lag_records=lag,
             **self._progress(lag),
             seconds=round(elapsed, 3),

@@ -179,5 +179,10 @@ class PartitionCopy:
             self.run_next = (up + 1, downstream_base + i + 1)
 
     def _sync_if_due(self, up: int, down: int, lag_max: int) -> None:
+        after = self.run_next
+        if after is not None and up > after[0] and down > after[1]:
+            # skipped source records and others' target records at one break: the skipped ones
+            # map flat onto this batch, so the run before keeps its exact length (translation)
+            self.syncs.append((after[0], down))
         if self.run_next != (up, down) or up - self.syncs[-1][0] >= max(lag_max, 1):
             self.syncs.append((up, down))

@@ -29,8 +29,9 @@ Invariants:
   spent. The registry therefore grows with worker processes, not with tasks or micro-batches;
 - exactly-once mode: the task's transactional id gives its producer id (stable across tasks; the
   coordinator bumps the epoch and fences), registered for the flow's source before the
-  transaction writes. A transaction has one producer id, so a batch of a third origin fails the
-  task (``ProvenanceError``) instead of being written under the wrong origin.
+  transaction writes. A transaction has one producer id, so start-up refuses a source that takes
+  a third cluster's records; a batch of a third origin that an earlier topology left in the log
+  is written as the source's own, with a warning.
 """
 
 from __future__ import annotations

@@ -96,13 +96,32 @@ def all_syncs(results: Iterable[RangeResult],
 
     A range's first sync that repeats its partition's last sync (``last``: the previous range's
     end, where a steady flow's next range starts) is left out: the topic holds that pair already.
+    Where the range starts past skipped records with others' records before it on the target,
+    a bridge leads in (``bridged``).
     """
     out = []
     for r in results:
         before = last.get((r.topic, r.partition)) if last is not None else None
-        out += [OffsetSync(r.topic, r.partition, up, down) for i, (up, down) in enumerate(r.syncs)
+        out += [OffsetSync(r.topic, r.partition, up, down) for i, (up, down) in enumerate(bridged(r.syncs, before))
                 if i or (up, down) != before]
     return out
+
+
+def bridged(syncs: Sequence[tuple[int, int]], before: tuple[int, int] | None) -> Sequence[tuple[int, int]]:
+    """A range's syncs, led by ``(before upstream, first downstream)`` where both sides jumped.
+
+    ``before`` (the last sync written, where the previous range expected its next record) is a
+    guess when the target takes records of others (identity cycles): if the range's first copied
+    record comes later upstream (records skipped: gone home, aborted) and later downstream (others'
+    records between), the skipped stretch maps flat onto it, which supersedes the guess and keeps
+    the run before it of known length (mm2py.checkpoint.translation).
+    """
+    if before is None or not syncs:
+        return syncs
+    up, down = syncs[0]
+    if up > before[0] and down > before[1]:
+        return [(before[0], down), *syncs]
+    return syncs
 
 
 def history_syncs(results: Iterable[RangeResult],
@@ -111,7 +130,7 @@ def history_syncs(results: Iterable[RangeResult],
     out = []
     for r in results:
         before = last.get((r.topic, r.partition)) if last is not None else None
-        out += [OffsetSync(r.topic, r.partition, up, down) for up, down in run_starts(r.syncs, before)]
+        out += [OffsetSync(r.topic, r.partition, up, down) for up, down in run_starts(bridged(r.syncs, before), before)]
     return out
 
 

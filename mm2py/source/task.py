@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+import structlog
+
 from mm2py.config.model import ClusterConfig
 from mm2py.kafka.admin import principal_of
 from mm2py.kafka.wire import RawClient
@@ -18,12 +20,14 @@ from mm2py.schemas.copier import TranslatingCopier
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.source.copier import Copier, CopySettings, ProducerState
 from mm2py.source.positions import PositionStore
-from mm2py.source.provenance import ProducerIds, Provenance, ProvenanceError
+from mm2py.source.provenance import ProducerIds, Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.source.rehash import RehashCopier
 from mm2py.source.transactional import ExactlyOnce, TaskTransaction
 from mm2py.types import TP
 from mm2py.worker import kept_state, kept_writer, task_clients
+
+log = structlog.get_logger(__name__)
 
 # kafka-python drops a connection whose answer is larger than its limit; fetches answer up to
 # fetch.max.bytes and, per partition, at least one whole batch (KIP-74)
@@ -123,15 +127,18 @@ def _kept_producer_ids(provenance: Provenance, dst: RawClient, target: ClusterCo
 
 
 def transaction_origin(provenance: Provenance, producer: ProducerState) -> Callable[[str], tuple[int, int]]:
-    """Exactly-once: the transaction's producer id stands for the flow's source, and for nothing else."""
+    """Exactly-once: the transaction's producer id stands for the flow's source.
+
+    A transaction has one producer id. A batch of a third origin (left in the source's log by an
+    earlier topology: start-up refuses one that would bring new ones) is written as the source's
+    own, with a warning naming its origin.
+    """
 
     def producer_for(origin: str) -> tuple[int, int]:
         if origin != provenance.source:
-            raise ProvenanceError(
-                f"a batch first written on {origin} reached flow {provenance.source}->{provenance.home} in "
-                f"exactly-once mode: its transaction has one producer id, which stands for {provenance.source}; "
-                "run this flow at-least-once (exactly.once.support = disabled) or break the cycle longer than two "
-                "clusters", cluster=provenance.source)
+            log.warning("a batch first written on another cluster is written as the source's own: an "
+                        "exactly-once transaction has one producer id", flow=f"{provenance.source}->{provenance.home}",
+                        origin=origin)
         return producer.producer_id, producer.epoch
 
     return producer_for

@@ -8,16 +8,21 @@ byte for byte one the origin cluster wrote (no header added, codec kept).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
+from mm2py.client import MirrorClient
+from mm2py.config import load_text
 from mm2py.kafka import batches as rb
 from mm2py.kafka.wire import RawClient
+from mm2py.ops.failover import plan_failover
 from mm2py.source.provenance import REGISTRY_TOPIC, parse_registration
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.kafkautil import consume_all, create_topic, end_offsets
@@ -81,8 +86,6 @@ class Writer(threading.Thread):
 
 def raw(bootstrap: str, topic: str) -> list[tuple[int, bool, bytes, bool]]:
     """(producer id, control, records section, transactional) of every batch, read with raw Fetches."""
-    from mm2py.config import load_text
-
     cluster = load_text(f"clusters = X\nX.bootstrap.servers = {bootstrap}\n").clusters["X"]
     client = RawClient(cluster, client_id="identity-cycles-test")
     out = []
@@ -116,6 +119,12 @@ def registry(bootstrap: str) -> dict[int, str]:
     return found
 
 
+def origins_in(bootstrap: str, topic: str) -> set[str]:
+    """The origins registered for the producer ids of ``topic``'s batches (the registry serves every test)."""
+    registered = registry(bootstrap)
+    return {registered[pid] for pid, _, _, _ in raw(bootstrap, topic) if pid in registered}
+
+
 def committed_keys(bootstrap: str, topic: str) -> Counter:
     recs = consume_all(bootstrap, topic, isolation="read_committed")
     return Counter(r.key for p in recs.values() for r in p)
@@ -125,42 +134,56 @@ def total(bootstrap: str, topic: str) -> int:
     return sum(end_offsets(bootstrap, topic).values())
 
 
-def run_cycle(clusters: dict[str, str], flows: list[str], topic: str, tmp_path: Path, seconds: float,
-              extra: dict[str, str] | None = None) -> dict[str, Writer]:
-    """Writers on every cluster for ``seconds`` while mm2py runs ``flows``; returns the writers when all landed."""
+def write_for(clusters: dict[str, str], topic: str, seconds: float, phase: str = "") -> Counter:
+    """Writers on every cluster for ``seconds``; the keys they committed (each once)."""
+    writers = {alias: Writer(bootstrap, topic, alias + phase) for alias, bootstrap in clusters.items()}
+    for w in writers.values():
+        w.start()
+    time.sleep(seconds)
+    for w in writers.values():
+        w.stop_event.set()
+    for w in writers.values():
+        w.join(60)
+        assert w.error is None, f"writer {w.tag}: {w.error!r}"
+        assert w.committed and w.aborted, f"writer {w.tag} wrote {len(w.committed)}, aborted {w.aborted}"
+    return Counter(k for w in writers.values() for k in w.committed)
+
+
+def converge(clusters: dict[str, str], topic: str, expected: Counter, rep: Replicator) -> None:
+    """Wait until every cluster holds ``expected`` once; then check that nothing more comes (no loop)."""
+
+    def landed() -> bool:
+        return all(committed_keys(b, topic) == expected for b in clusters.values())
+
+    wait_for(landed, 180, f"every committed record of {topic} on every cluster once", rep)
+    # nothing loops: end offsets stay where they are for three refresh intervals and more
+    ends = {alias: total(b, topic) for alias, b in clusters.items()}
+    time.sleep(8)
+    assert {alias: total(b, topic) for alias, b in clusters.items()} == ends, rep.tail()
+    for alias, b in clusters.items():
+        keys = committed_keys(b, topic)
+        assert keys == expected, f"{alias}: {sum((keys - expected).values())} extra (duplicates or loops), " \
+                                 f"{sum((expected - keys).values())} missing"
+
+
+def start_cycle(clusters: dict[str, str], flows: list[str], topic: str, tmp_path: Path,
+                extra: dict[str, str] | None = None, groups: str = "none") -> Replicator:
     for bootstrap in clusters.values():
         create_topic(bootstrap, topic, PARTITIONS)
     config = tmp_path / "identity.properties"
-    config.write_text(properties(clusters, {f: {"topics": topic, "groups": "none"} for f in flows},
+    config.write_text(properties(clusters, {f: {"topics": topic, "groups": groups} for f in flows},
                                  "".join(f"{k} = {v}\n" for k, v in {**FAST, **(extra or {})}.items())))
-    rep = Replicator(config, tmp_path / "mm2.log").start()
-    writers = {alias: Writer(bootstrap, topic, alias) for alias, bootstrap in clusters.items()}
+    return Replicator(config, tmp_path / "mm2.log").start()
+
+
+def run_cycle(clusters: dict[str, str], flows: list[str], topic: str, tmp_path: Path, seconds: float,
+              extra: dict[str, str] | None = None) -> None:
+    """Writers on every cluster for ``seconds`` while mm2py runs ``flows``; then every record landed once."""
+    rep = start_cycle(clusters, flows, topic, tmp_path, extra)
     try:
-        for w in writers.values():
-            w.start()
-        time.sleep(seconds)
-        for w in writers.values():
-            w.stop_event.set()
-        for w in writers.values():
-            w.join(60)
-            assert w.error is None, f"writer {w.tag}: {w.error!r}"
-        expected = Counter(k for w in writers.values() for k in w.committed)
-
-        def landed() -> bool:
-            return all(committed_keys(b, topic) == expected for b in clusters.values())
-
-        wait_for(landed, 180, f"every committed record of {topic} on every cluster once", rep)
-        # nothing loops: end offsets stay where they are for three refresh intervals and more
-        ends = {alias: total(b, topic) for alias, b in clusters.items()}
-        time.sleep(8)
-        assert {alias: total(b, topic) for alias, b in clusters.items()} == ends, rep.tail()
-        for alias, b in clusters.items():
-            keys = committed_keys(b, topic)
-            assert keys == expected, f"{alias}: {sum((keys - expected).values())} extra (duplicates or loops), " \
-                                     f"{sum((expected - keys).values())} missing"
+        converge(clusters, topic, write_for(clusters, topic, seconds), rep)
     finally:
         rep.stop()
-    return writers
 
 
 def check_batches_byte_identical(clusters: dict[str, str], topic: str, transactional: bool = False) -> int:
@@ -189,12 +212,11 @@ def check_batches_byte_identical(clusters: dict[str, str], topic: str, transacti
 def test_identity_active_active_every_record_once_nothing_loops(cluster_a, cluster_b, unique_name, tmp_path):
     clusters = {"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}
     topic = f"{unique_name}-orders"
-    writers = run_cycle(clusters, ["A->B", "B->A"], topic, tmp_path, seconds=60)
-    assert all(w.committed and w.aborted for w in writers.values())
+    run_cycle(clusters, ["A->B", "B->A"], topic, tmp_path, seconds=60)
     checked = check_batches_byte_identical(clusters, topic)
     assert checked > 100, checked
     for alias, bootstrap in clusters.items():
-        origins = set(registry(bootstrap).values())
+        origins = origins_in(bootstrap, topic)
         assert origins == set(clusters) - {alias}, (alias, origins)  # each cluster's ids stand for the other
 
 
@@ -205,7 +227,7 @@ def test_identity_ring_of_three_every_record_reaches_every_cluster_once(cluster_
     run_cycle(clusters, ["A->B", "B->C", "C->A"], topic, tmp_path, seconds=30)
     assert check_batches_byte_identical(clusters, topic) > 100
     # C holds A's records relayed by B: registered on C for origin A, not for B
-    assert set(registry(cluster_c.bootstrap).values()) == {"A", "B"}
+    assert origins_in(cluster_c.bootstrap, topic) == {"A", "B"}
 
 
 def test_identity_active_active_exactly_once(cluster_a, cluster_b, unique_name, tmp_path):
@@ -216,4 +238,56 @@ def test_identity_active_active_exactly_once(cluster_a, cluster_b, unique_name, 
               extra={"A.exactly.once.source.support": "required", "B.exactly.once.source.support": "required"})
     assert check_batches_byte_identical(clusters, topic, transactional=True) > 20
     for alias, bootstrap in clusters.items():
-        assert set(registry(bootstrap).values()) == set(clusters) - {alias}
+        assert origins_in(bootstrap, topic) == set(clusters) - {alias}
+
+
+def consume_group(bootstrap: str, group: str, topic: str) -> list[bytes]:
+    """Everything ``group`` reads of ``topic`` from its committed offsets (read_committed), then committed."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe([topic])
+    keys: list[bytes] = []
+    idle = time.monotonic()
+    try:
+        while time.monotonic() - idle < 8:
+            for msg in consumer.consume(500, timeout=0.5):
+                assert not msg.error(), msg.error()
+                keys.append(msg.key())
+                idle = time.monotonic()
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return keys
+
+
+def test_identity_active_active_failover_reads_nothing_twice_and_misses_nothing(cluster_a, cluster_b, unique_name,
+                                                                               tmp_path):
+    clusters = {"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}
+    topic, group = f"{unique_name}-orders", f"{unique_name}-g"
+    checkpoints_on = {"emit.checkpoints.enabled": "true", "emit.checkpoints.interval.seconds": "2",
+                      "refresh.groups.interval.seconds": "1"}
+    rep = start_cycle(clusters, ["A->B", "B->A"], topic, tmp_path, checkpoints_on, groups=group)
+    try:
+        first = write_for(clusters, topic, 15, "-1")
+        converge(clusters, topic, first, rep)
+        read_on_a = consume_group(cluster_a.bootstrap, group, topic)
+        assert Counter(read_on_a) == first
+        config = load_text((tmp_path / "identity.properties").read_text())
+        caught_up = plan_failover(config, group, "A", "B")
+        assert {(p.target_topic, p.partition): p.target_offset for p in caught_up.partitions} == \
+            {(topic, p): end for p, end in end_offsets(cluster_b.bootstrap, topic).items()}, caught_up
+        second = write_for(clusters, topic, 15, "-2")  # both clusters keep taking writes
+        converge(clusters, topic, first + second, rep)
+        done = subprocess.run([sys.executable, "-m", "mm2py", "failover", str(tmp_path / "identity.properties"),
+                               "--group", group, "--from", "A", "--to", "B", "--execute"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and "syncs both ways" in done.stdout, done.stdout + done.stderr
+        read_on_b = consume_group(cluster_b.bootstrap, group, topic)
+        twice = set(read_on_a) & set(read_on_b)
+        assert not twice, f"{len(twice)} records read twice"
+        assert Counter(read_on_a + read_on_b) == first + second, "records missed"
+        # the checkpoint connector translates the same way: B's checkpoints of the group match
+        checkpoints = MirrorClient.for_cluster(config, "B").remote_consumer_offsets(group, "A")
+        assert checkpoints == {(topic, p.partition): p.target_offset for p in caught_up.partitions}, checkpoints
+    finally:
+        rep.stop()

@@ -104,3 +104,26 @@ def test_trim_forgets_only_syncs_of_records_gone_from_the_source():
     assert {u: idx.translate("t", 0, u) for u in range(25, 70)} == kept, "offsets still in the log translate as before"
     assert idx.trim({("t", 0): 21}) == 0 and idx.trim({("t", 0): 5}) == 0, "the newest sync at the start stays"
     assert idx.trim({("t", 0): 1000}) == 2 and idx.translate("t", 0, 1000) == 159
+
+
+
+def test_identity_active_active_resumes_at_the_first_record_not_read_of_either_cluster():
+    from mm2py.checkpoint.both_ways import BothWays
+
+    # B: b0 b1 a0 a1 b2 a2 (offsets 0-5); A: a0 a1 b0 b1 a2 b2
+    forward, backward = SyncIndex(), SyncIndex()  # A->B: A offsets to B; B->A: B offsets to A
+    # as the copiers write them: a run, the skipped stretch mapped flat onto the next run, the next run
+    for up, down in ((0, 2), (2, 5), (4, 5), (5, 6)):  # a0 a1 -> B2 B3; b0 b1 skipped; a2 (A4) -> B5
+        forward.add(OffsetSync("t", 0, up, down))
+    for up, down in ((0, 2), (2, 5), (4, 5), (5, 6)):  # b0 b1 -> A2 A3; a0 a1 skipped; b2 (B4) -> A5
+        backward.add(OffsetSync("t", 0, up, down))
+    quiet = BothWays(forward, backward, {("t", 0): 6}, {("t", 0): 6})
+    got = {o: quiet.translate("t", 0, o) for o in range(7)}
+    # at 4 the group read a0 a1 b0 b1 on A: on B it resumes at b2 (4), then a2, none twice, none missed;
+    # at 6 it read everything: B's end. Where the clusters ordered records differently it reads some again.
+    assert got == {0: 0, 1: 0, 2: 0, 3: 1, 4: 4, 5: 4, 6: 6}
+    busy = BothWays(forward, backward, {}, {})  # A->B behind, or A took writes meanwhile
+    assert busy.translate("t", 0, 6) == 5 and busy.translate("t", 0, 4) == 4, "without positions: a2 read again"
+    assert backward.first_upstream_at("t", 0, 0) == 0 and backward.first_upstream_at("u", 0, 0) is None
+    alone = BothWays(forward, SyncIndex(), {}, {})
+    assert alone.translate("t", 0, 4) == 5, "nothing of B's reached A: forward alone"

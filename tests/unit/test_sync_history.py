@@ -156,3 +156,14 @@ def test_checkpoint_log_keeps_the_newest_per_key_and_what_the_pass_wrote() -> No
     newer = Checkpoint("g", "A.t", 0, 20, 22, "")
     log.add([newer])
     assert log.refresh()[("g", "A.t", 0)] == newer and tail.records_read == 1
+
+
+def test_a_range_past_skipped_records_and_others_records_is_bridged_from_the_last_guess():
+    from mm2py.source.sync_history import bridged
+
+    # the last range expected its next record (upstream 5147) at 6068; the next range's first copied
+    # record is 6061 upstream, at 6183 downstream: 5147-6060 went home, others wrote 6068-6182
+    assert bridged([(6061, 6183), (6070, 6192)], (5147, 6068)) == [(5147, 6183), (6061, 6183), (6070, 6192)]
+    assert bridged([(5147, 6070)], (5147, 6068)) == [(5147, 6070)], "only others' records: a plain run start"
+    assert bridged([(5150, 6068)], (5147, 6068)) == [(5150, 6068)], "only skipped records: a plain run start"
+    assert bridged([(1, 2)], None) == [(1, 2)]

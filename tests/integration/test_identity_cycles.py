@@ -22,12 +22,12 @@ from mm2py.client import MirrorClient
 from mm2py.config import load_text
 from mm2py.kafka import batches as rb
 from mm2py.kafka.wire import RawClient
-from mm2py.ops.failover import plan_failover
+from mm2py.ops.failover import apply_plan, plan_failover
 from mm2py.source.provenance import REGISTRY_TOPIC, parse_registration
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.kafkautil import consume_all, create_topic, end_offsets
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py: writers for minutes
 
 IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 FAST = {"replication.policy.class": IDENTITY, "refresh.topics.interval.seconds": "1",
@@ -263,15 +263,16 @@ def consume_group(bootstrap: str, group: str, topic: str) -> list[bytes]:
 def test_identity_active_active_failover_reads_nothing_twice_and_misses_nothing(cluster_a, cluster_b, unique_name,
                                                                                tmp_path):
     clusters = {"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}
-    topic, group = f"{unique_name}-orders", f"{unique_name}-g"
+    topic, group, back = f"{unique_name}-orders", f"{unique_name}-g", f"{unique_name}-back"
     checkpoints_on = {"emit.checkpoints.enabled": "true", "emit.checkpoints.interval.seconds": "2",
                       "refresh.groups.interval.seconds": "1"}
-    rep = start_cycle(clusters, ["A->B", "B->A"], topic, tmp_path, checkpoints_on, groups=group)
+    rep = start_cycle(clusters, ["A->B", "B->A"], topic, tmp_path, checkpoints_on, groups=f"{group}, {back}")
     try:
         first = write_for(clusters, topic, 15, "-1")
         converge(clusters, topic, first, rep)
         read_on_a = consume_group(cluster_a.bootstrap, group, topic)
         assert Counter(read_on_a) == first
+        read_back_on_b = consume_group(cluster_b.bootstrap, back, topic)  # the other way round: B -> A
         config = load_text((tmp_path / "identity.properties").read_text())
         caught_up = plan_failover(config, group, "A", "B")
         assert {(p.target_topic, p.partition): p.target_offset for p in caught_up.partitions} == \
@@ -286,6 +287,12 @@ def test_identity_active_active_failover_reads_nothing_twice_and_misses_nothing(
         twice = set(read_on_a) & set(read_on_b)
         assert not twice, f"{len(twice)} records read twice"
         assert Counter(read_on_a + read_on_b) == first + second, "records missed"
+        plan = plan_failover(config, back, "B", "A")
+        assert {p.how for p in plan.partitions} == {"syncs both ways"}, plan
+        apply_plan(config, plan)
+        read_back_on_a = consume_group(cluster_a.bootstrap, back, topic)
+        assert not set(read_back_on_b) & set(read_back_on_a), "records read twice, B -> A"
+        assert Counter(read_back_on_b + read_back_on_a) == first + second, "records missed, B -> A"
         # the checkpoint connector translates the same way: B's checkpoints of the group match
         checkpoints = MirrorClient.for_cluster(config, "B").remote_consumer_offsets(group, "A")
         assert checkpoints == {(topic, p.partition): p.target_offset for p in caught_up.partitions}, checkpoints

@@ -16,7 +16,9 @@ Two walks find the ids, with the same result: ``rewrite_records``, record by rec
 record of every shape; ``_id_positions`` reads batches of at least ``VECTOR_MIN`` records that
 carry no headers with numpy, one array operation per field for all records at once, after one
 loop over the record lengths. Whatever it does not take (headers, a record that is no frame, a
-length that does not add up) it leaves to ``rewrite_records``, which names what is wrong.
+length that does not add up) it leaves to ``rewrite_records``, which names what is wrong. Both
+put every id they find through the id map (the array walk once per distinct id), so an id the
+target cannot resolve raises ``Untranslatable`` and the batch leaves this path unwritten.
 """
 
 from __future__ import annotations

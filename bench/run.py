@@ -344,6 +344,10 @@ def mm2_properties(alias: str, w: Workload, tool: str) -> str:
     ]
     if tool == "mm2py-eos":  # mm2py's exactly-once mode (MM2's key; required: no silent fallback)
         lines.append("tgt.exactly.once.source.support = required")
+    if tool == "mm2py-provenance":  # on a cycle of a blind policy: provenance on (bench.untraced)
+        lines += ["replication.policy.class = bench.untraced.PrefixedUntracedPolicy",
+                  f"tgt->{alias}.enabled = true", f"tgt->{alias}.topics = bench-none",
+                  f"tgt->{alias}.emit.heartbeats.enabled = false", f"tgt->{alias}.emit.checkpoints.enabled = false"]
     if w.avro and tool.startswith("mm2py"):
         lines += [f"{alias}.schema.registry.url = {registry_url('source')}",
                   f"tgt.schema.registry.url = {registry_url('target')}",
@@ -473,7 +477,8 @@ def touch_memory(w: Workload) -> tuple[int, float]:
 
 def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunResult:
     run = f"r{pair}" if pair > 0 else f"w{1 - pair}"  # warm-up runs: w1, w2...
-    alias = f"{run}{tool.replace('py', 'p').replace('-eos', 'e').replace('-shallow', 's')}{w.name[0]}"
+    short = tool.replace('py', 'p').replace('-eos', 'e').replace('-shallow', 's').replace('-provenance', 'v')
+    alias = f"{run}{short}{w.name[0]}"
     remote = [f"{alias}.{t}" for t in topic_names(w)]
     dst = Admin(ClusterConfig("tgt", f"127.0.0.1:{B_PORT}"))
     total = w.records * w.topics
@@ -560,6 +565,14 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
           f"{landed.records_source} on the source, {landed.partitions} partitions in {landed.seconds:.1f} s"
           + (f"; differing: {', '.join(landed.differing_partitions[:5])}" if landed.differing_partitions else ""),
           flush=True)
+    if tool == "mm2py-provenance":  # the registry was in place: the copy tasks registered their ids
+        from mm2py.kafka.compacted import read_all
+        from mm2py.source.provenance import REGISTRY_TOPIC
+
+        registered = sum(1 for _ in read_all(clusters[1], REGISTRY_TOPIC))
+        print(f"{alias}: {registered} producer ids registered in {REGISTRY_TOPIC} on the target", flush=True)
+        if not registered:
+            raise RuntimeError(f"{tool} {w.name}: no producer id registered; provenance was not on")
     for topic in remote:
         dst.delete_topic(topic)
     brokers.wait_deleted("target", remote)  # the next run starts with the same free memory or disk
@@ -634,6 +647,15 @@ def summary_tables(results: list[RunResult]) -> list[str]:
                          / statistics.median(r.latency_ms["p99"] for r in a))
                 p99 = f"{ratio:.2f}x"
             lines.append(f"| {workload} | {t:.2f}x | {p99} |")
+    provenance = sorted({w for w, t in by if t == "mm2py-provenance" and (w, "mm2py") in by})
+    if provenance:  # issue 22: the registry's cost on the copy path, within noise of mm2py's
+        lines += ["", "| workload | throughput with provenance/without | CPU per GB with provenance/without |",
+                  "|---|---|---|"]
+        for workload in provenance:
+            v, a = by[(workload, "mm2py-provenance")], by[(workload, "mm2py")]
+            t = statistics.median(r.records_per_s for r in v) / statistics.median(r.records_per_s for r in a)
+            c = statistics.median(r.cpu_s_per_gb for r in v) / max(statistics.median(r.cpu_s_per_gb for r in a), 1e-9)
+            lines.append(f"| {workload} | {t:.2f}x | {c:.2f}x |")
     lines += ["", "| workload | throughput mm2py/MM2 | CPU per GB mm2py/MM2 |", "|---|---|---|"]
     for workload in sorted({w for w, _ in by}):
         py, mm = by.get((workload, "mm2py")), by.get((workload, "mm2"))
@@ -730,7 +752,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a-d and f here; e (5,000 partitions) runs bench.shape on clusters of its own")
     parser.add_argument("--tools", default="mm2,mm2py",
                         help="mm2, mm2py, mm2py-eos (exactly-once mode), mm2py-shallow (Avro workloads copied "
-                             "without schemas.mode = translate) and copier (mm2py's copy path alone, without Spark)")
+                             "without schemas.mode = translate), mm2py-provenance (the flow on an identity-like "
+                             "cycle: provenance on) and copier (mm2py's copy path alone, without Spark)")
     parser.add_argument("--warmup-runs", type=int, default=1,
                         help="unmeasured runs of each tool per workload before the measured pairs")
     parser.add_argument("--broker-dir", default="auto",
@@ -764,7 +787,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[RunResult] = []
     registries: list = []  # mm2py.dev.registry.DevRegistry, for Avro workloads
     try:
-        if {"mm2py", "mm2py-eos", "mm2py-shallow"} & set(args.tools.split(",")):
+        if {"mm2py", "mm2py-eos", "mm2py-shallow", "mm2py-provenance"} & set(args.tools.split(",")):
             prime_mm2py()
         if any(w.avro for w in chosen):
             from mm2py.dev import registry as devregistry

@@ -174,7 +174,9 @@ def rebuild(
     """Encode records as one new v2 batch stamped with the mirror's producer state.
 
     Timestamps are written as CreateTime with the values consumers of the source saw,
-    which is what MM2 does too. Returns None when nothing is left to write.
+    which is what MM2 does too. The batch carries ``codec`` unless compression would not
+    shrink it (kafka-python's builder then writes it uncompressed, as its producer does).
+    Returns None when nothing is left to write.
     """
     if not records:
         return None

@@ -9,6 +9,7 @@ those rows to ``mm2py.source.commit``, which records offset syncs and positions.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 
 from mm2py.connectors.options import decode, decode_flow
@@ -24,6 +25,7 @@ from mm2py.source.copier import CopySettings
 from mm2py.source.exactly_once import spec_for
 from mm2py.source.provenance import Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult, assign
+from mm2py.source.tail import tail_ms
 from mm2py.source.task import copy_ranges
 from mm2py.topology import LoopGuard
 
@@ -36,10 +38,12 @@ MIN_TASK_BYTES = 16 << 20
 class RangeGroup(InputPartition):
     """The ranges one Spark task copies; ``index`` is its place in the micro-batch (its transaction slice)."""
 
-    def __init__(self, ranges: list[PartitionRange], index: int = 0, provenance: Provenance | None = None):
+    def __init__(self, ranges: list[PartitionRange], index: int = 0, provenance: Provenance | None = None,
+                 tail_ms: int = 0):
         self.ranges = ranges
         self.index = index
         self.provenance = provenance  # the origins of the source's batches (identity cycles)
+        self.tail_ms = tail_ms  # copy what arrives after the ranges this long from the task's start
 
 
 class MirrorSourceDataSource(DataSource):
@@ -52,13 +56,17 @@ class MirrorSourceDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         guard = decode(self.options["guard"]) if "guard" in self.options else None
-        return MirrorSourceStreamReader(decode_flow(self.options["flow"]), int(self.options.get("tasks", "2")), guard)
+        slots = int(self.options.get("tasks", "2"))
+        return MirrorSourceStreamReader(decode_flow(self.options["flow"]), slots, guard,
+                                        tailing_flows=int(self.options.get("tailing", "1")))
 
 
 class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, flow: FlowConfig, tasks: int, guard: LoopGuard | None = None):
+    def __init__(self, flow: FlowConfig, tasks: int, guard: LoopGuard | None = None, *, tailing_flows: int = 1):
         self.flow = flow
         self.guard = guard
+        self.slots = tasks  # Spark's task slots
+        self.tailing_flows = tailing_flows  # flows of this run whose copy tasks may tail
         # tasks.max as given (above the core count, extra tasks wait for a core); else Spark's parallelism
         self.tasks = flow.tasks_max or tasks
         # fetch and produce settings of the flow's replication consumer and data producer (mm2py.config.clients)
@@ -97,16 +105,20 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         planner = self.planner
         groups = assign(planner.ranges(start, end), self.tasks, planner.estimated_bytes, MIN_TASK_BYTES)
         provenance = planner.provenance()  # after the ends were fixed
-        return [RangeGroup(group, i, provenance) for i, group in enumerate(groups)]
+        tail = tail_ms(self.flow, provenance=self.guard is not None and self.guard.provenance,
+                       caught_up=planner.caught_up, tasks=len(groups), slots=self.slots,
+                       tailing_flows=self.tailing_flows)
+        return [RangeGroup(group, i, provenance, tail) for i, group in enumerate(groups)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         assert isinstance(partition, RangeGroup)
         client_id = f"mm2py-{self.flow.name}-{os.getpid()}"
         context = TaskContext.get()
         retry = context is not None and context.attemptNumber() > 0
+        tail_until = time.monotonic() + partition.tail_ms / 1000 if partition.tail_ms else None
         for result in copy_ranges(self.flow.source, self.flow.target, partition.ranges, self.settings, client_id,
                                   self.exactly_once, partition.index, schemas=self.schemas, retry=retry,
-                                  provenance=partition.provenance):
+                                  provenance=partition.provenance, tail_until=tail_until):
             yield result.to_row()
         worker.settle()
 

@@ -194,6 +194,11 @@ FLOW_KEYS: tuple[Key, ...] = (
           extension=True),
     _flow("trigger.interval.ms", Kind.INT, "Least time between micro-batches of a flow.", minimum=0,
           extension=True),
+    _flow("copy.tail.ms", Kind.INT, "How long a copy task of a caught-up flow keeps copying records that arrive "
+          "after its planned ranges, so that they reach the target within a fetch round trip instead of "
+          "waiting for the next micro-batch; positions and offset syncs are written when it ends. At-least-once "
+          "flows without provenance, and only while the flow's tasks leave Spark a free task slot "
+          "(0: tasks end at their planned ends).", minimum=0, extension=True),
     _flow("schemas.mode", Kind.ENUM, "Avro records in the Confluent wire format between clusters with a schema "
           "registry each: translate (sync subjects, rewrite every schema id to the target's), preserve (the "
           "registry's storage topic is mirrored too and ids stay), off (bytes as they are).",

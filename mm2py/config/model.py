@@ -143,6 +143,7 @@ class FlowConfig:
     batch_coalesce_bytes: int = 0  # runs of small source batches written as one batch of up to this size
     provenance_enabled: bool = True  # identity cycles: loop prevention by producer id (mm2py.source.provenance)
     trigger_interval_ms: int = 500  # minimum time between micro-batches
+    copy_tail_ms: int = 10000  # a caught-up copy task keeps copying new records this long (mm2py.source.tail)
     schemas_mode: str = "off"  # "translate" | "preserve" | "off" (mm2py.schemas)
     schemas_on_error: str = "fail"  # "fail" | "pass" | "dead-letter"
     schemas_dead_letter_topic: str = "mm2py-schemas-dead-letter.{source}.internal"

@@ -9,6 +9,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -35,6 +36,7 @@ from mm2py.source.commit import committer_for
 from mm2py.source.exactly_once import fence
 from mm2py.source.exactly_once import prepare as prepare_exactly_once
 from mm2py.source.sync_history import prepare_history
+from mm2py.source.tail import may_tail
 from mm2py.topology import check_topology, loop_guard, reverse_flow
 
 log = structlog.get_logger(__name__)
@@ -163,6 +165,7 @@ class Engine:
     flows: list[RunningFlow] = field(default_factory=list)
     metrics: Metrics | None = None
     supervisor: Supervisor = field(default_factory=Supervisor)
+    tailing: frozenset[str] = frozenset()  # flows whose copy tasks may tail (mm2py.source.tail)
 
     def _query(self, flow: FlowConfig, source: type, kind: str, sink: Callable, trigger: dict) -> StreamingQuery:
         reader = (
@@ -171,7 +174,8 @@ class Engine:
             .option("tasks", str(self.spark.sparkContext.defaultParallelism))
         )
         if source is MirrorSourceDataSource:
-            reader = reader.option("guard", encode(loop_guard(self.config, flow)))
+            reader = (reader.option("guard", encode(loop_guard(self.config, flow)))
+                      .option("tailing", str(len(self.tailing))))
         if source is CheckpointDataSource and (reverse := reverse_flow(self.config, flow)) is not None:
             reader = reader.option("reverse", encode_flow(reverse))
         df = reader.load()
@@ -203,8 +207,11 @@ class Engine:
             return {"processingTime": f"{int(seconds * 1000)} milliseconds"}
 
         by_name: dict[str, RunningFlow] = {}
+        flows = tuple(prepare_exactly_once(prepare_history(flow), self._tasks(flow)) for flow in flows)
+        # each tailing flow holds task slots for its tail window (mm2py.source.tail)
+        self.tailing = frozenset() if until_caught_up else frozenset(
+            f.name for f in flows if may_tail(f, loop_guard(self.config, f).provenance))
         for flow in flows:
-            flow = prepare_exactly_once(prepare_history(flow), self._tasks(flow))
             sink = FlowSink(committer_for(flow, self.metrics))
             running = RunningFlow(flow, sink)
             running.connectors.append(self._connector(flow, MirrorSourceDataSource, "source", sink,
@@ -321,8 +328,40 @@ class Engine:
             return
         log.info("query restarted", flow=connector.flow.name, connector=connector.kind)
 
+    def _let_tails_end(self) -> None:
+        """Wait for micro-batches of tailing flows to commit before stopping their queries.
+
+        A stopped query cancels its running tasks, and what a cancelled task copied is not
+        recorded: the restarted flow copies it again. A tail makes that a window's worth, so each
+        such query is stopped once it is between triggers or its running micro-batch committed,
+        waiting at most its tail window and a few seconds more.
+        """
+        def batch_id(query: StreamingQuery) -> int:
+            progress = query.lastProgress
+            return int(progress["batchId"]) if progress else -1
+
+        waiting = {}
+        for running in self.flows:
+            for connector in running.connectors:
+                if connector.kind == "source" and running.flow.name in self.tailing:
+                    with contextlib.suppress(Exception):  # a query whose JVM side is gone
+                        waiting[id(connector)] = (connector, batch_id(connector.query),
+                                                  time.monotonic() + running.flow.copy_tail_ms / 1000 + 5)
+        while waiting:
+            for key, (connector, first, until) in list(waiting.items()):
+                try:
+                    idle = not connector.query.status["isTriggerActive"] or batch_id(connector.query) != first
+                except Exception:  # noqa: BLE001 - the query ended meanwhile
+                    idle = True
+                if idle or time.monotonic() >= until:
+                    with contextlib.suppress(Exception):
+                        connector.query.stop()
+                    del waiting[key]
+            time.sleep(0.02)
+
     def stop(self, *, quiet: bool = False) -> None:
         """Stop every query and report what was committed; ``quiet`` after a signal (the JVM may be gone)."""
+        self._let_tails_end()
         unstoppable = []
         for running in self.flows:
             for connector in reversed(running.connectors):

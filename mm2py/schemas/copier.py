@@ -57,8 +57,8 @@ def translator_for(schemas: SchemaSettings) -> IdTranslator:
 class TranslatingCopier(Copier):
     def __init__(self, src: RawClient, dst: RawClient, ranges: list[PartitionRange], settings: CopySettings,
                  principals: tuple[str | None, str | None] = (None, None), producer: ProducerState | None = None,
-                 *, target: ClusterConfig, schemas: SchemaSettings, client_id: str):
-        super().__init__(src, dst, ranges, settings, principals, producer)
+                 *, target: ClusterConfig, schemas: SchemaSettings, client_id: str, tail_until: float | None = None):
+        super().__init__(src, dst, ranges, settings, principals, producer, tail_until=tail_until)
         self.target = target
         self.schemas = schemas
         self.client_id = client_id

@@ -131,6 +131,7 @@ class FlowCommitter:
             offset_syncs=len(syncs) if self.flow.emit_offset_syncs_enabled else 0,
             dropped_records=sum(r.dropped for r in results),
             went_home_records=sum(r.went_home for r in results),  # provenance: first written on the target
+            tailed_records=sum(r.tailed for r in results),  # copied after the planned ends (mm2py.source.tail)
             lag_records=lag,
             **self._progress(lag),
             seconds=round(elapsed, 3),

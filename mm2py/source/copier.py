@@ -12,6 +12,9 @@ Invariants:
   sequence from a producer id new to a partition, so a refused first batch would otherwise
   let the next one land ahead of it;
 - a range ends only after every batch it owns (base offset in ``[start, end)``) is acked;
+- given ``tail_until`` (mm2py.source.tail), a partition that copied its range goes on copying
+  what arrives after it until that monotonic time, and is then done with the batch it was at:
+  ``next_offset`` is still the first offset not copied, so the sink records only acked data;
 - any error fails the task; Spark's retry re-copies the ranges (at-least-once), and the
   positions on the target move only after the whole micro-batch succeeded;
 - except where the target refuses one partition for good (a batch larger than the remote
@@ -40,6 +43,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -169,8 +173,11 @@ class Copier:
     def __init__(self, src: RawClient, dst: RawClient, ranges: list[PartitionRange], settings: CopySettings,
                  principals: tuple[str | None, str | None] = (None, None), producer: ProducerState | None = None,
                  provenance: Provenance | None = None,
-                 producer_for: Callable[[str], tuple[int, int]] | None = None):
+                 producer_for: Callable[[str], tuple[int, int]] | None = None, *, tail_until: float | None = None):
         self.src, self.dst, self.settings = src, dst, settings
+        # tailing (mm2py.source.tail): partitions past their planned end copy what arrives until then
+        self.tail_until = tail_until
+        self.tailing: set[TP] = set()
         # provenance: the origin of each batch, and the (producer id, epoch) a task writes an origin with
         self.provenance = provenance
         self.producer_for = producer_for
@@ -233,6 +240,8 @@ class Copier:
         self._start()
         fetches: dict[int, tuple[Future, TP]] = {}
         while True:
+            if self.tailing and time.monotonic() >= (self.tail_until or 0):
+                self._end_tail()
             for node, tps in self._fetch_plan().items():
                 if node not in fetches:
                     positions = {tp: self.parts[tp].next_fetch for tp in tps}
@@ -263,6 +272,22 @@ class Copier:
         self._reap_produce(block=True)
         return [p.result() for p in self.parts.values()]
 
+    def _reached_end(self, tp: TP, part: PartitionCopy) -> bool:
+        """``part`` copied its planned range: True when it is done, False when it tails on."""
+        if self.tail_until is not None and not part.stalled and time.monotonic() < self.tail_until:
+            self.tailing.add(tp)
+            part.tail_from = part.records
+            return False
+        part.done = True
+        return True
+
+    def _end_tail(self) -> None:
+        """The tail's time is up: every tailing partition is done where it stands."""
+        for tp in self.tailing:
+            self.parts[tp].done = True
+        self.tailing.clear()
+        self.tail_until = None
+
     def _fetch_plan(self) -> dict[int, list[TP]]:
         """Partitions to fetch next, by leader.
 
@@ -286,8 +311,8 @@ class Copier:
         """One partition of a fetch answered by broker ``node``; ``first``: it led the request."""
         part = self.parts[tp]
         r = part.range
-        if part.stalled:
-            return  # a fetch sent before the partition stalled
+        if part.stalled or part.done:
+            return  # a fetch sent before the partition stalled, or before its tail ended
         if not data.error_code and data.preferred_read_replica >= 0 and data.preferred_read_replica != node:
             self.read_from[tp] = data.preferred_read_replica  # the leader names a closer replica (client.rack)
             return
@@ -305,8 +330,8 @@ class Copier:
             lost_from = part.lost[0] if part.lost else part.next_fetch
             part.lost = (lost_from, start)
             part.next_fetch = start
-            if start >= r.end:
-                part.done = True
+            if start >= r.end and tp not in self.tailing:
+                self._reached_end(tp, part)
             return
         if action_for(data.error_code) in (Action.RETRY, Action.REFRESH):  # leader moved, broker restarting
             time.sleep(self.settings.retry_backoff_ms / 1000)
@@ -326,13 +351,15 @@ class Copier:
         aborted = AbortedFilter(data.aborted)
         progressed = False
         run = SmallRun(self.settings.coalesce_bytes, r.max_batch_bytes) if self.settings.coalesce_bytes > 0 else None
+        end = sys.maxsize if tp in self.tailing else r.end
         for view in rb.split_batches(buf):
             left_out = aborted.left_out(view)  # every batch, in order: it tracks transactions' state
             if view.next_offset <= part.next_fetch:
                 continue  # the fetch starts at the batch holding fetch_offset
-            if view.base_offset >= r.end:
-                part.done = True
-                break
+            if view.base_offset >= end:
+                if self._reached_end(tp, part):
+                    break
+                end = sys.maxsize
             progressed = True
             if self.settings.verify_crc:
                 rb.verify_crc(buf, view)
@@ -362,9 +389,10 @@ class Copier:
                 if view.max_timestamp > part.max_timestamp:
                     part.max_timestamp, part.fetched_ms = view.max_timestamp, int(time.time() * 1000)
             part.next_fetch = view.next_offset
-            if view.last_offset >= r.end - 1:
-                part.done = True
-                break
+            if view.last_offset >= end - 1:
+                if self._reached_end(tp, part):
+                    break
+                end = sys.maxsize
         self._enqueue_run(part, buf, run)
         if progressed:
             self.ask_first.discard(tp)
@@ -377,6 +405,8 @@ class Copier:
                 f"({self.settings.partition_max_bytes} bytes); raise max.partition.fetch.bytes",
                 cluster=self.src.alias, topic=r.topic, partition=r.partition, offset=part.next_fetch,
             )
+        if not progressed and tp in self.tailing:
+            return  # nothing new has arrived yet
         if not progressed and not part.done and follower:
             # the replica has not caught up with the range yet (its high watermark lags the leader's):
             # back to the leader, which knows where the log ends

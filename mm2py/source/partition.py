@@ -57,6 +57,7 @@ class PartitionCopy:
     rebuilt: int = 0
     dropped: int = 0
     went_home: int = 0  # records left out because their origin is the target (mm2py.source.provenance)
+    tail_from: int = -1  # ``records`` when the copy went on past its planned range (mm2py.source.tail)
     max_timestamp: int = -1
     fetched_ms: int = -1
     acked_ms: int = -1
@@ -153,7 +154,9 @@ class PartitionCopy:
         return RangeResult(
             r.topic, r.partition, r.start, r.end, self.stall_offset if self.stalled else self.next_fetch,
             records=self.records, bytes=self.bytes, batches=self.batches, rebuilt=self.rebuilt,
-            dropped=self.dropped, went_home=self.went_home, syncs=tuple(self.syncs), max_timestamp=self.max_timestamp,
+            dropped=self.dropped, went_home=self.went_home,
+            tailed=self.records - self.tail_from if self.tail_from >= 0 else 0, syncs=tuple(self.syncs),
+            max_timestamp=self.max_timestamp,
             fetched_ms=self.fetched_ms, acked_ms=self.acked_ms, stall_offset=self.stall_offset,
             stall_bytes=self.stall_bytes, stall_reason=self.stall_reason, lost_start=lost_start, lost_end=lost_end,
         )

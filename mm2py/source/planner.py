@@ -55,7 +55,10 @@ class BatchPlanner:
       else from ``auto.offset.reset`` (earliest by default, as MM2);
     - under a byte budget each partition gets a share in proportion to its backlog, at least
       one offset: none starves;
-    - a partition whose copy stopped short starts again where it stopped (mm2py.source.stalls);
+    - a partition whose copy stopped short starts again where it stopped, and one whose recorded
+      position lies past Spark's offset (a tailing copy) after that position (mm2py.source.stalls);
+    - ``caught_up`` only when the last plan reached every partition's end (no budget cut, no
+      --once run): only then may its copy tasks tail;
     - exactly-once: a range starts after its partition's committed position, so a micro-batch
       that Spark runs again (a restarted query) copies nothing a committed transaction holds.
     """
@@ -73,6 +76,9 @@ class BatchPlanner:
         self._ready = False
         self._stored: dict[TP, int] | None = None
         self._available_now: dict[str, int] | None = None
+        # the last micro-batch planned everything the source had (no byte budget cut it): its
+        # copy tasks may tail (mm2py.source.tail)
+        self.caught_up = False
 
     def recorded(self) -> dict[TP, int]:
         """The positions recorded on the target, as read at first need (once per run)."""
@@ -105,9 +111,12 @@ class BatchPlanner:
     def latest_offsets(self, start_raw: dict, max_bytes: int | None) -> dict:
         self._prepare()
         start = Offsets.parse(start_raw)
-        review = self.stalls.review(available_now=self._available_now is not None)
+        review = self.stalls.review(start.positions, available_now=self._available_now is not None)
         self.catalogue.refresh_topics(force=review.refresh)
-        return self._plan(start, review.restart, review.stopped, set(review.held), max_bytes)
+        # partitions a tailing copy took past Spark's offsets begin after their recorded position
+        ahead = {k: (offset, True) for k, offset in review.ahead.items() if k not in review.stopped}
+        return self._plan(start, {**ahead, **review.restart}, {**ahead, **review.stopped}, set(review.held),
+                          max_bytes, frozenset(ahead))
 
     def ranges(self, start_raw: dict, end_raw: dict) -> list[PartitionRange]:
         start, end = Offsets.parse(start_raw), Offsets.parse(end_raw)
@@ -172,8 +181,12 @@ class BatchPlanner:
         return starts, exact
 
     def _plan(self, start: Offsets, restart: dict[str, tuple[int, bool]], stopped: dict[str, tuple[int, bool]],
-              held: set[str], max_bytes: int | None) -> dict:
-        """The next micro-batch's end offsets; ``stopped`` partitions begin where their copy stopped."""
+              held: set[str], max_bytes: int | None, ahead: frozenset[str] = frozenset()) -> dict:
+        """The next micro-batch's end offsets; ``stopped`` partitions begin where their copy stopped.
+
+        An ``ahead`` partition (a tailing copy went past Spark's offset) with nothing new keeps
+        Spark's offset: a micro-batch with nothing to copy is not started for it.
+        """
         tps = self.catalogue.all_partitions()
         keys = {tp_key(*tp): tp for tp in tps}
         restart = {k: v for k, v in restart.items() if k in keys}
@@ -190,7 +203,7 @@ class BatchPlanner:
         except KafkaError as e:
             if not self.catalogue.deleted_on_source(e.topic):
                 raise
-            return self._plan(start, restart, stopped, held, max_bytes)  # planned again without it
+            return self._plan(start, restart, stopped, held, max_bytes, ahead)  # planned again without it
         if self._available_now is not None:
             latest = {tp: min(off, self._available_now.get(tp_key(*tp), 0)) for tp, off in latest.items()}
         begin = {k: known.get(k, new.get(k, 0)) for k in keys}
@@ -198,10 +211,12 @@ class BatchPlanner:
         now = time.monotonic()
         budget = min(self.sizer.next_budget(now), max_bytes) if max_bytes else None
         ends, planned_bytes = self._cap(begin, lag, budget)
+        self.caught_up = all(ends[k] == begin[k] + lag[k] for k in begin) and self._available_now is None
         if budget is not None:
             self.sizer.planned(now, planned_bytes, budget)
         planned = {k for k in keys if ends[k] > begin[k]}
         restart = {k: v for k, v in restart.items() if k in planned}
+        ends.update({k: start.positions[k] for k in ahead if k not in planned})
         return Offsets(ends, frozenset(k for k in exact if k not in planned), new, restart,
                        start.restart_count + 1 if restart else 0).to_json()
 

@@ -56,6 +56,7 @@ class RangeResult:
     rebuilt: int = 0
     dropped: int = 0  # control records and aborted-transaction records left out
     went_home: int = 0  # records left out because they were first written on the target (provenance)
+    tailed: int = 0  # records copied after the planned end, while the task tailed (mm2py.source.tail)
     # (upstream offset, downstream offset) wherever the linear mapping starts or breaks
     syncs: tuple[tuple[int, int], ...] = field(default_factory=tuple)
     max_timestamp: int = -1  # newest record timestamp copied (ms), -1 if none

@@ -39,6 +39,21 @@ class PlannedRange:
     exact: bool
 
 
+def ahead_of(start: dict[str, int], recorded: dict[TP, int]) -> dict[str, int]:
+    """Partitions whose recorded position lies past Spark's ``start``: the next offset to plan for each.
+
+    A copy task that tailed its partitions (``copy.tail.ms``) copied past the ends Spark
+    recorded, and a run restarted from an older Spark checkpoint finds positions written after
+    it: the records up to a recorded position are on the target, so planning starts after it.
+    """
+    out = {}
+    for key, begin in start.items():
+        last = recorded.get(split_key(key))
+        if last is not None and last + 1 > begin:
+            out[key] = last + 1
+    return out
+
+
 def short_ranges(planned: dict[str, PlannedRange], recorded: dict[str, int | None]) -> dict[str, PlannedRange]:
     """Ranges whose copy stopped before their end, and where to start them again.
 
@@ -73,6 +88,9 @@ class StallReview:
     restart: dict[str, tuple[int, bool]]
     # every partition to begin where its copy stopped: the restarts and the held partitions
     stopped: dict[str, tuple[int, bool]]
+    # partitions whose recorded position lies past Spark's start (a tailing copy went further):
+    # the next offset to plan, an exact record position
+    ahead: dict[str, int]
     # partitions not planned in the next micro-batch (stalled twice at one offset)
     held: frozenset[str]
     # re-read topics and their limits before planning (a deleted remote topic is re-created,
@@ -95,6 +113,8 @@ class StallBook:
     Invariants:
     - a partition is re-planned only from a position the sink recorded, or from the start of the
       range that stopped short: never past what was copied;
+    - a partition whose recorded position lies past Spark's start (``ahead_of``) is planned from
+      after that position: what a tailing copy took beyond its planned end is not copied again;
     - the tail reads the positions topic to its end as it is when asked, and the sink's writes
       for a micro-batch are acknowledged (acks=all) before that micro-batch ends, so ``review``
       sees every position of the last micro-batch;
@@ -111,14 +131,21 @@ class StallBook:
         # not planned until then
         self._held: dict[str, tuple[int, bool, float]] = {}
         self._stall_refresh_at = 0.0
+        self._reviewed = False  # the first review of a run compares every start with the positions
+        self._recorded: dict[TP, int] = {}  # the positions as last read
 
     def planned(self, ranges: dict[str, PlannedRange]) -> None:
         """The ranges just handed to Spark, per partition key; the next ``review`` checks them."""
         self._planned = ranges
 
-    def review(self, *, available_now: bool = False) -> StallReview:
-        """Before the next micro-batch is planned: what the last one's stalls mean for it."""
-        restart = self._stopped_short(available_now)
+    def review(self, start: dict[str, int] | None = None, *, available_now: bool = False) -> StallReview:
+        """Before the next micro-batch is planned from Spark's ``start``: what the last one's copies mean for it."""
+        # positions move only when a micro-batch copied something: read again after one that planned
+        if self._planned or (start and not self._reviewed):
+            self._recorded = self.tail.refresh()
+        self._reviewed = True
+        restart = self._stopped_short(available_now, self._recorded)
+        ahead = ahead_of(start or {}, self._recorded)
         # A remote topic deleted meanwhile stops its partitions short: a refresh re-creates it; one
         # raised max.message.bytes is seen by a refresh too. At once for a new stall, then every
         # STALL_REFRESH_SECONDS.
@@ -132,9 +159,9 @@ class StallBook:
         stopped = {k: (offset, ex) for k, (offset, ex, _) in self._held.items()}
         stopped.update(restart)
         self._held = {k: v for k, v in self._held.items() if v[2] > now}
-        return StallReview(restart, stopped, frozenset(self._held), refresh)
+        return StallReview(restart, stopped, ahead, frozenset(self._held), refresh)
 
-    def _stopped_short(self, available_now: bool) -> dict[str, tuple[int, bool]]:
+    def _stopped_short(self, available_now: bool, recorded: dict[TP, int]) -> dict[str, tuple[int, bool]]:
         """Partitions of the last micro-batch whose copy stopped before the planned end.
 
         They start again where the copy stopped. In an availableNow run (--once) a partition that
@@ -143,7 +170,6 @@ class StallBook:
         planned, self._planned = self._planned, {}
         if not planned:
             return {}
-        recorded = self.tail.refresh()
         short = short_ranges(planned, {k: recorded.get(split_key(k)) for k in planned})
         restart = {}
         for key, r in short.items():

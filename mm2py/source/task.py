@@ -49,6 +49,7 @@ def copy_ranges(
     schemas: SchemaSettings | None = None,
     retry: bool = False,
     provenance: Provenance | None = None,
+    tail_until: float | None = None,
 ) -> list[RangeResult]:
     """Mirror every range in ``ranges``; return what was done per range.
 
@@ -59,6 +60,8 @@ def copy_ranges(
     committed before it died, so after fencing it the ranges start after the committed positions.
     ``provenance``: the flow is on an identity cycle (mm2py.source.provenance); batches first
     written on the target stay behind, others are written with producer ids registered for their origin.
+    ``tail_until``: at-least-once ranges copy what arrives after them until this monotonic time
+    (mm2py.source.tail).
     """
     hashed = [r for r in ranges if r.target_partitions]  # partition.mismatch = hash
     raw = [r for r in ranges if not r.target_partitions]
@@ -73,7 +76,8 @@ def copy_ranges(
         if raw and exactly_once is None:
             origins = None if provenance is None else _kept_producer_ids(provenance, dst, target, settings).for_task
             results += _copier(src, dst, target, raw, settings, principals, client_id, schemas,
-                               provenance=provenance, producer_for=origins).run()
+                               provenance=provenance, producer_for=origins,
+                               tail_until=None if provenance is not None else tail_until).run()
         elif raw and exactly_once is not None:
             sink = (kept_writer(exactly_once.source_syncs, exactly_once.timeout_ms / 1000)
                     if exactly_once.source_syncs is not None else None)
@@ -105,14 +109,16 @@ def _copier(src: RawClient, dst: RawClient, target: ClusterConfig, ranges: list[
             settings: CopySettings, principals: tuple[str | None, str | None], client_id: str,
             schemas: SchemaSettings | None, producer: ProducerState | None = None, *,
             provenance: Provenance | None = None,
-            producer_for: Callable[[str], tuple[int, int]] | None = None) -> Copier:
+            producer_for: Callable[[str], tuple[int, int]] | None = None,
+            tail_until: float | None = None) -> Copier:
     """The raw copier, or for a ``schemas.mode = translate`` flow the one rewriting schema ids."""
     if schemas is not None and schemas.translates:
         if provenance is not None:
             raise ValueError("schemas.mode = translate has no provenance mode (refused at start)")
         return TranslatingCopier(src, dst, ranges, settings, principals, producer,
-                                 target=target, schemas=schemas, client_id=client_id)
-    return Copier(src, dst, ranges, settings, principals, producer, provenance, producer_for)
+                                 target=target, schemas=schemas, client_id=client_id, tail_until=tail_until)
+    return Copier(src, dst, ranges, settings, principals, producer, provenance, producer_for,
+                  tail_until=tail_until)
 
 
 def _kept_producer_ids(provenance: Provenance, dst: RawClient, target: ClusterConfig,

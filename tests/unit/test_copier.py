@@ -7,6 +7,7 @@ only when the copier waits for them, so the tests see exactly what was in flight
 from __future__ import annotations
 
 import struct
+import time
 from dataclasses import dataclass, field
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -437,3 +438,60 @@ def test_a_break_with_skipped_records_and_others_records_between_keeps_the_run_l
     part.acked(2, 1000)
     part.acked(5, 1000)
     assert part.result().syncs == ((0, 2), (2, 5), (4, 5), (5, 6))
+
+
+class ArrivingSource(FakeSource):
+    """A source whose partition grows while the copier runs: one batch appears every few fetches."""
+
+    def __init__(self, logs: dict[TP, list[bytes]], arriving: dict[TP, list[bytes]], every: int = 3):
+        super().__init__(logs)
+        self.arriving = arriving
+        self.every = every
+        self.fetches = 0
+
+    def fetch(self, node: int, positions: dict[TP, int], **kw: object) -> Answer:
+        self.fetches += 1
+        if self.fetches % self.every == 0:
+            for tp, waiting in self.arriving.items():
+                if waiting:
+                    self.logs[tp].append(waiting.pop(0))
+        return super().fetch(node, positions, **kw)
+
+
+def tailing_copier(source: FakeSource, ranges: list[PartitionRange], target: FakeTarget,
+                   tail_until: float | None) -> Copier:
+    c = Copier(source, target, ranges, CopySettings(offset_lag_max=1000), tail_until=tail_until)  # type: ignore[arg-type]
+    c._target_leaders = lambda topics: {(r.target_topic, r.partition): 2 for r in ranges}  # type: ignore[method-assign]
+    return c
+
+
+def test_a_tailing_copy_takes_what_arrives_after_its_range_until_its_time_is_up() -> None:
+    tp = ("t", 0)
+    source = ArrivingSource({tp: [batch(o, 10) for o in range(0, 30, 10)]},
+                            {tp: [batch(o, 10) for o in range(30, 80, 10)]})
+    target = FakeTarget()
+    results = tailing_copier(source, [PartitionRange("t", 0, 0, 30, "A.t")], target, time.monotonic() + 0.3).run()
+    # every batch that arrived went on past the planned end, in order, with one linear run of syncs
+    assert target.logs[("A.t", 0)] == list(range(0, 80, 10))
+    (result,) = results
+    assert (result.end, result.next_offset, result.records, result.tailed) == (30, 80, 80, 50)
+    assert result.syncs == ((0, 0), (80, 80))
+    assert not source.arriving[tp]
+
+
+def test_without_a_tail_the_copy_ends_at_its_planned_end() -> None:
+    tp = ("t", 0)
+    source = ArrivingSource({tp: [batch(o, 10) for o in range(0, 30, 10)]},
+                            {tp: [batch(o, 10) for o in range(30, 80, 10)]}, every=1)
+    target = FakeTarget()
+    (result,) = tailing_copier(source, [PartitionRange("t", 0, 0, 30, "A.t")], target, None).run()
+    assert target.logs[("A.t", 0)] == [0, 10, 20] and result.next_offset == 30
+
+
+def test_a_tail_never_cuts_a_planned_range_short() -> None:
+    tp = ("t", 0)
+    source = FakeSource({tp: [batch(o, 10) for o in range(0, 100, 10)]})
+    target = FakeTarget()
+    # the tail's time is up before the copy starts: the range is still copied whole, and no more
+    (result,) = tailing_copier(source, [PartitionRange("t", 0, 0, 50, "A.t")], target, time.monotonic() - 1).run()
+    assert target.logs[("A.t", 0)] == [0, 10, 20, 30, 40] and result.next_offset == 50

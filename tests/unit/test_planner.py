@@ -389,3 +389,53 @@ def test_stall_book_reviews_only_what_was_planned():
     clock.now += STALL_REFRESH_SECONDS
     review = book.review()
     assert review.stopped == {"t:0": (10, False)} and review.held == frozenset() and review.refresh
+
+
+# -- tailing copies (mm2py.source.tail) --------------------------------------------------
+
+
+def test_partition_a_tailing_copy_took_past_its_end_is_planned_from_its_recorded_position():
+    r = rig({"t": 2})
+    r.src.latest = {("t", 0): 100, ("t", 1): 10}
+    start = r.planner.initial_offsets()
+    end = r.planner.latest_offsets(start, None)
+    assert r.planner.caught_up
+    r.planner.ranges(start, end)
+
+    r.tail.positions = {("t", 0): 179, ("t", 1): 9}  # t:0 tailed on to 180; t:1 stopped at its end
+    r.src.latest = {("t", 0): 200, ("t", 1): 10}
+    again = r.planner.latest_offsets(end, None)
+    assert again["r"] == {"t:0": [180, True]} and again["p"] == {"t:0": 200, "t:1": 10}
+    [on] = r.planner.ranges(end, again)
+    assert (on.partition, on.start, on.end, on.exact) == (0, 180, 200, True)
+
+    r.tail.positions = {("t", 0): 249, ("t", 1): 9}  # tailed to the source's end: nothing left to plan
+    r.src.latest = {("t", 0): 250, ("t", 1): 10}
+    last = r.planner.latest_offsets(again, None)
+    # Spark's offset stays: once its offsets repeat, no micro-batch starts with nothing to copy
+    assert last["p"] == again["p"] and "r" not in last
+    assert r.planner.ranges(again, last) == []
+    assert r.planner.latest_offsets(last, None) == last
+
+
+def test_a_run_restarted_from_an_older_spark_checkpoint_starts_after_the_recorded_positions():
+    r = rig({"t": 1})
+    r.tail.positions = {("t", 0): 149}  # written after the checkpoint's last micro-batch
+    r.src.latest = {("t", 0): 160}
+    checkpoint = {"p": {"t:0": 100}, "exact": [], "new": {}}
+    end = r.planner.latest_offsets(checkpoint, None)
+    [planned] = r.planner.ranges(checkpoint, end)
+    assert (planned.start, planned.end, planned.exact) == (150, 160, True)
+
+
+def test_only_a_plan_that_reached_every_end_is_caught_up():
+    r = rig({"t": 2})
+    r.src.latest = {("t", 0): 9000, ("t", 1): 1000}
+    start = r.planner.initial_offsets()
+    r.planner.latest_offsets(start, 1000 * ASSUMED_BYTES_PER_OFFSET)
+    assert not r.planner.caught_up, "a byte budget cut it"
+    r.planner.latest_offsets(start, None)
+    assert r.planner.caught_up
+    r.planner.prepare_available_now()
+    r.planner.latest_offsets(start, None)
+    assert not r.planner.caught_up, "a --once run never tails"

@@ -1,0 +1,48 @@
+"""Tailing copy tasks: a caught-up flow's records reach the target without waiting for a micro-batch.
+
+A micro-batch has a fixed cycle (planning, Spark's offset and commit logs, task launch, the
+sink's commit), and a record that arrives just after a plan waits for the next one. A copy
+task of a caught-up flow therefore keeps copying what arrives after its planned ranges for
+``copy.tail.ms`` (measured from the task's start); only the records that arrive between two
+micro-batches wait for the next plan.
+
+Invariants:
+- a tailing partition's ``next_offset`` is the first offset not acknowledged by the target
+  (mm2py.source.copier), and the sink records positions and offset syncs from it as for any
+  range: nothing past what landed counts as mirrored, and a failed task is copied again from
+  its range's start (at-least-once, as without tailing);
+- the planner starts a partition after its recorded position when that lies past Spark's
+  offset (mm2py.source.stalls.ahead_of), so what a tail took is not planned again;
+- only micro-batches that planned everything the source had tail (``BatchPlanner.caught_up``):
+  a backlog is cut into micro-batches by the byte budget, whose sizing measures planned bytes;
+- never with exactly-once delivery (read_committed consumers see a transaction's records only
+  at its commit, so a longer transaction only delays them), never with provenance (a batch
+  past the planned ends may carry a producer id registered after the registry was read), and
+  never in a --once run (it must end);
+- a tailing task holds a Spark task slot for the window: a micro-batch tails only when the
+  tailing flows' tasks leave at least one slot free, so the checkpoint connectors and other
+  queries always find one.
+"""
+
+from __future__ import annotations
+
+from mm2py.config.model import FlowConfig
+
+
+def may_tail(flow: FlowConfig, provenance: bool) -> bool:
+    """Whether ``flow``'s copy tasks tail at all: at-least-once, no provenance, ``copy.tail.ms`` > 0."""
+    return flow.copy_tail_ms > 0 and flow.exactly_once == "off" and not provenance
+
+
+def tail_ms(flow: FlowConfig, *, provenance: bool, caught_up: bool, tasks: int, slots: int,
+            tailing_flows: int) -> int:
+    """How long the copy tasks of the micro-batch just planned tail (0: they end at their planned ends).
+
+    ``tasks``: the micro-batch's copy tasks; ``slots``: Spark's task slots; ``tailing_flows``: the
+    flows of this run whose tasks may tail, each holding as many slots while it does.
+    """
+    if not (may_tail(flow, provenance) and caught_up and tasks > 0):
+        return 0
+    if tasks * max(tailing_flows, 1) >= slots:
+        return 0
+    return flow.copy_tail_ms

@@ -1,0 +1,90 @@
+"""Tailing copy tasks (mm2py.source.tail) on real clusters: a stream copied as it arrives, across restarts.
+
+A producer streams into A throughout; ``connect-mirror-maker`` (a real child process) mirrors it
+to B with a trigger interval far longer than a fetch round trip, so records reach B between
+plans only because the copy tasks tail. The replicator is stopped with SIGTERM (its running
+micro-batch commits first) and started again, then SIGKILLed mid-tail and started again.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mm2py.config.model import ClusterConfig
+from mm2py.source.positions import PositionStore
+from tests.integration.mirror_helpers import Replicator, properties, wait_for
+from tests.kafkautil import Stream, compare, create_topic, end_offsets
+
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
+
+RATE = 400  # records/s over both partitions
+
+
+def batch_lines(log: Path) -> list[dict[str, int]]:
+    """records and tailed_records of every ``micro-batch mirrored`` line of the replicator's log."""
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        if '"micro-batch mirrored"' in line:
+            event = json.loads(line[line.index("{"):])  # a child process logs JSON lines
+            out.append({"records": event["records"], "tailed": event["tailed_records"]})
+    return out
+
+
+def test_tailing_tasks_copy_a_stream_as_it_arrives_and_lose_nothing_across_restarts(cluster_a, cluster_b,
+                                                                                    unique_name, tmp_path):
+    topic, remote = f"{unique_name}-events", f"A.{unique_name}-events"
+    create_topic(cluster_a.bootstrap, topic, 2)
+    config = tmp_path / "mm2.properties"
+    config.write_text(properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
+                                 {"A->B": {"topics": topic, "trigger.interval.ms": "3000", "copy.tail.ms": "6000",
+                                           "emit.checkpoints.enabled": "false"}}))
+    log = tmp_path / "replicator.log"
+    stream = Stream(cluster_a.bootstrap, topic, 2, RATE).start()
+    replicator = Replicator(config, log).start()
+    try:
+        def landed() -> int:
+            return sum(end_offsets(cluster_b.bootstrap, remote).values()) if remote_exists() else 0
+
+        def remote_exists() -> bool:
+            try:
+                return bool(end_offsets(cluster_b.bootstrap, remote))
+            except Exception:  # noqa: BLE001 - not created yet
+                return False
+
+        wait_for(lambda: sum(b["tailed"] for b in batch_lines(log)) >= 2 * RATE, 180,
+                 "two seconds of the stream copied by tailing tasks", replicator)
+        # graceful restart: the running micro-batch commits before the query stops
+        assert replicator.stop() == 0, replicator.tail()
+        replicator = Replicator(config, log).start()
+        beyond = sum(map(len, stream.snapshot().values())) + RATE
+        wait_for(lambda: landed() >= beyond, 180, "the restarted replicator copying the stream", replicator)
+        restarted = compare(cluster_b.bootstrap, remote, stream.snapshot())
+        # a crash mid-tail: what the killed task copied is copied again (at-least-once), nothing is lost
+        replicator.kill()
+        tailing_before = sum(1 for b in batch_lines(log) if b["tailed"])
+        replicator = Replicator(config, log).start()
+        wait_for(lambda: sum(1 for b in batch_lines(log) if b["tailed"]) >= tailing_before + 2, 180,
+                 "two tailing micro-batches after the crash", replicator)
+        sent = stream.stop()
+        assert not stream.failed, stream.failed[:3]
+        ends = end_offsets(cluster_a.bootstrap, topic)
+        store = PositionStore(ClusterConfig("B", cluster_b.bootstrap), "A")
+        wait_for(lambda: {tp: at for tp, at in store.load().items() if tp[0] == topic}
+                 == {(topic, p): end - 1 for p, end in ends.items()}, 120,
+                 "positions on B at the source's ends", replicator)
+        assert replicator.stop() == 0, replicator.tail()
+    finally:
+        stream.stop()
+        if replicator.alive():
+            replicator.kill()
+    final = compare(cluster_b.bootstrap, remote, stream.snapshot())
+    batches = batch_lines(log)
+    copied, tailed = sum(b["records"] for b in batches), sum(b["tailed"] for b in batches)
+    print(f"tail: {sent} records sent, {tailed} of {copied} copied by tails over {len(batches)} micro-batches; "
+          f"duplicates after the SIGTERM restart {restarted.duplicates}, "
+          f"at the end {final.duplicates}")
+    assert final.missing == 0 and not final.out_of_order and final.on_target >= sent
+    assert restarted.duplicates == 0, "a graceful stop waited for the tailing micro-batch to commit"

@@ -1,0 +1,27 @@
+"""When a micro-batch's copy tasks tail (mm2py.source.tail)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mm2py.config.model import ClusterConfig, FlowConfig
+from mm2py.source.tail import may_tail, tail_ms
+
+FLOW = FlowConfig(source=ClusterConfig("A", "a:9092"), target=ClusterConfig("B", "b:9092"))
+
+
+def test_a_caught_up_at_least_once_flow_tails_while_a_slot_stays_free():
+    assert FLOW.copy_tail_ms == 10000
+    assert tail_ms(FLOW, provenance=False, caught_up=True, tasks=1, slots=2, tailing_flows=1) == 10000
+    assert tail_ms(FLOW, provenance=False, caught_up=True, tasks=2, slots=2, tailing_flows=1) == 0
+    assert tail_ms(FLOW, provenance=False, caught_up=True, tasks=1, slots=2, tailing_flows=2) == 0
+    assert tail_ms(FLOW, provenance=False, caught_up=True, tasks=2, slots=8, tailing_flows=3) == 10000
+
+
+def test_no_tail_behind_a_backlog_with_exactly_once_provenance_or_when_off():
+    assert tail_ms(FLOW, provenance=False, caught_up=False, tasks=1, slots=4, tailing_flows=1) == 0
+    assert tail_ms(FLOW, provenance=False, caught_up=True, tasks=0, slots=4, tailing_flows=1) == 0
+    for flow, provenance in ((replace(FLOW, exactly_once="enabled"), False), (FLOW, True),
+                             (replace(FLOW, copy_tail_ms=0), False)):
+        assert not may_tail(flow, provenance)
+        assert tail_ms(flow, provenance=provenance, caught_up=True, tasks=1, slots=4, tailing_flows=1) == 0

@@ -43,6 +43,7 @@ from typing import ClassVar
 import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from bench import mm2_sweep
 from bench.landed import check_landed, verdict_of
 from bench.measure import TreeSampler, percentile
 from mm2py.config.model import ClusterConfig
@@ -74,9 +75,8 @@ BROKER_JVM = (f"-Xms{BROKER_HEAP}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "
 # (MM2 ~2.6 GB, mm2py ~2.2 GB), and what the host takes back while the tool starts
 TOUCH_HEADROOM = 6 << 30
 TOUCH_CHUNK = 256 << 20
-# MM2's tuning below (16 tasks, each consumer fetching up to 64 MB) needs more than 2 GB of heap:
-# with 2 GB a warm-up run of b died of OutOfMemoryError in its tasks on the faster brokers
-MM2_HEAP = "3g"
+# mm2py-lowlat: copy tasks of a caught-up flow tail for a minute (README, "Latency")
+LOW_LATENCY_TAIL_MS = 60000
 # a run whose target count stands still this long after its first record has failed
 STALL_SECONDS = 120
 
@@ -342,6 +342,10 @@ def mm2_properties(alias: str, w: Workload, tool: str) -> str:
         f"{alias}.consumer.fetch.max.bytes = 67108864",
         f"{alias}.consumer.max.partition.fetch.bytes = 8388608",
     ]
+    if tool == "mm2" or tool.startswith("mm2@"):  # the sweep's variant (bench.mm2_sweep)
+        lines += mm2_sweep.lines_of(mm2_sweep.variant_of(tool, bool(w.steady_rate))[1], alias)
+    if tool == "mm2py-lowlat":  # README's low-latency setting: micro-batches commit once a minute
+        lines.append(f"copy.tail.ms = {LOW_LATENCY_TAIL_MS}")
     if tool == "mm2py-eos":  # mm2py's exactly-once mode (MM2's key; required: no silent fallback)
         lines.append("tgt.exactly.once.source.support = required")
     if tool == "mm2py-provenance":  # on a cycle of a blind policy: provenance on (bench.untraced)
@@ -356,14 +360,15 @@ def mm2_properties(alias: str, w: Workload, tool: str) -> str:
     return "\n".join(lines) + "\n" + os.environ.get("BENCH_EXTRA", "").replace(";", "\n") + "\n"
 
 
-def command(tool: str, config: Path) -> list[str]:
-    if tool == "mm2":
+def command(tool: str, config: Path, steady: bool = False) -> list[str]:
+    if tool == "mm2" or tool.startswith("mm2@"):
         libs = devcluster.ensure_kafka_jars()
-        return ["java", f"-Xmx{MM2_HEAP}", f"-Dlog4j2.configurationFile={WORK / 'log4j2.yaml'}", "-cp", f"{libs}/*",
+        heap = mm2_sweep.variant_of(tool, steady)[1].heap
+        return ["java", f"-Xmx{heap}", f"-Dlog4j2.configurationFile={WORK / 'log4j2.yaml'}", "-cp", f"{libs}/*",
                 "org.apache.kafka.connect.mirror.MirrorMaker", str(config)]
     if tool == "copier":  # mm2py's copy path without Spark: the machine's ceiling (bench.copier)
         return [sys.executable, "-m", "bench.copier", str(config)]
-    # mm2py and mm2py-eos (exactly-once mode, set in the properties)
+    # mm2py and its variants (exactly-once mode, low latency...: set in the properties)
     level = os.environ.get("BENCH_MM2PY_LOG", "WARNING")
     return [sys.executable, "-m", "mm2py", "run", str(config), "--log-level", level]
 
@@ -494,7 +499,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
     timeline = open(WORK / f"{alias}.timeline", "w")  # noqa: SIM115 - closed below
     brokers_before = brokers.cpu()
     t0 = time.monotonic()
-    proc = subprocess.Popen(command(tool, config), stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+    proc = subprocess.Popen(command(tool, config, bool(w.steady_rate)), stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
                             start_new_session=True)
     probe = None
     tail: PositionTail | None = None
@@ -583,7 +588,8 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
     latency = {}
     if probe is not None and probe.samples:
         latency = {"p50": percentile(probe.samples, 0.5) / 1000, "p99": percentile(probe.samples, 0.99) / 1000,
-                   "max": max(probe.samples) / 1000, "count": len(probe.samples)}
+                   "p99.9": percentile(probe.samples, 0.999) / 1000, "max": max(probe.samples) / 1000,
+                   "count": len(probe.samples)}
     cpu = sampler.result.cpu_seconds
     return RunResult(tool, w.name, pair, total, data_bytes, round((first or done) - t0, 2), round(mirror_s, 2),
                      round(total / mirror_s), round(data_bytes / mirror_s / 1e6, 1), round(cpu, 1),
@@ -615,7 +621,7 @@ def summary_tables(results: list[RunResult]) -> list[str]:
              "records in order: reported, not a failure) and M partitions with records missing, changed, "
              "reordered or foreign (the bench fails).", "",
              "| workload | tool | records/s | MB/s | CPU s/GB | brokers CPU s/GB | peak RSS MB | start-up s | "
-             "start to end s | latency p50/p99/max ms | verified |",
+             "start to end s | latency p50/p99/p99.9/max ms (p99 of each run) | verified |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     by: dict[tuple[str, str], list[RunResult]] = {}
     for r in results:
@@ -625,7 +631,10 @@ def summary_tables(results: list[RunResult]) -> list[str]:
             return statistics.median(getattr(r, attr) for r in rs)
         lat = "-"
         if rs[0].latency_ms:
-            lat = "/".join(f"{statistics.median(r.latency_ms[k] for r in rs):.0f}" for k in ("p50", "p99", "max"))
+            lat = "/".join(f"{statistics.median(r.latency_ms.get(k, -1) for r in rs):.0f}"
+                           for k in ("p50", "p99", "p99.9", "max"))
+            p99s = ", ".join(f"{r.latency_ms['p99']:.0f}" for r in rs)
+            lat += f" ({p99s})"
         brokers = "-"
         if rs[0].broker_cpu_s_per_gb:
             brokers = " + ".join(f"{statistics.median(r.broker_cpu_s_per_gb[k] for r in rs):.1f}"
@@ -751,7 +760,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workloads", default="a,b,c,d,e",
                         help="a-d and f here; e (5,000 partitions) runs bench.shape on clusters of its own")
     parser.add_argument("--tools", default="mm2,mm2py",
-                        help="mm2, mm2py, mm2py-eos (exactly-once mode), mm2py-shallow (Avro workloads copied "
+                        help="mm2, mm2py, mm2py-lowlat (copy.tail.ms 60 s), mm2py-eos (exactly-once mode), "
+                        "mm2py-shallow (Avro workloads copied "
                              "without schemas.mode = translate), mm2py-provenance (the flow on an identity-like "
                              "cycle: provenance on) and copier (mm2py's copy path alone, without Spark)")
     parser.add_argument("--warmup-runs", type=int, default=1,
@@ -787,7 +797,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[RunResult] = []
     registries: list = []  # mm2py.dev.registry.DevRegistry, for Avro workloads
     try:
-        if {"mm2py", "mm2py-eos", "mm2py-shallow", "mm2py-provenance"} & set(args.tools.split(",")):
+        if {"mm2py", "mm2py-eos", "mm2py-shallow", "mm2py-provenance", "mm2py-lowlat"} & set(args.tools.split(",")):
             prime_mm2py()
         if any(w.avro for w in chosen):
             from mm2py.dev import registry as devregistry

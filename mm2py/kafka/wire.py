@@ -168,6 +168,10 @@ class RawClient:
                                      retriable=True) from e
                 self._net.poll(timeout_ms=min(100, max(1, int((deadline - time.monotonic()) * 1000))))
 
+    def poll(self, timeout_ms: int = 0, future: Future | None = None) -> None:
+        """Read what the brokers answered so far, waiting up to ``timeout_ms`` (less once ``future`` is done)."""
+        self._net.poll(timeout_ms=timeout_ms, future=future)
+
     def wait(self, future: Future) -> object:
         deadline = time.monotonic() + self.timeout_ms / 1000
         while not future.is_done:

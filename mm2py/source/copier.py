@@ -66,6 +66,8 @@ from mm2py.types import TP
 OFFSET_OUT_OF_RANGE = 1
 UNKNOWN_TOPIC_OR_PARTITION = 3
 TOO_LARGE = (kerr.MessageSizeTooLargeError, kerr.RecordListTooLargeError)
+# while a fetch is unanswered, produce answers are read this often (Copier._wait_fetch)
+FETCH_POLL_MS = 5
 # the broker keeps sequence state for the last 5 batches of a producer per partition
 MAX_IN_FLIGHT_PER_PARTITION = 5
 
@@ -167,7 +169,7 @@ class Copier:
 
     The constructor takes its clients and does no I/O; ``run`` gets a producer id and the
     leaders, then copies. ``src`` and ``dst`` need the ``RawClient`` methods used here
-    (fetch, wait, fetched, produce, produced, leaders, log_start_offset, init_producer_id).
+    (fetch, poll, wait, fetched, produce, produced, leaders, log_start_offset, init_producer_id).
     """
 
     def __init__(self, src: RawClient, dst: RawClient, ranges: list[PartitionRange], settings: CopySettings,
@@ -263,7 +265,7 @@ class Copier:
                 continue
             node, (future, first) = next(iter(fetches.items()))
             del fetches[node]
-            response = self.src.wait(future)
+            response = self._wait_fetch(future)
             for tp, data in self.src.fetched(response).items():
                 self._handle_fetched(tp, data, node, first=tp == first)
             self._send_produce()
@@ -271,6 +273,20 @@ class Copier:
         self._send_produce()
         self._reap_produce(block=True)
         return [p.result() for p in self.parts.values()]
+
+    def _wait_fetch(self, future: Future) -> object:
+        """The fetch's answer; meanwhile produce answers are read and the batches they free are sent.
+
+        The two clients read their sockets only when polled: without this, acknowledgements would
+        wait for the fetch (up to fetch.max.wait.ms when the source has nothing new), and batches
+        queued behind a partition's full in-flight window with them.
+        """
+        while not future.is_done and self.produce_futures:
+            self.src.poll(FETCH_POLL_MS, future)
+            self.dst.poll()
+            self._reap_produce(block=False)
+            self._send_produce()
+        return self.src.wait(future)
 
     def _reached_end(self, tp: TP, part: PartitionCopy) -> bool:
         """``part`` copied its planned range: True when it is done, False when it tails on."""

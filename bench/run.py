@@ -75,6 +75,8 @@ BROKER_JVM = (f"-Xms{BROKER_HEAP}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "
 # (MM2 ~2.6 GB, mm2py ~2.2 GB), and what the host takes back while the tool starts
 TOUCH_HEADROOM = 6 << 30
 TOUCH_CHUNK = 256 << 20
+# ratios of copy-window throughput only from windows at least this long (shorter: start to end)
+MIN_RATIO_WINDOW_S = 10.0
 # mm2py-lowlat: copy tasks of a caught-up flow tail for a minute (README, "Latency")
 LOW_LATENCY_TAIL_MS = 60000
 # a run whose target count stands still this long after its first record has failed
@@ -482,7 +484,8 @@ def touch_memory(w: Workload) -> tuple[int, float]:
 
 def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunResult:
     run = f"r{pair}" if pair > 0 else f"w{1 - pair}"  # warm-up runs: w1, w2...
-    short = tool.replace('py', 'p').replace('-eos', 'e').replace('-shallow', 's').replace('-provenance', 'v')
+    short = (tool.replace('py', 'p').replace('-eos', 'e').replace('-shallow', 's').replace('-provenance', 'v')
+             .replace('-lowlat', 'l').replace('@', '').replace('-', ''))  # a cluster alias: [A-Za-z0-9]
     alias = f"{run}{short}{w.name[0]}"
     remote = [f"{alias}.{t}" for t in topic_names(w)]
     dst = Admin(ClusterConfig("tgt", f"127.0.0.1:{B_PORT}"))
@@ -665,14 +668,14 @@ def summary_tables(results: list[RunResult]) -> list[str]:
             t = statistics.median(r.records_per_s for r in v) / statistics.median(r.records_per_s for r in a)
             c = statistics.median(r.cpu_s_per_gb for r in v) / max(statistics.median(r.cpu_s_per_gb for r in a), 1e-9)
             lines.append(f"| {workload} | {t:.2f}x | {c:.2f}x |")
-    lines += ["", "| workload | throughput mm2py/MM2 | CPU per GB mm2py/MM2 |", "|---|---|---|"]
+    lines += ["", f"Ratios mm2py/MM2. Throughput from the copy windows only where both last at least "
+              f"{MIN_RATIO_WINDOW_S} s; start to end: MM2's time over mm2py's, launch to last record; p99: "
+              "mm2py's over MM2's (mm2py-lowlat: the README's low-latency setting).", "",
+              "| workload | throughput | start to end | CPU per GB | p99 latency |", "|---|---|---|---|---|"]
     for workload in sorted({w for w, _ in by}):
         py, mm = by.get((workload, "mm2py")), by.get((workload, "mm2"))
         if py and mm:
-            t = statistics.median(r.records_per_s for r in py) / statistics.median(r.records_per_s for r in mm)
-            c = statistics.median(r.cpu_s_per_gb for r in py) / max(statistics.median(r.cpu_s_per_gb for r in mm),
-                                                                       1e-9)
-            lines.append(f"| {workload} | {t:.2f}x | {c:.2f}x |")
+            lines.append(ratio_row(workload, py, mm, by.get((workload, "mm2py-lowlat"))))
     avro = sorted({w for w, t in by if t == "mm2py-shallow" and (w, "mm2py") in by})
     if avro:  # the issue-26 targets: translate >= MM2's plain copy, >= half the shallow path
         lines += ["", "| workload | throughput translate/shallow | translate/MM2 (plain copy, unreadable on B) |",
@@ -683,6 +686,28 @@ def summary_tables(results: list[RunResult]) -> list[str]:
             vs_mm2 = f"{rate['mm2py'] / rate['mm2']:.2f}x" if "mm2" in rate else "-"
             lines.append(f"| {workload} | {rate['mm2py'] / rate['mm2py-shallow']:.2f}x | {vs_mm2} |")
     return lines
+
+
+def ratio_row(workload: str, py: list[RunResult], mm: list[RunResult], low: list[RunResult] | None) -> str:
+    """One row of the mm2py/MM2 ratios: no throughput ratio from a copy window under ``MIN_RATIO_WINDOW_S``."""
+    def med(rs: list[RunResult], value) -> float:  # noqa: ANN001
+        return statistics.median(value(r) for r in rs)
+
+    if py[0].latency_ms:
+        throughput = "- (the producer sets the rate)"
+    elif min(med(py, lambda r: r.mirror_s), med(mm, lambda r: r.mirror_s)) >= MIN_RATIO_WINDOW_S:
+        throughput = f"{med(py, lambda r: r.records_per_s) / med(mm, lambda r: r.records_per_s):.2f}x"
+    else:
+        throughput = f"- (copy window {med(py, lambda r: r.mirror_s):.1f} s)"
+    ends = med(mm, lambda r: r.startup_s + r.mirror_s) / med(py, lambda r: r.startup_s + r.mirror_s)
+    cpu = med(py, lambda r: r.cpu_s_per_gb) / max(med(mm, lambda r: r.cpu_s_per_gb), 1e-9)
+    p99 = "-"
+    if py[0].latency_ms and mm[0].latency_ms:
+        p99 = f"{med(py, lambda r: r.latency_ms['p99']) / med(mm, lambda r: r.latency_ms['p99']):.2f}x"
+        if low:
+            p99 += f" (lowlat {med(low, lambda r: r.latency_ms['p99']) / med(mm, lambda r: r.latency_ms['p99']):.2f}x)"
+    start_to_end = "-" if py[0].latency_ms else f"{ends:.2f}x faster"
+    return f"| {workload} | {throughput} | {start_to_end} | {cpu:.2f}x | {p99} |"
 
 
 def verdict(runs: list[RunResult]) -> str:

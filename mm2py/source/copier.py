@@ -332,6 +332,12 @@ class Copier:
         if not data.error_code and data.preferred_read_replica >= 0 and data.preferred_read_replica != node:
             self.read_from[tp] = data.preferred_read_replica  # the leader names a closer replica (client.rack)
             return
+        if data.error_code and tp in self.tailing:
+            # past its planned range nothing is owed: a tailing partition that errs (its topic deleted,
+            # its leader moving) ends its tail where it stands, and the next plan takes it from there
+            self.tailing.discard(tp)
+            part.done = True
+            return
         follower = tp in self.read_from
         if data.error_code and follower:
             del self.read_from[tp]  # whatever the replica's trouble (behind, moved), the leader knows better

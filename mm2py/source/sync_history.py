@@ -157,7 +157,7 @@ class SyncHistory:
         new = set(topics) - self.seen
         if self.retention_ms is not None and not new:
             return
-        needed = retention_needed(self.source.topic_configs(new))
+        needed = retention_needed(self._live_configs(new))
         if self.retention_ms is None:
             self.retention_ms = self._ensure(needed)
         if longer(self.retention_ms, needed) != self.retention_ms:
@@ -165,6 +165,16 @@ class SyncHistory:
             log.info("offset-sync history retention raised", topic=self.topic, retention_ms=needed)
             self.retention_ms = needed
         self.seen |= new
+
+    def _live_configs(self, topics: set[str]) -> Mapping[str, Sequence[TopicConfigEntry]]:
+        """The source configs of ``topics``; one deleted on the source since its records were copied is
+        left out (its records are gone, so its syncs need no retention)."""
+        try:
+            return self.source.topic_configs(topics)
+        except KafkaError as e:
+            if isinstance(e, AuthorizationError) or e.topic not in topics or e.topic in self.source.topics():
+                raise
+            return self._live_configs(topics - {e.topic})
 
     def _ensure(self, needed: int) -> int:
         """Create the topic with ``needed``, or return the retention it already has."""

@@ -72,10 +72,14 @@ class Replicator:
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(30)
 
-    def stop(self, timeout: float = 90) -> int:
+    def stop(self, timeout: float = 90, *, driver_only: bool = False) -> int:
+        """SIGTERM to the process group (as Ctrl-C or systemd), or with ``driver_only`` to mm2py's process alone."""
         assert self.proc is not None
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            if driver_only:
+                os.kill(self.proc.pid, signal.SIGTERM)
+            else:
+                os.killpg(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

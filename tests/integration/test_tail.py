@@ -2,8 +2,9 @@
 
 A producer streams into A throughout; ``connect-mirror-maker`` (a real child process) mirrors it
 to B with a trigger interval far longer than a fetch round trip, so records reach B between
-plans only because the copy tasks tail. The replicator is stopped with SIGTERM (its running
-micro-batch commits first) and started again, then SIGKILLed mid-tail and started again.
+plans only because the copy tasks tail. The replicator is stopped with SIGTERM to its own
+process (its running micro-batch commits first) and started again, then SIGKILLed mid-tail
+and started again.
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ def test_tailing_tasks_copy_a_stream_as_it_arrives_and_lose_nothing_across_resta
 
         wait_for(lambda: sum(b["tailed"] for b in batch_lines(log)) >= 2 * RATE, 180,
                  "two seconds of the stream copied by tailing tasks", replicator)
-        # graceful restart: the running micro-batch commits before the query stops
-        assert replicator.stop() == 0, replicator.tail()
+        # graceful restart (SIGTERM to mm2py's process, Spark's JVM left running): the running
+        # micro-batch commits before the query stops
+        assert replicator.stop(driver_only=True) == 0, replicator.tail()
         replicator = Replicator(config, log).start()
         beyond = sum(map(len, stream.snapshot().values())) + RATE
         wait_for(lambda: landed() >= beyond, 180, "the restarted replicator copying the stream", replicator)

@@ -495,3 +495,22 @@ def test_a_tail_never_cuts_a_planned_range_short() -> None:
     # the tail's time is up before the copy starts: the range is still copied whole, and no more
     (result,) = tailing_copier(source, [PartitionRange("t", 0, 0, 50, "A.t")], target, time.monotonic() - 1).run()
     assert target.logs[("A.t", 0)] == [0, 10, 20, 30, 40] and result.next_offset == 50
+
+
+class DeletingSource(ArrivingSource):
+    """The partition's topic is deleted once the copy is past its range: every later fetch errs."""
+
+    def fetch(self, node: int, positions: dict[TP, int], **kw: object) -> Answer:
+        answer = super().fetch(node, positions, **kw)
+        if self.fetches > 4:
+            answer.value = {tp: FetchedPartition(3, -1, -1, -1, (), b"") for tp in positions}
+        return answer
+
+
+def test_a_tailing_partition_that_errs_ends_its_tail_where_it_stands() -> None:
+    tp = ("t", 0)
+    source = DeletingSource({tp: [batch(o, 10) for o in range(0, 30, 10)]},
+                            {tp: [batch(o, 10) for o in range(30, 80, 10)]}, every=1)
+    target = FakeTarget()
+    (result,) = tailing_copier(source, [PartitionRange("t", 0, 0, 30, "A.t")], target, time.monotonic() + 60).run()
+    assert result.next_offset == len(target.logs[("A.t", 0)]) * 10 and result.next_offset >= 30

@@ -268,6 +268,8 @@ RAW_PRODUCE = RAW_CONNECTION | {
     "max.in.flight.requests.per.connection",  # requests per broker connection (and, up to 5, batches per partition)
     "acks",  # all (or -1): the only level mm2py writes at
     "enable.idempotence",  # true: mm2py always writes idempotently
+    "delivery.timeout.ms",  # how long a partition's writes may go refused (resent in place) before the task fails
+    "retry.backoff.ms",  # the pause before a refused write is resent
 }
 
 # Settings that do nothing in MM2's own client either: accepted without a word.
@@ -292,7 +294,8 @@ CODEC = ("batches keep the source's codec: the copy path passes record batches t
 BATCHING = ("batches pass through as the source's producers wrote them; nothing is re-batched or delayed "
             "(only topics copied record by record, partition.mismatch=hash, apply it)")
 BUFFERING = "nothing is queued for sending: a copy task holds at most fetch.max.bytes of fetched batches"
-FAILURES = "a failed write fails the Spark task, which Spark retries from the last committed position"
+FAILURES = ("a write refused for a retriable reason is resent until delivery.timeout.ms, however many times; "
+            "any other failure fails the Spark task, which Spark retries from the last committed position")
 ACKS = "mm2py always writes with acks=all"
 IDEMPOTENCE = "the copy path always writes idempotently (in order per partition, whatever max.in.flight)"
 REQUEST_SIZE = "batches are sent as they are; the remote topic's max.message.bytes bounds them"
@@ -313,8 +316,8 @@ BOOTSTRAP = "every client of a cluster connects to '{alias}.bootstrap.servers'"
 _PRODUCER_NOTES = {
     "compression.type": CODEC, "compression.gzip.level": CODEC, "compression.lz4.level": CODEC,
     "compression.zstd.level": CODEC, "batch.size": BATCHING, "linger.ms": BATCHING, "buffer.memory": BUFFERING,
-    "max.block.ms": BUFFERING, "retries": FAILURES, "delivery.timeout.ms": FAILURES, "retry.backoff.ms": FAILURES,
-    "retry.backoff.max.ms": FAILURES, "max.request.size": REQUEST_SIZE, "transactional.id": TRANSACTIONS,
+    "max.block.ms": BUFFERING, "retries": FAILURES, "retry.backoff.max.ms": BACKOFF, "max.request.size": REQUEST_SIZE,
+    "transactional.id": TRANSACTIONS,
     "transaction.timeout.ms": TRANSACTIONS, "transaction.two.phase.commit.enable": TRANSACTIONS,
     "metadata.max.idle.ms": METADATA_IDLE,
 }
@@ -337,7 +340,7 @@ INTEGERS = {
     "request.timeout.ms": 0, "max.in.flight.requests.per.connection": 1, "send.buffer.bytes": -1,
     "receive.buffer.bytes": -1, "socket.connection.setup.timeout.ms": 0, "socket.connection.setup.timeout.max.ms": 0,
     "reconnect.backoff.ms": 0, "reconnect.backoff.max.ms": 0, "connections.max.idle.ms": -1,
-    "metadata.max.age.ms": 0, "retry.backoff.ms": 0,
+    "metadata.max.age.ms": 0, "retry.backoff.ms": 0, "delivery.timeout.ms": 0,
 }
 DNS_LOOKUPS = ("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")
 

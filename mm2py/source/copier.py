@@ -15,7 +15,10 @@ Invariants:
 - given ``tail_until`` (mm2py.source.tail), a partition that copied its range goes on copying
   what arrives after it until that monotonic time, and is then done with the batch it was at:
   ``next_offset`` is still the first offset not copied, so the sink records only acked data;
-- any error fails the task; Spark's retry re-copies the ranges (at-least-once), and the
+- a write the target refuses for a retriable reason (a leader moved, a broker restarting) is
+  sent again in place, sequences unchanged, until ``delivery.timeout.ms`` (mm2py.source.resend);
+- a fetch that fails at the connection is sent again to the leader the source names then;
+- any other error fails the task; Spark's retry re-copies the ranges (at-least-once), and the
   positions on the target move only after the whole micro-batch succeeded;
 - except where the target refuses one partition for good (a batch larger than the remote
   topic's max.message.bytes, or the remote topic deleted): that partition *stalls*. It stops
@@ -46,14 +49,14 @@ import contextlib
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import kafka.errors as kerr
 from kafka.future import Future
 
 from mm2py.config.model import FlowConfig
-from mm2py.errors import AuthorizationError, DataLossError, KafkaError, missing_acl
+from mm2py.errors import AuthenticationError, AuthorizationError, DataLossError, KafkaError, missing_acl
 from mm2py.kafka import batches as rb
 from mm2py.kafka.classify import Action, action_for
 from mm2py.kafka.wire import FetchedPartition, RawClient, error_for, to_kafka_error
@@ -61,6 +64,7 @@ from mm2py.source.aborted import AbortedFilter
 from mm2py.source.partition import PartitionCopy, Pending
 from mm2py.source.provenance import Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
+from mm2py.source.resend import ResendBook, resendable
 from mm2py.types import TP
 
 OFFSET_OUT_OF_RANGE = 1
@@ -90,6 +94,8 @@ class CopySettings:
     verify_crc: bool = False  # check.crcs
     offset_lag_max: int = 100
     retry_backoff_ms: int = 200  # retry.backoff.ms: the pause before fetching again after a leader moved
+    produce_backoff_ms: int = 100  # the producer's retry.backoff.ms: the pause before a refused write is resent
+    delivery_timeout_ms: int = 120000  # delivery.timeout.ms: the longest a partition's writes go refused
     max_in_flight_per_partition: int = MAX_IN_FLIGHT_PER_PARTITION  # the producer's max.in.flight..., up to 5
     coalesce_bytes: int = 0  # batch.coalesce.bytes: merge runs of small batches up to this size (0: never)
 
@@ -113,6 +119,8 @@ class CopySettings:
             verify_crc=consumer.get("check.crcs", str(cls.verify_crc)).strip().lower() == "true",
             offset_lag_max=flow.offset_lag_max,
             retry_backoff_ms=number(consumer, "retry.backoff.ms", cls.retry_backoff_ms),
+            produce_backoff_ms=number(producer, "retry.backoff.ms", cls.produce_backoff_ms),
+            delivery_timeout_ms=number(producer, "delivery.timeout.ms", cls.delivery_timeout_ms),
             max_in_flight_per_partition=max(1, min(in_flight, MAX_IN_FLIGHT_PER_PARTITION)),
             coalesce_bytes=flow.batch_coalesce_bytes,
         )
@@ -193,10 +201,13 @@ class Copier:
         self._opening: dict[int, Future] = {}  # per target broker: the last request carrying first batches
         self.src_leaders: dict[TP, int] = {}
         self.dst_leaders: dict[TP, int] = {}
-        self.produce_futures: deque[tuple[Future, int, dict[TP, PartitionCopy]]] = deque()
+        # per request: its future, broker, and each target partition's copy with its generation when sent
+        self.produce_futures: deque[tuple[Future, int, dict[TP, tuple[PartitionCopy, int]]]] = deque()
+        self.resend = ResendBook(settings.produce_backoff_ms / 1000, settings.delivery_timeout_ms / 1000)
         self.read_from: dict[TP, int] = {}  # a replica other than the leader to fetch from (client.rack)
         self.ask_first: set[TP] = set()  # partitions whose last answer was part of a batch
         self._turn = 0  # rotates the order of partitions in fetch requests
+        self._fetch_failing_since: float | None = None
 
     def _start(self) -> None:
         ranges = self.ranges
@@ -247,32 +258,53 @@ class Copier:
             for node, tps in self._fetch_plan().items():
                 if node not in fetches:
                     positions = {tp: self.parts[tp].next_fetch for tp in tps}
-                    future = self.src.fetch(
-                        node, positions,
-                        partition_max_bytes=self.settings.partition_max_bytes,
-                        max_bytes=self.settings.fetch_max_bytes,
-                        max_wait_ms=self.settings.fetch_max_wait_ms,
-                        min_bytes=self.settings.fetch_min_bytes,
-                        closest_replica=True,
-                    )
+                    try:
+                        future = self.src.fetch(
+                            node, positions,
+                            partition_max_bytes=self.settings.partition_max_bytes,
+                            max_bytes=self.settings.fetch_max_bytes,
+                            max_wait_ms=self.settings.fetch_max_wait_ms,
+                            min_bytes=self.settings.fetch_min_bytes,
+                            closest_replica=True,
+                        )
+                    except KafkaError as e:  # the broker is not reachable
+                        self._fetch_failed(e)
+                        break
                     fetches[node] = (future, tps[0])
             if not fetches:
                 if all(p.done for p in self.parts.values()):
                     break
                 # every open partition has a full queue: drain before fetching more
-                self._send_produce()
-                self._reap_produce(block=True)
+                self._drain_once()
                 continue
             node, (future, first) = next(iter(fetches.items()))
             del fetches[node]
-            response = self._wait_fetch(future)
+            try:
+                response = self._wait_fetch(future)
+            except KafkaError as e:  # the connection failed or the fetch went unanswered
+                self._fetch_failed(e)
+                continue
+            self._fetch_failing_since = None
             for tp, data in self.src.fetched(response).items():
                 self._handle_fetched(tp, data, node, first=tp == first)
             self._send_produce()
             self._reap_produce(block=False)
-        self._send_produce()
-        self._reap_produce(block=True)
+        while any(p.queue or p.in_flight for p in self.parts.values()):
+            self._drain_once()
         return [p.result() for p in self.parts.values()]
+
+    def _drain_once(self) -> None:
+        """Send what may go and wait for every answer; with nothing in flight, wait out a resend's backoff."""
+        self._send_produce()
+        if self.produce_futures:
+            self._reap_produce(block=True)
+            return
+        if not any(p.queue for p in self.parts.values()):
+            return
+        wake = self.resend.next_wake()
+        if wake is None:
+            raise RuntimeError("copier: batches queued that no rule lets go")  # a bug, never a hang
+        time.sleep(max(0.0, wake - time.monotonic()))
 
     def _wait_fetch(self, future: Future) -> object:
         """The fetch's answer; meanwhile produce answers are read and the batches they free are sent.
@@ -287,6 +319,22 @@ class Copier:
             self._reap_produce(block=False)
             self._send_produce()
         return self.src.wait(future)
+
+    def _fetch_failed(self, error: KafkaError) -> None:
+        """A fetch failed at the connection (a source broker restarting): look the leaders up again and go on.
+
+        Nothing was read, so nothing is lost or repeated; failures for longer than the request
+        timeout without a fetch answered in between fail the task, naming the cause.
+        """
+        now = time.monotonic()
+        since = self._fetch_failing_since = self._fetch_failing_since or now
+        if not error.retriable or isinstance(error, AuthenticationError) or (
+                now - since > self.settings.request_timeout_ms / 1000):
+            raise error
+        time.sleep(self.settings.retry_backoff_ms / 1000)
+        self.read_from.clear()
+        with contextlib.suppress(KafkaError):
+            self.src_leaders = self.src.leaders({p.range.topic for p in self.parts.values()})
 
     def _reached_end(self, tp: TP, part: PartitionCopy) -> bool:
         """``part`` copied its planned range: True when it is done, False when it tails on."""
@@ -506,23 +554,33 @@ class Copier:
     def _send_produce(self) -> None:
         """Send one request per target broker per round, each with one batch per partition."""
         while True:
-            rounds: dict[int, dict[TP, PartitionCopy]] = {}
+            rounds: dict[int, dict[TP, tuple[PartitionCopy, int]]] = {}
             payloads: dict[int, dict[TP, rb.Pieces]] = {}
+            resending = bool(self.resend.held_until or self.resend.stale_topics)
+            now = time.monotonic()
+            if resending and self.resend.lookup_due(now):
+                self._refresh_leaders()
             for part in self.parts.values():
                 most = self.settings.max_in_flight_per_partition if part.answered else 1
                 if part.may_send(most):
+                    if resending and self.resend.waiting(part.target, now):
+                        continue
                     node = self.dst_leaders[part.target]
                     opening = self._opening.get(node)
                     if not part.answered and opening is not None and not opening.is_done:
                         continue
-                    rounds.setdefault(node, {})[part.target] = part
+                    rounds.setdefault(node, {})[part.target] = (part, part.generation)
                     payloads.setdefault(node, {})[part.target] = part.send_next()
             if not rounds:
                 return
             for node, batch_map in payloads.items():
-                future = self.dst.produce(node, batch_map, timeout_ms=self.settings.produce_timeout_ms,
-                                          transactional_id=self.transactional_id)
-                if self.transactional_id is not None and not all(p.answered for p in rounds[node].values()):
+                try:
+                    future = self.dst.produce(node, batch_map, timeout_ms=self.settings.produce_timeout_ms,
+                                              transactional_id=self.transactional_id)
+                except KafkaError as e:  # the leader's broker is not reachable
+                    self._refused(rounds[node].values(), e)
+                    continue
+                if self.transactional_id is not None and not all(p.answered for p, _ in rounds[node].values()):
                     self._opening[node] = future
                 self.produce_futures.append((future, node, rounds[node]))
             self._reap_produce(block=False)
@@ -532,26 +590,60 @@ class Copier:
             future, _node, parts = self.produce_futures[0]
             if not future.is_done and not block:
                 return
-            response = self.dst.wait(future)
+            try:
+                response = self.dst.wait(future)
+            except KafkaError as e:  # the connection failed or the request went unanswered
+                self.produce_futures.popleft()
+                self._refused(parts.values(), e)
+                continue
             self.produce_futures.popleft()
             for tp, result in self.dst.produced(response).items():
-                part = parts[tp]
+                part, generation = parts[tp]
+                if generation != part.generation:
+                    continue  # sent before its partition's batches were queued again: moot
                 if result.error_code and part.past_stall():
                     # batches sent after the refused one fail on their sequence numbers
-                    part.uncount(part.in_flight.popleft())
+                    part.uncount(part.take_oldest())
                     continue
                 if result.error_code and self._stalls(part, result.error_code, result.error_message):
                     continue
                 if result.error_code:
-                    raise to_kafka_error(result.error_code, cluster=self.dst.alias, topic=tp[0], partition=tp[1],
-                                         detail=result.error_message)
+                    error = to_kafka_error(result.error_code, cluster=self.dst.alias, topic=tp[0], partition=tp[1],
+                                           detail=result.error_message)
+                    if not resendable(result.error_code):
+                        raise error
+                    self._refused([(part, generation)], error)
+                    continue
                 part.acked(result.base_offset, self.settings.offset_lag_max)
                 part.acked_ms = int(time.time() * 1000)
+                self.resend.written(tp)
             if block:
                 for part in self.parts.values():
                     if part.queue:
                         self._send_produce()
                         break
+
+    def _refused(self, parts: Iterable[tuple[PartitionCopy, int]], error: KafkaError) -> None:
+        """A request's writes were refused for a retriable reason: queue them again (mm2py.source.resend)."""
+        if self.transactional_id is not None or not error.retriable:
+            raise error
+        for part, generation in parts:
+            if generation == part.generation and part.in_flight:
+                self.resend.refused(part.target, error)
+                part.resend()
+
+    def _refresh_leaders(self) -> None:
+        """Look up the leaders of remote topics whose writes were refused; a failed lookup is tried again."""
+        topics = self.resend.stale_topics
+        try:
+            leaders = self.dst.leaders(topics)
+        except KafkaError as e:
+            if not e.retriable:
+                raise
+            return
+        self.dst_leaders.update({tp: node for tp, node in leaders.items() if node >= 0})
+        if all(node >= 0 for node in leaders.values()):
+            topics.clear()
 
     def _stalls(self, part: PartitionCopy, code: int, detail: str | None) -> bool:
         """True when the target refused ``part``'s oldest in-flight batch for good: stall it there."""
@@ -566,7 +658,7 @@ class Copier:
             reason = f"remote topic {tp[0]} does not exist on the target (deleted?)"
         else:
             return False
-        batch = part.in_flight.popleft()
+        batch = part.take_oldest()
         part.uncount(batch)
         part.stall(batch.first, batch.size, reason)
         return True

@@ -2,8 +2,11 @@
 
 Invariants (the copier relies on them):
 - ``queue`` and ``in_flight`` hold batches in source order; a batch moves from the head of
-  ``queue`` to the tail of ``in_flight`` when sent, and leaves ``in_flight`` from its head
-  when the target answers;
+  ``queue`` to the tail of ``in_flight`` when sent (its bytes kept in ``sent``), and leaves
+  ``in_flight`` from its head when the target answers;
+- ``resend`` puts every in-flight batch back at the head of ``queue`` with its bytes (and so its
+  sequence numbers) unchanged and bumps ``generation``: answers to requests sent before that are
+  moot, and the broker's sequence check makes the resent batches land once, in order;
 - ``records`` and ``bytes`` count every batch queued; a batch that will not be written (a
   stall) is taken back with ``uncount``;
 - ``syncs`` hold a pair wherever the linear mapping upstream -> downstream starts or breaks,
@@ -66,6 +69,8 @@ class PartitionCopy:
     run_next: tuple[int, int] | None = None
     syncs: list[tuple[int, int]] = field(default_factory=list)
     in_flight: deque[Pending] = field(default_factory=deque)
+    sent: deque[Pieces] = field(default_factory=deque)  # the bytes of each in-flight batch, for a resend
+    generation: int = 0  # bumped by each resend
     queue: deque[tuple[Pieces, Pending]] = field(default_factory=deque)
     queued_bytes: int = 0
     stall_offset: int = -1
@@ -111,8 +116,26 @@ class PartitionCopy:
         payload, batch = self.queue.popleft()
         self.queued_bytes -= batch.size
         self.in_flight.append(batch)
+        self.sent.append(payload)
         self.batches += 1
         return payload
+
+    def take_oldest(self) -> Pending:
+        """Take the oldest in-flight batch off (answered, or moot)."""
+        self.sent.popleft()
+        return self.in_flight.popleft()
+
+    def resend(self) -> int:
+        """Queue every in-flight batch again ahead of the rest, bytes unchanged; return how many."""
+        count = len(self.in_flight)
+        for payload, batch in zip(reversed(self.sent), reversed(self.in_flight), strict=True):
+            self.queue.appendleft((payload, batch))
+            self.queued_bytes += batch.size
+        self.batches -= count
+        self.in_flight.clear()
+        self.sent.clear()
+        self.generation += 1
+        return count
 
     def stall(self, offset: int, size: int, reason: str) -> None:
         """Stop at the batch starting at ``offset``: nothing from it on counts as mirrored.
@@ -169,7 +192,7 @@ class PartitionCopy:
         translate MM2's way ("last sync + 1") stay close too.
         """
         self.answered = True
-        batch = self.in_flight.popleft()
+        batch = self.take_oldest()
         if self.stalled and batch.first >= self.stall_offset:
             self.uncount(batch)  # the broker refuses batches after a refused one; kept as a guard
             return

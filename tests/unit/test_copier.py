@@ -434,7 +434,8 @@ def test_provenance_leaves_home_batches_out_and_stamps_each_origin_with_its_own_
 def test_a_break_with_skipped_records_and_others_records_between_keeps_the_run_length() -> None:
     part = PartitionCopy.of(PartitionRange("t", 0, 0, 100, "t"))
     for batch_ in (Pending(0, 2, 10), Pending(4, 1, 10)):  # source 2-3 stayed behind; the target took
-        part.in_flight.append(batch_)                        # a record of its own at 4 meanwhile
+        part.enqueue((b"x" * 10,), batch_, rebuilt=False)  # a record of its own at 4 meanwhile
+        part.send_next()
     part.acked(2, 1000)
     part.acked(5, 1000)
     assert part.result().syncs == ((0, 2), (2, 5), (4, 5), (5, 6))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka import KafkaError as CKafkaError
@@ -194,31 +194,53 @@ class Admin:
         self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str] | None = None
     ) -> bool:
         """Create a topic; False when it already existed."""
-        new = NewTopic(name, partitions, replication_factor, config=dict(config or {}))
-        future = self._client.create_topics([new], operation_timeout=self.timeout)[name]
-        try:
-            future.result(timeout=self.timeout)
-        except KafkaException as e:
-            if e.args and isinstance(e.args[0], CKafkaError) and e.args[0].code() == CKafkaError.TOPIC_ALREADY_EXISTS:
-                return False
-            raise self._translate(e, "creating topic", name) from e
-        self.wait_for_leaders(name, partitions)
-        return True
+        return self.create_topics([(name, partitions, replication_factor, config)])[name]
+
+    def create_topics(self, specs: Sequence[tuple[str, int, int, Mapping[str, str] | None]]) -> dict[str, bool]:
+        """Create topics ``(name, partitions, replication factor, config)`` in one request; each name
+        answers False when it already existed. Returns once every created partition has a leader."""
+        if not specs:
+            return {}
+        new = [NewTopic(name, n, rf, config=dict(config or {})) for name, n, rf, config in specs]
+        futures = self._client.create_topics(new, operation_timeout=self.timeout)
+        created: dict[str, bool] = {}
+        for name, future in futures.items():
+            try:
+                future.result(timeout=self.timeout)
+                created[name] = True
+            except KafkaException as e:
+                code = e.args[0].code() if e.args and isinstance(e.args[0], CKafkaError) else None
+                if code != CKafkaError.TOPIC_ALREADY_EXISTS:
+                    raise self._translate(e, "creating topic", name) from e
+                created[name] = False
+        self._wait_for_leaders({name: n for name, n, _, _ in specs if created[name]})
+        return created
 
     def wait_for_leaders(self, name: str, partitions: int) -> None:
         """A created topic is usable once every partition has a leader; wait for that."""
+        self._wait_for_leaders({name: partitions})
+
+    def _wait_for_leaders(self, wanted: Mapping[str, int]) -> None:
         deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
+        waiting = dict(wanted)
+        while waiting:
             try:
-                topic = self._client.list_topics(name, timeout=self.timeout).topics.get(name)
+                one = next(iter(waiting)) if len(waiting) == 1 else None  # else every topic, in one request
+                listed = self._client.list_topics(one, timeout=self.timeout).topics
             except KafkaException:
-                topic = None
-            if (topic is not None and topic.error is None and len(topic.partitions) >= partitions
-                    and all(p.leader >= 0 for p in topic.partitions.values())):
+                listed = {}
+            for name, partitions in list(waiting.items()):
+                topic = listed.get(name)
+                if (topic is not None and topic.error is None and len(topic.partitions) >= partitions
+                        and all(p.leader >= 0 for p in topic.partitions.values())):
+                    del waiting[name]
+            if not waiting:
                 return
+            if time.monotonic() > deadline:
+                name = min(waiting)
+                raise KafkaError(f"partitions have no leader {self.timeout:.0f} s after creation "
+                                 f"({len(waiting)} topics waiting)", cluster=self.alias, topic=name, retriable=True)
             time.sleep(0.1)
-        raise KafkaError(f"partitions have no leader {self.timeout:.0f} s after creation", cluster=self.alias,
-                         topic=name, retriable=True)
 
     def create_partitions(self, name: str, total: int) -> None:
         future = self._client.create_partitions([NewPartitions(name, total)])[name]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import structlog
 
@@ -23,6 +23,8 @@ log = structlog.get_logger(__name__)
 
 # Limits and sizes of every mirrored topic are read again this often (new topics at once).
 SIZES_SECONDS = 600
+# remote topics created per CreateTopics request
+CREATE_AT_ONCE = 100
 
 
 class TopicCatalogue:
@@ -104,6 +106,7 @@ class TopicCatalogue:
         target_topics = self.dst.topics()
         rf_cap = None
         configs = self.metadata.new_topic_configs(t for t in wanted if self.remote_topic(t) not in target_topics)
+        to_create: list[tuple[str, int, int, Mapping[str, str] | None]] = []
         for topic, count in sorted(wanted.items()):
             remote = self.remote_topic(topic)
             have = target_topics.get(remote)
@@ -115,12 +118,10 @@ class TopicCatalogue:
                     log.warning("replication.factor capped", flow=self.flow.name, topic=remote,
                                 configured=rf, brokers=rf_cap)
                     rf = rf_cap
-                self._created.add(remote)
-                if self.dst.create_topic(remote, count, rf, configs.get(topic)):
-                    log.info("created remote topic", flow=self.flow.name, topic=remote, partitions=count,
-                             configs=configs.get(topic))
+                to_create.append((remote, count, rf, configs.get(topic)))
             elif have < count:
                 self._fewer_partitions(topic, remote, have, count)
+        self._create(to_create)
         if self.flow.sync_topic_deletes_enabled:
             self._delete_orphans(source_topics, target_topics)
         gone = set(self.partitions) - set(wanted)
@@ -142,6 +143,17 @@ class TopicCatalogue:
         if whole:
             self._sized_at = now
         self._sync_metadata()
+
+    def _create(self, specs: list[tuple[str, int, int, Mapping[str, str] | None]]) -> None:
+        """Create remote topics, ``CREATE_AT_ONCE`` per request (one round trip each, not one per topic)."""
+        for i in range(0, len(specs), CREATE_AT_ONCE):
+            chunk = specs[i:i + CREATE_AT_ONCE]
+            self._created.update(name for name, _, _, _ in chunk)
+            created = self.dst.create_topics(chunk)
+            for name, count, _, config in chunk:
+                if created[name]:
+                    log.info("created remote topic", flow=self.flow.name, topic=name, partitions=count,
+                             configs=config)
 
     def deleted_on_source(self, topic: str | None) -> bool:
         """After an error about ``topic``: True if it was deleted from the source, now no longer mirrored.

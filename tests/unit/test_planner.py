@@ -54,11 +54,15 @@ class FakeAdmin:
         offsets = self.latest if spec == "latest" else self.earliest
         return {tp: offsets.get(tp, 0) for tp in tps}
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int, config: dict | None = None) -> bool:
-        self.events.append((self.name, "create_topic", name))
-        self.created.append((name, partitions, replication_factor, dict(config or {})))
-        self.counts[name] = partitions
-        return True
+    def create_topics(self, specs: list) -> dict[str, bool]:
+        self.events.append((self.name, "create_topics", tuple(name for name, _, _, _ in specs)))
+        out = {}
+        for name, partitions, replication_factor, config in specs:
+            self.events.append((self.name, "create_topic", name))
+            self.created.append((name, partitions, replication_factor, dict(config or {})))
+            out[name] = name not in self.counts
+            self.counts[name] = partitions
+        return out
 
     def broker_count(self) -> int:
         return 3
@@ -193,6 +197,16 @@ def test_first_range_after_a_recorded_position_is_exact_and_later_ones_are_not()
 
 
 # -- remote topics ------------------------------------------------------------------------
+
+
+def test_remote_topics_are_created_a_hundred_per_request():
+    from mm2py.source.catalogue import CREATE_AT_ONCE
+
+    r = rig({f"t{i:03d}": 2 for i in range(250)})
+    r.planner.initial_offsets()
+    requests = [e[2] for e in r.events if e[:2] == ("dst", "create_topics")]
+    assert [len(names) for names in requests] == [CREATE_AT_ONCE, CREATE_AT_ONCE, 50]
+    assert sorted(n for names in requests for n in names) == sorted(f"A.t{i:03d}" for i in range(250))
 
 
 def test_remote_topic_is_created_with_the_source_partition_count_before_its_ranges_are_planned():

@@ -115,6 +115,8 @@ class StallBook:
       range that stopped short: never past what was copied;
     - a partition whose recorded position lies past Spark's start (``ahead_of``) is planned from
       after that position: what a tailing copy took beyond its planned end is not copied again;
+      only a copy moves a position, so after a run's first review (every partition) only the
+      partitions planned last and those still ahead are compared, not every partition;
     - the tail reads the positions topic to its end as it is when asked, and the sink's writes
       for a micro-batch are acknowledged (acks=all) before that micro-batch ends, so ``review``
       sees every position of the last micro-batch;
@@ -133,6 +135,7 @@ class StallBook:
         self._stall_refresh_at = 0.0
         self._reviewed = False  # the first review of a run compares every start with the positions
         self._recorded: dict[TP, int] = {}  # the positions as last read
+        self._ahead: dict[str, int] = {}  # partitions found ahead of Spark's start at the last review
 
     def planned(self, ranges: dict[str, PlannedRange]) -> None:
         """The ranges just handed to Spark, per partition key; the next ``review`` checks them."""
@@ -143,9 +146,12 @@ class StallBook:
         # positions move only when a micro-batch copied something: read again after one that planned
         if self._planned or (start and not self._reviewed):
             self._recorded = self.tail.refresh()
+        start = start or {}
+        if self._reviewed:  # a position moved only where a copy ran: the last plan's partitions
+            start = {k: start[k] for k in self._planned.keys() | self._ahead.keys() if k in start}
         self._reviewed = True
         restart = self._stopped_short(available_now, self._recorded)
-        ahead = ahead_of(start or {}, self._recorded)
+        ahead = self._ahead = ahead_of(start, self._recorded)
         # A remote topic deleted meanwhile stops its partitions short: a refresh re-creates it; one
         # raised max.message.bytes is seen by a refresh too. At once for a new stall, then every
         # STALL_REFRESH_SECONDS.

@@ -432,6 +432,18 @@ def test_partition_a_tailing_copy_took_past_its_end_is_planned_from_its_recorded
     assert r.planner.latest_offsets(last, None) == last
 
 
+def test_after_the_first_review_only_planned_or_ahead_partitions_are_compared():
+    tail = FakeTail()
+    book = StallBook("A->B", tail)
+    tail.positions = {("t", 0): 49, ("t", 1): 9}
+    assert book.review({"t:0": 10, "t:1": 10}).ahead == {"t:0": 50}, "the first review compares every partition"
+    tail.positions = {("t", 0): 49, ("t", 1): 19}  # t:1 moved without being planned: never by a copy
+    assert book.review({"t:0": 10, "t:1": 10}).ahead == {"t:0": 50}, "t:0 stays ahead until it is planned"
+    book.planned({"t:0": PlannedRange(50, 60, True)})
+    tail.positions = {("t", 0): 59, ("t", 1): 19}
+    assert book.review({"t:0": 60, "t:1": 10}).ahead == {}
+
+
 def test_a_run_restarted_from_an_older_spark_checkpoint_starts_after_the_recorded_positions():
     r = rig({"t": 1})
     r.tail.positions = {("t", 0): 149}  # written after the checkpoint's last micro-batch

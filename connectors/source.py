@@ -25,7 +25,7 @@ from mm2py.source.copier import CopySettings
 from mm2py.source.exactly_once import spec_for
 from mm2py.source.provenance import Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult, assign
-from mm2py.source.tail import tail_ms
+from mm2py.source.tail import may_tail, tail_ms, tasks_to_tail
 from mm2py.source.task import copy_ranges
 from mm2py.topology import LoopGuard
 
@@ -103,12 +103,20 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         planner = self.planner
-        groups = assign(planner.ranges(start, end), self.tasks, planner.estimated_bytes, MIN_TASK_BYTES)
-        provenance = planner.provenance()  # after the ends were fixed
-        tail = tail_ms(self.flow, provenance=self.guard is not None and self.guard.provenance,
-                       caught_up=planner.caught_up, tasks=len(groups), slots=self.slots,
-                       tailing_flows=self.tailing_flows)
-        return [RangeGroup(group, i, provenance, tail) for i, group in enumerate(groups)]
+        ranges = planner.ranges(start, end)
+        provenance = self.guard is not None and self.guard.provenance
+        tasks = self.tasks
+        if planner.caught_up and may_tail(self.flow, provenance):
+            tasks = min(tasks, tasks_to_tail(self.slots, self.tailing_flows))
+        groups = assign(ranges, tasks, planner.estimated_bytes, MIN_TASK_BYTES)
+        tail = tail_ms(self.flow, provenance=provenance, caught_up=planner.caught_up, tasks=len(groups),
+                       slots=self.slots, tailing_flows=self.tailing_flows)
+        if tail:  # every partition of the flow is tailed, those with nothing planned too
+            planner.tailing()
+            for i, idle in enumerate(planner.idle_ranges(start, end, ranges)):
+                groups[i % len(groups)].append(idle)
+        registry = planner.provenance()  # after the ends were fixed
+        return [RangeGroup(group, i, registry, tail) for i, group in enumerate(groups)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         assert isinstance(partition, RangeGroup)

@@ -217,6 +217,9 @@ class Copier:
         with self._acl("DESCRIBE", "TOPIC", ", ".join(sorted({r.topic for r in ranges}))):
             self.src_leaders = self.src.leaders({r.topic for r in ranges})
         self.dst_leaders = self._target_leaders({r.target_topic for r in ranges})
+        for tp, part in self.parts.items():
+            if part.range.end <= part.range.start and not part.stalled:
+                self._reached_end(tp, part)  # planned empty: only a tail copies here
 
     @contextlib.contextmanager
     def _acl(self, operation: str, resource_type: str, name: str, *, target: bool = False) -> Iterator[None]:

@@ -57,8 +57,10 @@ class BatchPlanner:
       one offset: none starves;
     - a partition whose copy stopped short starts again where it stopped, and one whose recorded
       position lies past Spark's offset (a tailing copy) after that position (mm2py.source.stalls);
-    - ``caught_up`` only when the last plan reached every partition's end (no budget cut, no
-      --once run): only then may its copy tasks tail;
+    - ``caught_up`` only when the last plan reached every partition's end, or left less than one
+      more budget's worth behind (never in a --once run): only then may its copy tasks tail, and
+      a tail takes what was left along with what arrives (``idle_ranges`` adds the partitions
+      with nothing planned, so every partition of the flow is tailed);
     - exactly-once: a range starts after its partition's committed position, so a micro-batch
       that Spark runs again (a restarted query) copies nothing a committed transaction holds.
     """
@@ -76,8 +78,8 @@ class BatchPlanner:
         self._ready = False
         self._stored: dict[TP, int] | None = None
         self._available_now: dict[str, int] | None = None
-        # the last micro-batch planned everything the source had (no byte budget cut it): its
-        # copy tasks may tail (mm2py.source.tail)
+        # the last micro-batch planned everything the source had, or all but less than one more
+        # budget: its copy tasks may tail (mm2py.source.tail)
         self.caught_up = False
 
     def recorded(self) -> dict[TP, int]:
@@ -145,6 +147,36 @@ class BatchPlanner:
         self.stalls.planned(planned)
         return out
 
+    def tailing(self) -> None:
+        """The micro-batch just planned tails: its duration says nothing of the flow's rate."""
+        self.sizer.unmeasured()
+
+    def idle_ranges(self, start_raw: dict, end_raw: dict, planned: list[PartitionRange]) -> list[PartitionRange]:
+        """Empty ranges of every other partition of the flow, for a micro-batch whose copy tasks tail.
+
+        A tail copies what arrives on the partitions its task holds; without these, a partition
+        with nothing new at plan time would wait for the next micro-batch. Each begins where the
+        partition's next record is (after its recorded position when a tail took it past Spark's
+        offset); held partitions are left out. Call after ``ranges``.
+        """
+        start, end = Offsets.parse(start_raw), Offsets.parse(end_raw)
+        taken = {r.key for r in planned}
+        out = []
+        idle = {}
+        for key, stop in end.positions.items():
+            if key in taken or self.stalls.held(key):
+                continue
+            begin = start.start_of(key)
+            begin = self.stalls.next_offset(key, stop if begin is None else max(begin, stop))
+            topic, partition = split_key(key)
+            remote = self.catalogue.remote_topic(topic)
+            out.append(PartitionRange(topic, partition, begin, begin, remote, exact=True,
+                                      target_partitions=self.catalogue.rehash.get(topic, 0),
+                                      max_batch_bytes=self.catalogue.max_batch_bytes.get(remote, 0)))
+            idle[key] = PlannedRange(begin, begin, True)
+        self.stalls.also_planned(idle)
+        return out
+
     def provenance(self) -> Provenance | None:
         """The origins of the source's batches, read to the registry's end now; None without provenance.
 
@@ -210,8 +242,9 @@ class BatchPlanner:
         lag = {k: 0 if k in held else max(0, latest[tp] - begin[k]) for k, tp in keys.items()}
         now = time.monotonic()
         budget = min(self.sizer.next_budget(now), max_bytes) if max_bytes else None
-        ends, planned_bytes = self._cap(begin, lag, budget)
-        self.caught_up = all(ends[k] == begin[k] + lag[k] for k in begin) and self._available_now is None
+        ends, planned_bytes, total_bytes = self._cap(begin, lag, budget)
+        nearly = budget is not None and total_bytes <= 2 * budget
+        self.caught_up = (nearly or all(ends[k] == begin[k] + lag[k] for k in begin)) and self._available_now is None
         if budget is not None:
             self.sizer.planned(now, planned_bytes, budget)
         planned = {k for k in keys if ends[k] > begin[k]}
@@ -220,16 +253,17 @@ class BatchPlanner:
         return Offsets(ends, frozenset(k for k in exact if k not in planned), new, restart,
                        start.restart_count + 1 if restart else 0).to_json()
 
-    def _cap(self, begin: dict[str, int], lag: dict[str, int], max_bytes: int | None) -> tuple[dict[str, int], float]:
-        """End offsets within ``max_bytes`` of estimated source bytes, and the bytes they plan."""
+    def _cap(self, begin: dict[str, int], lag: dict[str, int],
+             max_bytes: int | None) -> tuple[dict[str, int], float, float]:
+        """End offsets within ``max_bytes`` of estimated source bytes, the bytes they plan, and all the lag's."""
         size = {k: self._bytes_per_offset(k) for k in begin}
         total = sum(lag[k] * size[k] for k in begin)
         if not max_bytes or total <= max_bytes:
-            return {k: begin[k] + lag[k] for k in begin}, total
+            return {k: begin[k] + lag[k] for k in begin}, total, total
         # share the byte budget in proportion to each partition's backlog, so none starves
         share = max_bytes / total
         ends = {k: begin[k] + (max(1, int(lag[k] * share)) if lag[k] else 0) for k in begin}
-        return ends, sum((ends[k] - begin[k]) * size[k] for k in begin)
+        return ends, sum((ends[k] - begin[k]) * size[k] for k in begin), total
 
     def _bytes_per_offset(self, key: str) -> float:
         return self.catalogue.bytes_per_offset.get(key, ASSUMED_BYTES_PER_OFFSET)

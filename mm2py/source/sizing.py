@@ -70,6 +70,10 @@ class BatchSizer:
         self._last = (now, planned_bytes) if planned_bytes >= budget * 0.9 and self._batches else None
         self._batches += 1
 
+    def unmeasured(self) -> None:
+        """The batch just planned is not measured (its tasks tail: it lasts the tail's window)."""
+        self._last = None
+
     def _fit(self) -> None:
         """Least squares of seconds on bytes over the recent full batches, when their sizes spread."""
         sizes = [b for b, _ in self._full]

@@ -63,6 +63,8 @@ def short_ranges(planned: dict[str, PlannedRange], recorded: dict[str, int | Non
     """
     out = {}
     for key, r in planned.items():
+        if r.end <= r.begin:
+            continue  # planned empty: only a tail copied here (BatchPlanner.idle_ranges)
         last = recorded.get(key)
         copied_to = last + 1 if last is not None else None
         if copied_to is not None and copied_to >= r.end:
@@ -140,6 +142,17 @@ class StallBook:
     def planned(self, ranges: dict[str, PlannedRange]) -> None:
         """The ranges just handed to Spark, per partition key; the next ``review`` checks them."""
         self._planned = ranges
+
+    def also_planned(self, ranges: dict[str, PlannedRange]) -> None:
+        """Empty ranges added for a tail: reviewed too, since a tail may move their positions."""
+        self._planned = {**self._planned, **ranges}
+
+    def next_offset(self, key: str, start: int) -> int:
+        """Where ``key`` resumes from Spark's ``start``: after its recorded position when it was ahead."""
+        return max(start, self._ahead.get(key, start))
+
+    def held(self, key: str) -> bool:
+        return key in self._held
 
     def review(self, start: dict[str, int] | None = None, *, available_now: bool = False) -> StallReview:
         """Before the next micro-batch is planned from Spark's ``start``: what the last one's copies mean for it."""

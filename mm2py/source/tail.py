@@ -13,8 +13,12 @@ Invariants:
   its range's start (at-least-once, as without tailing);
 - the planner starts a partition after its recorded position when that lies past Spark's
   offset (mm2py.source.stalls.ahead_of), so what a tail took is not planned again;
-- only micro-batches that planned everything the source had tail (``BatchPlanner.caught_up``):
-  a backlog is cut into micro-batches by the byte budget, whose sizing measures planned bytes;
+- only micro-batches that planned everything the source had, or all but less than one more
+  byte budget, tail (``BatchPlanner.caught_up``): a backlog is cut into micro-batches by the
+  budget, and a tailing micro-batch, which lasts the tail's window, is left out of its sizing;
+- a tailing micro-batch holds every partition of the flow: those with nothing planned get an
+  empty range starting at their next record (``BatchPlanner.idle_ranges``), so no partition
+  waits for the next micro-batch while the others tail;
 - never with exactly-once delivery (read_committed consumers see a transaction's records only
   at its commit, so a longer transaction only delays them), never with provenance (a batch
   past the planned ends may carry a producer id registered after the registry was read), and
@@ -32,6 +36,15 @@ from mm2py.config.model import FlowConfig
 def may_tail(flow: FlowConfig, provenance: bool) -> bool:
     """Whether ``flow``'s copy tasks tail at all: at-least-once, no provenance, ``copy.tail.ms`` > 0."""
     return flow.copy_tail_ms > 0 and flow.exactly_once == "off" and not provenance
+
+
+def tasks_to_tail(slots: int, tailing_flows: int) -> int:
+    """The most copy tasks a caught-up micro-batch may have and still tail (at least 1).
+
+    A caught-up micro-batch is small (less than two byte budgets), so fewer tasks cost it little,
+    while a tail saves every record arriving in its window a whole micro-batch cycle.
+    """
+    return max(1, (slots - 1) // max(tailing_flows, 1))
 
 
 def tail_ms(flow: FlowConfig, *, provenance: bool, caught_up: bool, tasks: int, slots: int,

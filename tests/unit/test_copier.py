@@ -515,3 +515,18 @@ def test_a_tailing_partition_that_errs_ends_its_tail_where_it_stands() -> None:
     target = FakeTarget()
     (result,) = tailing_copier(source, [PartitionRange("t", 0, 0, 30, "A.t")], target, time.monotonic() + 60).run()
     assert result.next_offset == len(target.logs[("A.t", 0)]) * 10 and result.next_offset >= 30
+
+
+def test_a_partition_planned_empty_copies_only_what_its_tail_sees_arrive() -> None:
+    busy, idle = ("t", 0), ("t", 1)
+    source = ArrivingSource({busy: [batch(o, 10) for o in range(0, 30, 10)], idle: [batch(0, 10)]},
+                            {busy: [], idle: [batch(o, 10) for o in range(10, 40, 10)]})
+    target = FakeTarget()
+    ranges = [PartitionRange("t", 0, 0, 30, "A.t"), PartitionRange("t", 1, 10, 10, "A.t", exact=True)]
+    results = {r.partition: r for r in tailing_copier(source, ranges, target, time.monotonic() + 0.3).run()}
+    assert target.logs[("A.t", 1)] == [10, 20, 30], "from its start on, nothing before it"
+    assert (results[1].start, results[1].end, results[1].next_offset, results[1].tailed) == (10, 10, 40, 30)
+    # without a tail, a partition planned empty is done at once
+    (none,) = tailing_copier(FakeSource({idle: [batch(0, 10)]}), [PartitionRange("t", 1, 10, 10, "A.t")],
+                             FakeTarget(), None).run()
+    assert (none.next_offset, none.records) == (10, 0)

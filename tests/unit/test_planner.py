@@ -444,6 +444,38 @@ def test_after_the_first_review_only_planned_or_ahead_partitions_are_compared():
     assert book.review({"t:0": 60, "t:1": 10}).ahead == {}
 
 
+def test_a_tailing_micro_batch_adds_every_other_partition_as_an_empty_range():
+    r = rig({"t": 3})
+    r.src.latest = {("t", 0): 100, ("t", 1): 10, ("t", 2): 5}
+    start = r.planner.initial_offsets()
+    end = r.planner.latest_offsets(start, None)
+    r.planner.ranges(start, end)
+    # t:0 tailed to 180 past its end; t:1 and t:2 got nothing new
+    r.tail.positions = {("t", 0): 179, ("t", 1): 9, ("t", 2): 4}
+    r.src.latest = {("t", 0): 180, ("t", 1): 12, ("t", 2): 5}
+    again = r.planner.latest_offsets(end, None)
+    planned = r.planner.ranges(end, again)
+    assert [(p.partition, p.start, p.end) for p in planned] == [(1, 10, 12)]
+    idle = r.planner.idle_ranges(end, again, planned)
+    # t:0 resumes after what its tail took, not at Spark's offset; t:1 is planned already
+    assert sorted((p.partition, p.start, p.end, p.exact) for p in idle) == [(0, 180, 180, True), (2, 5, 5, True)]
+    r.tail.positions = {("t", 0): 189, ("t", 1): 11, ("t", 2): 4}  # the tail took t:0 on to 190
+    r.src.latest = {("t", 0): 190, ("t", 1): 12, ("t", 2): 5}
+    last = r.planner.latest_offsets(again, None)
+    assert "r" not in last and r.planner.ranges(again, last) == [], "no copy stopped short, nothing left"
+    assert [(p.partition, p.start) for p in r.planner.idle_ranges(again, last, [])] == [(0, 190), (1, 12), (2, 5)]
+
+
+def test_a_plan_less_than_a_budget_short_of_the_end_counts_as_caught_up():
+    r = rig({"t": 1})
+    r.src.latest = {("t", 0): 3000}
+    start = r.planner.initial_offsets()
+    r.planner.latest_offsets(start, 1000 * ASSUMED_BYTES_PER_OFFSET)
+    assert not r.planner.caught_up, "three budgets behind"
+    r.planner.latest_offsets(start, 1500 * ASSUMED_BYTES_PER_OFFSET)
+    assert r.planner.caught_up, "the tail takes the other half along"
+
+
 def test_a_run_restarted_from_an_older_spark_checkpoint_starts_after_the_recorded_positions():
     r = rig({"t": 1})
     r.tail.positions = {("t", 0): 149}  # written after the checkpoint's last micro-batch

@@ -207,6 +207,8 @@ class Copier:
         self.read_from: dict[TP, int] = {}  # a replica other than the leader to fetch from (client.rack)
         self.ask_first: set[TP] = set()  # partitions whose last answer was part of a batch
         self._turn = 0  # rotates the order of partitions in fetch requests
+        # partitions that may have batches queued (checked on use): sending scans these, not every partition
+        self._queued: dict[TP, PartitionCopy] = {}
         self._fetch_failing_since: float | None = None
 
     def _start(self) -> None:
@@ -290,9 +292,11 @@ class Copier:
             self._fetch_failing_since = None
             for tp, data in self.src.fetched(response).items():
                 self._handle_fetched(tp, data, node, first=tp == first)
+                if self.parts[tp].queue:
+                    self._queued[tp] = self.parts[tp]
             self._send_produce()
             self._reap_produce(block=False)
-        while any(p.queue or p.in_flight for p in self.parts.values()):
+        while self.produce_futures or self._any_queued():
             self._drain_once()
         return [p.result() for p in self.parts.values()]
 
@@ -302,7 +306,7 @@ class Copier:
         if self.produce_futures:
             self._reap_produce(block=True)
             return
-        if not any(p.queue for p in self.parts.values()):
+        if not self._any_queued():
             return
         wake = self.resend.next_wake()
         if wake is None:
@@ -563,7 +567,10 @@ class Copier:
             now = time.monotonic()
             if resending and self.resend.lookup_due(now):
                 self._refresh_leaders()
-            for part in self.parts.values():
+            for tp, part in list(self._queued.items()):
+                if not part.queue:
+                    del self._queued[tp]
+                    continue
                 most = self.settings.max_in_flight_per_partition if part.answered else 1
                 if part.may_send(most):
                     if resending and self.resend.waiting(part.target, now):
@@ -620,11 +627,8 @@ class Copier:
                 part.acked(result.base_offset, self.settings.offset_lag_max)
                 part.acked_ms = int(time.time() * 1000)
                 self.resend.written(tp)
-            if block:
-                for part in self.parts.values():
-                    if part.queue:
-                        self._send_produce()
-                        break
+            if block and self._any_queued():
+                self._send_produce()
 
     def _refused(self, parts: Iterable[tuple[PartitionCopy, int]], error: KafkaError) -> None:
         """A request's writes were refused for a retriable reason: queue them again (mm2py.source.resend)."""
@@ -634,6 +638,10 @@ class Copier:
             if generation == part.generation and part.in_flight:
                 self.resend.refused(part.target, error)
                 part.resend()
+                self._queued[(part.range.topic, part.range.partition)] = part
+
+    def _any_queued(self) -> bool:
+        return any(p.queue for p in self._queued.values())
 
     def _refresh_leaders(self) -> None:
         """Look up the leaders of remote topics whose writes were refused; a failed lookup is tried again."""

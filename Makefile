@@ -10,7 +10,7 @@ APICURIO_VERSION := 3.3.3
 APICURIO_STAMP := .cache/apicurio-registry-$(APICURIO_VERSION)/quarkus-run.jar
 PYTEST_ARGS ?=
 
-.PHONY: config-doc all demo test unit integration bench lint jars registry venv clean clean-var
+.PHONY: config-doc all demo test unit integration bench bench-quick lint jars registry venv clean clean-var
 
 all: test
 
@@ -57,8 +57,14 @@ unit: $(VENV_STAMP)
 integration: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) prometheus
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/integration
 
+# workloads a-e, 3 alternating pairs (about 2 hours); both write docs/benchmarks.md's tables
+# when every run verified
 bench: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP)
-	$(PY) -m bench.run
+	$(PY) -m bench.run --publish
+
+# the quick subset (about 15 minutes): the 5 GB catch-up and the steady rate, one pair each
+bench-quick: $(VENV_STAMP) $(JARS_STAMP)
+	$(PY) -m bench.run --workloads b,c --pairs 1 --warmup-runs 0 --tools mm2,mm2py --publish
 
 config-doc: $(VENV_STAMP)
 	$(PY) -c 'from mm2py.config.support import render; print(render(), end="")' > docs/configuration.md

@@ -81,6 +81,7 @@ class BatchPlanner:
         # the last micro-batch planned everything the source had, or all but less than one more
         # budget: its copy tasks may tail (mm2py.source.tail)
         self.caught_up = False
+        self.reached_ends = False  # the last plan reached every partition's end (no budget cut)
 
     def recorded(self) -> dict[TP, int]:
         """The positions recorded on the target, as read at first need (once per run)."""
@@ -244,7 +245,8 @@ class BatchPlanner:
         budget = min(self.sizer.next_budget(now), max_bytes) if max_bytes else None
         ends, planned_bytes, total_bytes = self._cap(begin, lag, budget)
         nearly = budget is not None and total_bytes <= 2 * budget
-        self.caught_up = (nearly or all(ends[k] == begin[k] + lag[k] for k in begin)) and self._available_now is None
+        self.reached_ends = all(ends[k] == begin[k] + lag[k] for k in begin) and self._available_now is None
+        self.caught_up = self.reached_ends or (nearly and self._available_now is None)
         if budget is not None:
             self.sizer.planned(now, planned_bytes, budget)
         planned = {k for k in keys if ends[k] > begin[k]}

@@ -39,10 +39,11 @@ def may_tail(flow: FlowConfig, provenance: bool) -> bool:
 
 
 def tasks_to_tail(slots: int, tailing_flows: int) -> int:
-    """The most copy tasks a caught-up micro-batch may have and still tail (at least 1).
+    """The most copy tasks a micro-batch that reached every end may have and still tail (at least 1).
 
-    A caught-up micro-batch is small (less than two byte budgets), so fewer tasks cost it little,
-    while a tail saves every record arriving in its window a whole micro-batch cycle.
+    Such a micro-batch holds what arrived since the last plan, so fewer tasks cost it little, while
+    a tail saves every record arriving in its window a whole micro-batch cycle. (The last plans of a
+    backlog, cut less than a budget short, keep their tasks: they tail only if those leave a slot.)
     """
     return max(1, (slots - 1) // max(tailing_flows, 1))
 

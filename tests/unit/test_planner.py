@@ -474,6 +474,9 @@ def test_a_plan_less_than_a_budget_short_of_the_end_counts_as_caught_up():
     assert not r.planner.caught_up, "three budgets behind"
     r.planner.latest_offsets(start, 1500 * ASSUMED_BYTES_PER_OFFSET)
     assert r.planner.caught_up, "the tail takes the other half along"
+    assert not r.planner.reached_ends, "so its tasks are not cut down to tail"
+    r.planner.latest_offsets(start, 3000 * ASSUMED_BYTES_PER_OFFSET)
+    assert r.planner.caught_up and r.planner.reached_ends
 
 
 def test_a_run_restarted_from_an_older_spark_checkpoint_starts_after_the_recorded_positions():

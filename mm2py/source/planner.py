@@ -139,14 +139,18 @@ class BatchPlanner:
             if done > begin:
                 begin, exact = done, True
             if stop > begin:
-                topic, partition = split_key(key)
-                remote = self.catalogue.remote_topic(topic)
-                out.append(PartitionRange(topic, partition, begin, stop, remote, exact=exact,
-                                          target_partitions=self.catalogue.rehash.get(topic, 0),
-                                          max_batch_bytes=self.catalogue.max_batch_bytes.get(remote, 0)))
+                out.append(self._range(key, begin, stop, exact))
                 planned[key] = PlannedRange(begin, stop, exact)
         self.stalls.planned(planned)
         return out
+
+    def _range(self, key: str, begin: int, stop: int, exact: bool) -> PartitionRange:
+        """The range ``[begin, stop)`` of partition ``key``, with its remote topic's partitions and limit."""
+        topic, partition = split_key(key)
+        remote = self.catalogue.remote_topic(topic)
+        return PartitionRange(topic, partition, begin, stop, remote, exact=exact,
+                              target_partitions=self.catalogue.rehash.get(topic, 0),
+                              max_batch_bytes=self.catalogue.max_batch_bytes.get(remote, 0))
 
     def tailing(self) -> None:
         """The micro-batch just planned tails: its duration says nothing of the flow's rate."""
@@ -169,11 +173,7 @@ class BatchPlanner:
                 continue
             begin = start.start_of(key)
             begin = self.stalls.next_offset(key, stop if begin is None else max(begin, stop))
-            topic, partition = split_key(key)
-            remote = self.catalogue.remote_topic(topic)
-            out.append(PartitionRange(topic, partition, begin, begin, remote, exact=True,
-                                      target_partitions=self.catalogue.rehash.get(topic, 0),
-                                      max_batch_bytes=self.catalogue.max_batch_bytes.get(remote, 0)))
+            out.append(self._range(key, begin, begin, True))
             idle[key] = PlannedRange(begin, begin, True)
         self.stalls.also_planned(idle)
         return out

@@ -338,10 +338,14 @@ class Copier:
         if not error.retriable or isinstance(error, AuthenticationError) or (
                 now - since > self.settings.request_timeout_ms / 1000):
             raise error
+        with contextlib.suppress(KafkaError):  # a failed lookup is tried again after the next failure
+            self._source_moved()
+
+    def _source_moved(self) -> None:
+        """After retry.backoff.ms, fetch from the leaders the source names now."""
         time.sleep(self.settings.retry_backoff_ms / 1000)
         self.read_from.clear()
-        with contextlib.suppress(KafkaError):
-            self.src_leaders = self.src.leaders({p.range.topic for p in self.parts.values()})
+        self.src_leaders = self.src.leaders({p.range.topic for p in self.parts.values()})
 
     def _reached_end(self, tp: TP, part: PartitionCopy) -> bool:
         """``part`` copied its planned range: True when it is done, False when it tails on."""
@@ -411,9 +415,7 @@ class Copier:
                 self._reached_end(tp, part)
             return
         if action_for(data.error_code) in (Action.RETRY, Action.REFRESH):  # leader moved, broker restarting
-            time.sleep(self.settings.retry_backoff_ms / 1000)
-            self.read_from.clear()
-            self.src_leaders = self.src.leaders({p.range.topic for p in self.parts.values()})
+            self._source_moved()
             return
         if data.error_code:
             if issubclass(error_for(data.error_code), kerr.AuthorizationError):

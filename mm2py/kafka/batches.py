@@ -24,7 +24,7 @@ from mm2py.kafka.fastio import Pieces
 
 HEADER_SIZE = 61
 _LOG_OVERHEAD = 12  # baseOffset int64 + batchLength int32
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header, HEADER_SIZE bytes
 _PATCH = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at byte 43
 
 ATTR_CODEC_MASK = 0x07
@@ -98,7 +98,7 @@ def split_batches(buf: bytes) -> Iterator[BatchView]:
         if magic == 2:
             if size < HEADER_SIZE:
                 raise CorruptBatchError(f"record batch at offset {base_offset} is {size} bytes")
-            (_, _, _, _, _, attributes, last_delta, _, max_ts, producer_id, _, _, count) = _HEADER.unpack_from(
+            (_, _, _, _, _, attributes, last_delta, _, max_ts, producer_id, _, _, count) = HEADER.unpack_from(
                 buf, pos
             )
             yield BatchView(pos, size, base_offset, 2, attributes, last_delta, producer_id, count, max_ts)

@@ -27,31 +27,16 @@ import itertools
 import struct
 from collections.abc import Callable
 
-import lz4.frame
 import numpy as np
-from kafka.codec import (
-    gzip_decode,
-    gzip_encode,
-    snappy_decode,
-    snappy_encode,
-    zstd_decode,
-    zstd_encode,
-)
 
 from mm2py.kafka import batches as rb
+from mm2py.kafka.codecs import compressed, decompressed
 from mm2py.schemas import frames
 from mm2py.schemas.subjects import Untranslatable
 
 _LENGTH = struct.Struct(">i")
 
 
-def _lz4_encode(data: bytes | bytearray) -> bytes:
-    """LZ4 frames as Kafka's own producer writes them: independent 64 KiB blocks, no content size."""
-    return lz4.frame.compress(data, block_linked=False, store_size=False)
-
-
-_DECODE: dict[int, Callable[[bytes], bytes]] = {1: gzip_decode, 2: snappy_decode, 4: zstd_decode}
-_ENCODE: dict[int, Callable[[bytes], bytes]] = {1: gzip_encode, 2: snappy_encode, 3: _lz4_encode, 4: zstd_encode}
 _KEY_HEADER = frames.KEY_HEADER.encode()
 _VALUE_HEADER = frames.VALUE_HEADER.encode()
 # batches of fewer records take the record-by-record walk: numpy's cost per call outweighs its gain
@@ -252,12 +237,6 @@ def _rewrite_section(data: bytearray, count: int, mapped: IdMap, keys: bool) -> 
     return True
 
 
-def _decompressed(codec: int, body: memoryview) -> bytearray:
-    if codec == 3:
-        return lz4.frame.decompress(body, return_bytearray=True)
-    return bytearray(_DECODE[codec](bytes(body)) if codec else body)
-
-
 def rewritten_batch(buf: bytes, view: rb.BatchView, mapped: IdMap,
                     keys: bool = True) -> tuple[bytes, rb.BatchView]:
     """The batch at ``view`` with every schema id rewritten, and a view of it (start 0).
@@ -267,10 +246,10 @@ def rewritten_batch(buf: bytes, view: rb.BatchView, mapped: IdMap,
     whole = memoryview(buf)[view.start:view.start + view.size]
     codec = view.attributes & rb.ATTR_CODEC_MASK
     body = whole[rb.HEADER_SIZE:]
-    data = _decompressed(codec, body)
+    data = decompressed(codec, body)
     if not _rewrite_section(data, view.record_count, mapped, keys):
         return buf, view
-    section = _ENCODE[codec](data if codec == 3 else bytes(data)) if codec else data
+    section = compressed(codec, data)
     head = bytearray(whole[:rb.HEADER_SIZE])
     _LENGTH.pack_into(head, 8, rb.HEADER_SIZE - 12 + len(section))
     out = bytes(head) + section

@@ -59,6 +59,7 @@ from mm2py.config.model import FlowConfig
 from mm2py.errors import AuthenticationError, AuthorizationError, DataLossError, KafkaError, missing_acl
 from mm2py.kafka import batches as rb
 from mm2py.kafka.classify import Action, action_for
+from mm2py.kafka.merge import merged_batch
 from mm2py.kafka.wire import FetchedPartition, RawClient, error_for, to_kafka_error
 from mm2py.source.aborted import AbortedFilter
 from mm2py.source.partition import PartitionCopy, Pending
@@ -557,8 +558,10 @@ class Copier:
         if len(views) == 1:
             self._enqueue(part, buf, views[0], None)
         elif views:
-            self._enqueue_rebuilt(part, [rec for view in views for rec in rb.decode(buf, view)],
-                                  rb.codec_of(buf, views[0]))
+            merged = merged_batch(buf, views, self.producer_id, self.epoch, part.sequence,
+                                  self.transactional_id is not None)
+            offsets = [offset for view in views for offset in range(view.base_offset, view.next_offset)]
+            part.enqueue((merged,), Pending.rebuilt(offsets, len(merged)), rebuilt=True)
 
     def _send_produce(self) -> None:
         """Send one request per target broker per round, each with one batch per partition."""

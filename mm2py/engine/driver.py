@@ -130,12 +130,16 @@ class Connector:
     stopped: bool = False  # ended by itself, or its flow failed for good: not restarted
 
     def made_progress(self) -> bool:
-        """True when the query reported progress since the last call (a trigger ran through)."""
+        """True when the query reported progress since the last call (a trigger ran through).
+
+        Reads only the last report's timestamp from the JVM: the whole report (``lastProgress``)
+        carries the source's offsets, thousands of partitions of JSON built and parsed per call.
+        """
         try:
-            last = self.query.lastProgress
+            last = self.query._jsq.lastProgress()  # noqa: SLF001 - PySpark's handle on the JVM query
+            stamp = last.timestamp() if last is not None else None
         except Exception:  # noqa: BLE001 - a query whose JVM side is gone reports nothing
             return False
-        stamp = last.get("timestamp") if last else None
         if stamp is None or stamp == self.progress_at:
             return False
         self.progress_at = stamp

@@ -25,14 +25,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import re
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from array import array
 from dataclasses import asdict, dataclass, field
+from multiprocessing.sharedctypes import Synchronized
+from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 
 import psutil
@@ -154,6 +159,27 @@ def load_backlog(shape: Shape, bootstrap: str) -> float:
     return time.monotonic() - started
 
 
+def _time_arrivals(bootstrap: str, assignment: list[tuple[str, int, int]], from_us: Synchronized,
+                   to_us: Synchronized, stop: EventType, path: str) -> None:
+    """The probe's consumer (a child process): send-to-arrival microseconds of records sent in the window."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "shape-probe",
+                         "fetch.wait.max.ms": 10, "log_level": 0, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(t, p, o) for t, p, o in assignment])
+    samples = array("d")
+    while not stop.is_set():
+        msgs = consumer.consume(10000, 0.1)
+        low, high = from_us.value, to_us.value
+        for msg in msgs:
+            if msg.error() or len(msg.value() or b"") < 8:
+                continue
+            sent_us = struct.unpack(">q", msg.value()[:8])[0]
+            if low <= sent_us <= high:
+                samples.append(time.time_ns() / 1000 - sent_us)
+    consumer.close()
+    with open(path, "wb") as f:
+        samples.tofile(f)
+
+
 class SteadyProbe:
     """A steady producer over every source partition, send time in the value; a consumer timing arrivals."""
 
@@ -163,10 +189,30 @@ class SteadyProbe:
         self.consume_bootstrap, self.consume_topics, self.starts = consume_bootstrap, consume_topics, starts
         self.samples: list[float] = []
         self.sent = 0
-        self.stop = threading.Event()
-        self.measure_from_us = float("inf")
-        self.measure_to_us = float("inf")
+        # the consumer runs in a process of its own (consume): it shares neither the GIL nor a
+        # core's time slices with the producer's thread, in the floor's runs as in the tools'
+        context = multiprocessing.get_context("spawn")
+        self.stop = context.Event()
+        self._from_us = context.Value("d", float("inf"))
+        self._to_us = context.Value("d", float("inf"))
+        self._context = context
         self.window: tuple[float, float] = (0.0, 0.0)  # monotonic start and end of the measured window
+
+    @property
+    def measure_from_us(self) -> float:
+        return self._from_us.value
+
+    @measure_from_us.setter
+    def measure_from_us(self, value: float) -> None:
+        self._from_us.value = value
+
+    @property
+    def measure_to_us(self) -> float:
+        return self._to_us.value
+
+    @measure_to_us.setter
+    def measure_to_us(self, value: float) -> None:
+        self._to_us.value = value
 
     def produce(self) -> None:
         s = self.shape
@@ -197,18 +243,24 @@ class SteadyProbe:
             raise RuntimeError("the steady producer did not deliver everything within 120 s")
 
     def consume(self) -> None:
-        consumer = Consumer({"bootstrap.servers": self.consume_bootstrap, "group.id": "shape-probe",
-                             "fetch.wait.max.ms": 10, "log_level": 0, "enable.auto.commit": False})
-        consumer.assign([TopicPartition(t, p, self.starts.get((t, p), 0))
-                         for t in self.consume_topics for p in range(self.shape.partitions)])
-        while not self.stop.is_set():
-            for msg in consumer.consume(10000, 0.1):
-                if msg.error() or len(msg.value() or b"") < 8:
-                    continue
-                sent_us = struct.unpack(">q", msg.value()[:8])[0]
-                if self.measure_from_us <= sent_us <= self.measure_to_us:
-                    self.samples.append(time.time_ns() / 1000 - sent_us)
-        consumer.close()
+        """Time every record from send to arrival in a child process until ``stop`` is set."""
+        with tempfile.NamedTemporaryFile(prefix="shape-probe-", suffix=".f64", delete=False) as f:
+            path = f.name
+        try:
+            child = self._context.Process(target=_time_arrivals, daemon=True, args=(
+                self.consume_bootstrap, [(t, p, self.starts.get((t, p), 0)) for t in self.consume_topics
+                                         for p in range(self.shape.partitions)],
+                self._from_us, self._to_us, self.stop, path))
+            child.start()
+            child.join()
+            if child.exitcode != 0:
+                raise RuntimeError(f"the probe's consumer process failed (exit code {child.exitcode})")
+            samples = array("d")
+            with open(path, "rb") as f:
+                samples.frombytes(f.read())
+            self.samples = samples.tolist()
+        finally:
+            os.unlink(path)
 
     def latency(self) -> dict[str, float]:
         if not self.samples:

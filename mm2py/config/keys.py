@@ -183,8 +183,9 @@ FLOW_KEYS: tuple[Key, ...] = (
           "the flow's measured rate, up to max.batch.bytes (0: always max.batch.bytes).", minimum=0,
           extension=True),
     _flow("batch.coalesce.bytes", Kind.INT, "Write runs of small source batches of a partition (plain, same "
-          "codec, each at most an eighth of this) as one batch of up to this many bytes: records decoded and "
-          "encoded again with the source's codec, offsets and records unchanged; for many partitions with "
+          "codec, each at most an eighth of this) as one batch of up to this many bytes: each record's offset "
+          "and timestamp deltas rewritten, its key, value and headers copied as bytes, the source's codec kept; "
+          "records and their order unchanged; for many partitions with "
           "small batches, where each batch would cost a produce round trip (0: every batch as it came).",
           minimum=0, extension=True),
     _flow("provenance.enabled", Kind.BOOL, "On a cycle of flows that keep topic names (IdentityReplicationPolicy), "

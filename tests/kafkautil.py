@@ -144,6 +144,19 @@ def end_offsets(bootstrap: str, topic: str, *, client: ClientConfig = None) -> d
         consumer.close()
 
 
+def producer_ids(bootstrap: str, topic: str, partitions: int) -> dict[int, set[int]]:
+    """The producer ids each partition's leader keeps state for (DescribeProducers, KIP-664)."""
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        states = admin.describe_producers([KafkaTopicPartition(topic, p) for p in range(partitions)])
+        return {tp.partition: {p.producer_id for p in state.active_producers} for tp, state in states.items()}
+    finally:
+        admin.close()
+
+
 def _high_watermark(consumer: Consumer, tp: TopicPartition, attempts: int = 20) -> int:
     # a partition just created, or just moved by a broker restart, has no leader for a moment
     for attempt in range(attempts):

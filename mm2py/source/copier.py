@@ -1,7 +1,8 @@
 """Copies partition ranges from the source cluster to the target with raw batches.
 
-Fetches raw batches (read_committed), re-stamps them with this task's own idempotent
-producer state, and produces them to the same partition number of the remote topic, one
+Fetches raw batches (read_committed), re-stamps them with an idempotent producer state (the
+one this worker's last task left in ``producer_slot``, with each partition's next sequence,
+else a fresh one: mm2py.source.producer_slot), and produces them to the same partition number of the remote topic, one
 batch per partition per request with several requests in flight per broker. Produce
 responses give each batch's target base offset, from which the exact offset syncs follow.
 
@@ -63,6 +64,7 @@ from mm2py.kafka.merge import merged_batch
 from mm2py.kafka.wire import FetchedPartition, RawClient, error_for, to_kafka_error
 from mm2py.source.aborted import AbortedFilter
 from mm2py.source.partition import PartitionCopy, Pending
+from mm2py.source.producer_slot import KeptProducer, ProducerSlot
 from mm2py.source.provenance import Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.source.resend import ResendBook, resendable
@@ -184,8 +186,12 @@ class Copier:
     def __init__(self, src: RawClient, dst: RawClient, ranges: list[PartitionRange], settings: CopySettings,
                  principals: tuple[str | None, str | None] = (None, None), producer: ProducerState | None = None,
                  provenance: Provenance | None = None,
-                 producer_for: Callable[[str], tuple[int, int]] | None = None, *, tail_until: float | None = None):
+                 producer_for: Callable[[str], tuple[int, int]] | None = None, *, tail_until: float | None = None,
+                 producer_slot: ProducerSlot | None = None):
         self.src, self.dst, self.settings = src, dst, settings
+        # the idempotent producer id kept across this worker's tasks (mm2py.source.producer_slot)
+        self.producer_slot = producer_slot
+        self._kept: KeptProducer | None = None
         # tailing (mm2py.source.tail): partitions past their planned end copy what arrives until then
         self.tail_until = tail_until
         self.tailing: set[TP] = set()
@@ -215,8 +221,13 @@ class Copier:
     def _start(self) -> None:
         ranges = self.ranges
         if self.producer is None and self.provenance is None:
-            with self._acl("WRITE", "TOPIC", ranges[0].target_topic if ranges else "", target=True):
-                self.producer_id, self.epoch = self.dst.init_producer_id()
+            self._kept = self.producer_slot.take() if self.producer_slot is not None else None
+            if self._kept is None:
+                with self._acl("WRITE", "TOPIC", ranges[0].target_topic if ranges else "", target=True):
+                    self._kept = KeptProducer(*self.dst.init_producer_id())
+            self.producer_id, self.epoch = self._kept.producer_id, self._kept.epoch
+            for part in self.parts.values():
+                part.sequence = self._kept.next_sequence.get(part.target, 0)
         with self._acl("DESCRIBE", "TOPIC", ", ".join(sorted({r.topic for r in ranges}))):
             self.src_leaders = self.src.leaders({r.topic for r in ranges})
         self.dst_leaders = self._target_leaders({r.target_topic for r in ranges})
@@ -299,7 +310,15 @@ class Copier:
             self._reap_produce(block=False)
         while self.produce_futures or self._any_queued():
             self._drain_once()
+        self._keep_producer()
         return [p.result() for p in self.parts.values()]
+
+    def _keep_producer(self) -> None:
+        """Every batch is acknowledged: the producer id goes back to the slot with its next sequences."""
+        if self._kept is None or self.producer_slot is None or any(p.stalled for p in self.parts.values()):
+            return
+        self._kept.next_sequence.update((p.target, p.sequence) for p in self.parts.values())
+        self.producer_slot.put_back(self._kept)
 
     def _drain_once(self) -> None:
         """Send what may go and wait for every answer; with nothing in flight, wait out a resend's backoff."""

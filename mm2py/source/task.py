@@ -20,6 +20,7 @@ from mm2py.schemas.copier import TranslatingCopier
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.source.copier import Copier, CopySettings, ProducerState
 from mm2py.source.positions import PositionStore
+from mm2py.source.producer_slot import ProducerSlot
 from mm2py.source.provenance import ProducerIds, Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.source.rehash import RehashCopier
@@ -111,14 +112,21 @@ def _copier(src: RawClient, dst: RawClient, target: ClusterConfig, ranges: list[
             provenance: Provenance | None = None,
             producer_for: Callable[[str], tuple[int, int]] | None = None,
             tail_until: float | None = None) -> Copier:
-    """The raw copier, or for a ``schemas.mode = translate`` flow the one rewriting schema ids."""
+    """The raw copier, or for a ``schemas.mode = translate`` flow the one rewriting schema ids.
+
+    Idempotent (at-least-once) copiers share this worker's producer id for ``target``
+    (mm2py.source.producer_slot); transactional ones have their own, provenance its registered ones.
+    """
+    slot = None
+    if producer is None and provenance is None:
+        slot = kept_state(("producer", target.alias, target.bootstrap_servers), ProducerSlot)
     if schemas is not None and schemas.translates:
         if provenance is not None:
             raise ValueError("schemas.mode = translate has no provenance mode (refused at start)")
-        return TranslatingCopier(src, dst, ranges, settings, principals, producer,
-                                 target=target, schemas=schemas, client_id=client_id, tail_until=tail_until)
+        return TranslatingCopier(src, dst, ranges, settings, principals, producer, target=target, schemas=schemas,
+                                 client_id=client_id, tail_until=tail_until, producer_slot=slot)
     return Copier(src, dst, ranges, settings, principals, producer, provenance, producer_for,
-                  tail_until=tail_until)
+                  tail_until=tail_until, producer_slot=slot)
 
 
 def _kept_producer_ids(provenance: Provenance, dst: RawClient, target: ClusterConfig,

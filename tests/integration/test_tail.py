@@ -17,7 +17,7 @@ import pytest
 from mm2py.config.model import ClusterConfig
 from mm2py.source.positions import PositionStore
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
-from tests.kafkautil import Stream, compare, create_topic, end_offsets
+from tests.kafkautil import Stream, compare, create_topic, end_offsets, producer_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
 
@@ -55,8 +55,15 @@ def test_tailing_tasks_copy_a_stream_as_it_arrives_and_lose_nothing_across_resta
             except Exception:  # noqa: BLE001 - not created yet
                 return False
 
-        wait_for(lambda: sum(b["tailed"] for b in batch_lines(log)) >= 2 * RATE, 180,
-                 "two seconds of the stream copied by tailing tasks", replicator)
+        wait_for(lambda: sum(b["tailed"] for b in batch_lines(log)) >= 2 * RATE
+                 and sum(1 for b in batch_lines(log) if b["records"]) >= 5, 180,
+                 "two seconds of the stream copied by tailing tasks, five micro-batches that copied", replicator)
+        # a worker's copy tasks share one idempotent producer id (mm2py.source.producer_slot): the
+        # target keeps a producer state per Spark Python worker (two slots, and one more should a
+        # worker be replaced), not one per micro-batch
+        writers = producer_ids(cluster_b.bootstrap, remote, 2)
+        copying = sum(1 for b in batch_lines(log) if b["records"])
+        assert len(set().union(*writers.values())) <= 3 < copying, (writers, copying)
         # graceful restart (SIGTERM to mm2py's process, Spark's JVM left running): the running
         # micro-batch commits before the query stops
         assert replicator.stop(driver_only=True) == 0, replicator.tail()
@@ -85,6 +92,7 @@ def test_tailing_tasks_copy_a_stream_as_it_arrives_and_lose_nothing_across_resta
     final = compare(cluster_b.bootstrap, remote, stream.snapshot())
     batches = batch_lines(log)
     copied, tailed = sum(b["records"] for b in batches), sum(b["tailed"] for b in batches)
+    print(f"tail: producer ids on B {sorted(set().union(*writers.values()))} after {copying} micro-batches that copied")
     print(f"tail: {sent} records sent, {tailed} of {copied} copied by tails over {len(batches)} micro-batches; "
           f"duplicates after the SIGTERM restart {restarted.duplicates}, "
           f"at the end {final.duplicates}")

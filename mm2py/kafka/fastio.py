@@ -37,6 +37,7 @@ from kafka.protocol.parser import KafkaProtocol
 from kafka.protocol.producer import ProduceRequest
 
 from mm2py.kafka.fetch_response import FetchedPartition, MalformedResponse, parse_fetch_v12
+from mm2py.kafka.varint import uvarint
 from mm2py.types import TP
 
 Pieces = tuple[bytes | memoryview, ...]
@@ -74,15 +75,6 @@ def _capacity(size: int) -> int:
 def _unused(pool: list[bytearray], i: int) -> bool:
     # held only by the pool's slot and getrefcount's argument: no memoryview of it is alive
     return sys.getrefcount(pool[i]) <= 2
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 class Chunks(list):
@@ -130,16 +122,16 @@ class ChunkedProduce:
             small += b"\x00"  # transactional_id: null
         else:
             txn = self.transactional_id.encode()
-            small += _uvarint(len(txn) + 1) + txn
+            small += uvarint(len(txn) + 1) + txn
         small += struct.pack(">hi", -1, self.timeout_ms)
-        small += _uvarint(len(by_topic) + 1)
+        small += uvarint(len(by_topic) + 1)
         out = Chunks()
         for topic, parts in by_topic.items():
             name = topic.encode()
-            small += _uvarint(len(name) + 1) + name + _uvarint(len(parts) + 1)
+            small += uvarint(len(name) + 1) + name + uvarint(len(parts) + 1)
             for partition, batch in parts:
                 small += struct.pack(">i", partition)
-                small += _uvarint(sum(len(p) for p in batch) + 1)
+                small += uvarint(sum(len(p) for p in batch) + 1)
                 for piece in batch:
                     if len(piece) >= _LARGE:
                         out.append(small)

@@ -25,38 +25,10 @@ import crc32c
 
 from mm2py.kafka import batches as rb
 from mm2py.kafka.codecs import compressed, decompressed
+from mm2py.kafka.varint import read_zigzag, zigzag
 
 _BASE_TIMESTAMP = struct.Struct(">q")  # at byte 27 of a v2 batch
 _CRC = struct.Struct(">I")
-_ONE_BYTE = [bytes([(n << 1) ^ (n >> 63)]) for n in range(64)]  # zigzag varints of 0..63
-
-
-def _zigzag(data: bytes | bytearray, pos: int) -> tuple[int, int]:
-    """The signed (zigzag) varint at ``pos`` and the position after it."""
-    b = data[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    shift, result = 0, 0
-    while True:
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
-def _varint(n: int) -> bytes:
-    """``n`` as a signed (zigzag) varint."""
-    if 0 <= n < 64:
-        return _ONE_BYTE[n]
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
 
 
 def _records(out: bytearray, data: bytearray, count: int, first: int, shift: int, offset: int) -> None:
@@ -65,14 +37,15 @@ def _records(out: bytearray, data: bytearray, count: int, first: int, shift: int
     for index in range(first, first + count):
         if pos >= size:
             raise rb.CorruptBatchError(f"record batch at offset {offset} holds fewer records than its count ({count})")
-        length, start = _zigzag(data, pos)
+        b = data[pos]
+        length, start = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else read_zigzag(data, pos)
         end = start + length
         if length < 3 or end > size:
             raise rb.CorruptBatchError(f"record batch at offset {offset}: a record of {length} bytes at byte {pos}")
-        delta, at = _zigzag(data, start + 1)
-        _, rest = _zigzag(data, at)
-        head = data[start:start + 1] + _varint(delta + shift) + _varint(index)
-        out += _varint(len(head) + end - rest)
+        delta, at = read_zigzag(data, start + 1)
+        _, rest = read_zigzag(data, at)
+        head = data[start:start + 1] + zigzag(delta + shift) + zigzag(index)
+        out += zigzag(len(head) + end - rest)
         out += head
         out += memoryview(data)[rest:end]
         pos = end

@@ -31,6 +31,7 @@ import numpy as np
 
 from mm2py.kafka import batches as rb
 from mm2py.kafka.codecs import compressed, decompressed
+from mm2py.kafka.varint import read_zigzag
 from mm2py.schemas import frames
 from mm2py.schemas.subjects import Untranslatable
 
@@ -44,18 +45,6 @@ VECTOR_MIN = 64
 
 # a source id's 4 bytes -> the target id's 4 bytes (raises Untranslatable)
 IdMap = Callable[[bytes], bytes]
-
-
-def _varint(data: bytes | bytearray, pos: int) -> tuple[int, int]:
-    """A zigzag varint at ``pos``: (value, position after it)."""
-    shift = result = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
 
 
 def _rewrite_frame(data: bytearray, at: int, length: int, mapped: IdMap, what: str) -> None:
@@ -77,7 +66,7 @@ def rewrite_records(data: bytearray, count: int, mapped: IdMap, keys: bool = Tru
     pos = 0
     for _ in range(count):  # one-byte varints inline
         b = data[pos]
-        size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint(data, pos)
+        size, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else read_zigzag(data, pos)
         end = pos + size
         pos += 1  # attributes
         while data[pos] & 0x80:  # timestamp delta
@@ -87,12 +76,12 @@ def rewrite_records(data: bytearray, count: int, mapped: IdMap, keys: bool = Tru
             pos += 1
         pos += 1
         b = data[pos]
-        key_len, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint(data, pos)
+        key_len, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else read_zigzag(data, pos)
         key_at = pos
         if key_len > 0:
             pos += key_len
         b = data[pos]
-        value_len, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _varint(data, pos)
+        value_len, pos = ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else read_zigzag(data, pos)
         value_at = pos
         if value_len > 0:
             pos += value_len
@@ -100,12 +89,12 @@ def rewrite_records(data: bytearray, count: int, mapped: IdMap, keys: bool = Tru
         if data[pos] == 0:  # no headers
             pos += 1
         else:
-            headers, pos = _varint(data, pos)
+            headers, pos = read_zigzag(data, pos)
             for _ in range(headers):
-                name_len, pos = _varint(data, pos)
+                name_len, pos = read_zigzag(data, pos)
                 name = bytes(data[pos:pos + name_len])
                 pos += name_len
-                header_len, pos = _varint(data, pos)
+                header_len, pos = read_zigzag(data, pos)
                 if name in (_KEY_HEADER, _VALUE_HEADER):
                     _rewrite_frame(data, pos, header_len, mapped, f"header {name.decode()}")
                     key_carried = key_carried or name == _KEY_HEADER

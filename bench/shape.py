@@ -193,26 +193,11 @@ class SteadyProbe:
         # core's time slices with the producer's thread, in the floor's runs as in the tools'
         context = multiprocessing.get_context("spawn")
         self.stop = context.Event()
-        self._from_us = context.Value("d", float("inf"))
-        self._to_us = context.Value("d", float("inf"))
+        # send times (µs) bounding the measured window, shared with the consumer's process
+        self.measure_from_us = context.Value("d", float("inf"))
+        self.measure_to_us = context.Value("d", float("inf"))
         self._context = context
         self.window: tuple[float, float] = (0.0, 0.0)  # monotonic start and end of the measured window
-
-    @property
-    def measure_from_us(self) -> float:
-        return self._from_us.value
-
-    @measure_from_us.setter
-    def measure_from_us(self, value: float) -> None:
-        self._from_us.value = value
-
-    @property
-    def measure_to_us(self) -> float:
-        return self._to_us.value
-
-    @measure_to_us.setter
-    def measure_to_us(self, value: float) -> None:
-        self._to_us.value = value
 
     def produce(self) -> None:
         s = self.shape
@@ -223,8 +208,8 @@ class SteadyProbe:
         targets = [(t, p) for p in range(s.partitions) for t in self.topics]
         t0 = time.monotonic()
         while time.monotonic() - t0 < s.warmup_seconds + s.steady_seconds:
-            if time.monotonic() - t0 >= s.warmup_seconds and self.measure_from_us == float("inf"):
-                self.measure_from_us = time.time_ns() / 1000
+            if time.monotonic() - t0 >= s.warmup_seconds and self.measure_from_us.value == float("inf"):
+                self.measure_from_us.value = time.time_ns() / 1000
                 self.window = (time.monotonic(), 0.0)
             due = int((time.monotonic() - t0) * s.steady_rate)
             while self.sent < due:
@@ -237,7 +222,7 @@ class SteadyProbe:
                 self.sent += 1
             producer.poll(0)
             time.sleep(0.002)
-        self.measure_to_us = time.time_ns() / 1000
+        self.measure_to_us.value = time.time_ns() / 1000
         self.window = (self.window[0], time.monotonic())
         if producer.flush(120):
             raise RuntimeError("the steady producer did not deliver everything within 120 s")
@@ -250,7 +235,7 @@ class SteadyProbe:
             child = self._context.Process(target=_time_arrivals, daemon=True, args=(
                 self.consume_bootstrap, [(t, p, self.starts.get((t, p), 0)) for t in self.consume_topics
                                          for p in range(self.shape.partitions)],
-                self._from_us, self._to_us, self.stop, path))
+                self.measure_from_us, self.measure_to_us, self.stop, path))
             child.start()
             child.join()
             if child.exitcode != 0:

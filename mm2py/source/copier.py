@@ -2,8 +2,9 @@
 
 Fetches raw batches (read_committed), re-stamps them with an idempotent producer state (the
 one this worker's last task left in ``producer_slot``, with each partition's next sequence,
-else a fresh one: mm2py.source.producer_slot), and produces them to the same partition number of the remote topic, one
-batch per partition per request with several requests in flight per broker. Produce
+else a fresh one: mm2py.source.producer_slot), and produces them to the same partition number
+of the remote topic, one batch per partition per request with several requests in flight per
+broker. Produce
 responses give each batch's target base offset, from which the exact offset syncs follow.
 
 Invariants:

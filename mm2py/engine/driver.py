@@ -434,21 +434,31 @@ def run(
         options, spark_log = log4j2_options(root)
         divert_py4j(spark_log)
         log.info("Spark's own logs", path=str(spark_log))
-    spark = build_session(master, config.spark, extra_driver_options=options, output=output)
     stop = threading.Event()
+    session: list = []  # the SparkSession once built; a signal may arrive while Spark starts
 
     def on_signal(signum: int, _frame: object) -> None:
         if output is not None:
             output.stopping()  # workers and the JVM may die of the same signal: their tracebacks say nothing
         logging.getLogger("py4j").setLevel(logging.CRITICAL)
         # PySpark's accumulator server prints an EOFError traceback when the JVM it serves dies first
-        server = getattr(spark.sparkContext, "_accumulatorServer", None)
+        server = getattr(session[0].sparkContext, "_accumulatorServer", None) if session else None
         if server is not None:
             server.handle_error = lambda *_: None
         log.info("shutting down", signal=signal.Signals(signum).name)
         stop.set()
 
+    # handlers before Spark starts: a SIGTERM during start-up stops the run cleanly (exit 0)
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        spark = build_session(master, config.spark, extra_driver_options=options, output=output)
+    except Exception:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if stop.is_set():
+            return 0  # the signal reached Spark's JVM while it started
+        raise
+    session.append(spark)
     metrics = Metrics() if config.metrics_port is not None else None
     engine = Engine(config, spark, root, metrics=metrics)
     server = MetricsServer(metrics, config.metrics_port, flows, config.metrics_bind_address,
@@ -458,9 +468,11 @@ def run(
         # herders do: B->A heartbeats are what make A's "heartbeats" topic, mirrored as A.heartbeats
         into = set(targets) if targets else set(config.clusters)
         heartbeat_flows = tuple(f for f in config.flows if f.target.alias in into)
-        warm_python_workers(spark)
-        engine.start(flows, until_caught_up=until_caught_up, heartbeat_flows=heartbeat_flows)
-        engine.wait(stop)
+        if not stop.is_set():
+            warm_python_workers(spark)
+        if not stop.is_set():
+            engine.start(flows, until_caught_up=until_caught_up, heartbeat_flows=heartbeat_flows)
+            engine.wait(stop)
         return 0
     except Exception:
         if not stop.is_set():

@@ -135,9 +135,19 @@ def test_continuous_new_topics_partitions_and_sigkill(cluster_a, cluster_b, uniq
         rep.kill()
         for chunk in range(5, 8):
             produce(cluster_a.bootstrap, first, records(first, 1, 2000, start=chunk * 2000), partition=1)
+        # A copy task of the killed run may still be tailing for up to copy.tail.ms (its Python
+        # worker outlives the JVM until PySpark's daemon sees it gone), so the target can reach
+        # 16,000 before the restarted run copies anything: wait for the restart's own micro-batch.
+        restarted_at = log.stat().st_size
         rep = Replicator(config, log).start()
-        wait_for(lambda: end_offsets(cluster_b.bootstrap, f"A.{first}").get(1, 0) >= 16_000, 120,
-                 "replicator caught up after SIGKILL", rep)
+
+        def restart_copied() -> bool:
+            with open(log, "rb") as f:
+                f.seek(restarted_at)
+                return b"micro-batch mirrored" in f.read()
+
+        wait_for(lambda: restart_copied() and end_offsets(cluster_b.bootstrap, f"A.{first}").get(1, 0) >= 16_000,
+                 120, "restarted replicator copied a micro-batch and caught up after SIGKILL", rep)
     finally:
         rc = rep.stop()
     assert rc == 0, f"clean stop on SIGTERM expected, got {rc}: {rep.tail()}"

@@ -11,6 +11,7 @@ bench's own MM2 lines, so they override them (``java.util.Properties``: the last
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -74,6 +75,8 @@ def choose(results: list[dict]) -> dict[str, str]:
     rates: dict[str, list[float]] = {}
     p99s: dict[str, list[float]] = {}
     for r in results:
+        if not r["tool"].startswith("mm2@"):
+            continue  # the floor
         name = r["tool"].partition("@")[2]
         if r["latency_ms"]:
             p99s.setdefault(name, []).append(r["latency_ms"]["p99"])
@@ -91,9 +94,10 @@ def report(results: list[dict], best: dict[str, str], command: str) -> str:
              "verified |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         name = r["tool"].partition("@")[2]
+        settings = f"{VARIANTS[name].doc} (heap {VARIANTS[name].heap})" if name else "no replicator (bench/floor.py)"
         lat = (f"{r['latency_ms']['p50']:.0f}/{r['latency_ms']['p99']:.0f}" if r["latency_ms"] else "-")
         ok = "ok" if not r["differences"] else f"{r['differences']} diff"
-        lines.append(f"| {name} | {VARIANTS[name].doc} (heap {VARIANTS[name].heap}) | {r['workload']} | "
+        lines.append(f"| {name or r['tool']} | {settings} | {r['workload']} | "
                      f"{r['records_per_s']:,} | {r['mb_per_s']} | {r['cpu_s_per_gb']} | {r['peak_rss_mb']} | {lat} | "
                      f"{ok} |")
     return "\n".join(lines) + "\n"
@@ -102,12 +106,16 @@ def report(results: list[dict], best: dict[str, str], command: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     from bench import run
 
-    argv = sys.argv[1:] if argv is None else argv
-    scale = argv[0] if argv else "0.5"
-    tools = ",".join(f"mm2@{name}" for name in VARIANTS)
-    command = f"python -m bench.mm2_sweep {scale}"
-    # one run each; the brokers warm up on the first variant's run (base, the earlier configuration)
-    run.main(["--scale", scale, "--pairs", "1", "--warmup-runs", "0", "--workloads", "b,c", "--tools", tools])
+    parser = argparse.ArgumentParser(prog="python -m bench.mm2_sweep", description=__doc__.splitlines()[0])
+    parser.add_argument("scale", nargs="?", default="0.5", help="fraction of the bench's record counts")
+    parser.add_argument("--warmup-runs", type=int, default=0,
+                        help="unmeasured runs of each variant first (0: the first variant, base, meets cold brokers)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    # the floor (no replicator) first, then one run of each variant
+    tools = ",".join(["floor", *(f"mm2@{name}" for name in VARIANTS)])
+    command = f"python -m bench.mm2_sweep {args.scale} --warmup-runs {args.warmup_runs}"
+    run.main(["--scale", args.scale, "--pairs", "1", "--warmup-runs", str(args.warmup_runs), "--workloads", "b,c",
+              "--tools", tools])
     results = json.loads((REPO / "bench" / "results.json").read_text())
     best = choose(results)
     RESULTS.write_text(json.dumps({"command": command, "machine": f"{os.cpu_count()} cores", "best": best,

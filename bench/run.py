@@ -378,8 +378,8 @@ def command(tool: str, config: Path, steady: bool = False) -> list[str]:
 class LatencyProbe:
     """Steady producer with send time in the value; consumer on B measuring arrival time."""
 
-    def __init__(self, w: Workload, remote: str):
-        self.w, self.remote = w, remote
+    def __init__(self, w: Workload, remote: str, read_port: int = B_PORT):
+        self.w, self.remote, self.read_port = w, remote, read_port  # the floor reads the source itself
         self.samples: list[float] = []
         self.stop = threading.Event()
         self.measure_from_us = float("inf")  # send time (µs) from which latencies count
@@ -409,7 +409,7 @@ class LatencyProbe:
         return sent
 
     def consume(self) -> None:
-        consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{B_PORT}", "group.id": f"lat-{self.remote}",
+        consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{self.read_port}", "group.id": f"lat-{self.remote}",
                              "fetch.wait.max.ms": 10, "log_level": 0, "enable.auto.commit": False})
         while not self.stop.is_set():
             md = consumer.list_topics(self.remote, timeout=5).topics.get(self.remote)
@@ -482,7 +482,72 @@ def touch_memory(w: Workload) -> tuple[int, float]:
     return touched, time.monotonic() - started
 
 
+def latency_of(samples: list[float]) -> dict[str, float]:
+    """p50, p99, p99.9 and max in ms of the probe's samples (µs), and their count; {} without samples."""
+    if not samples:
+        return {}
+    return {"p50": percentile(samples, 0.5) / 1000, "p99": percentile(samples, 0.99) / 1000,
+            "p99.9": percentile(samples, 0.999) / 1000, "max": max(samples) / 1000, "count": len(samples)}
+
+
+def run_floor(w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunResult:
+    """The workload with no replicator, measured by the same clock or probe (``floor`` in the tables).
+
+    Catch-up: a plain consumer reads the backlog on A (bench.floor), in a process of its own whose
+    CPU is sampled like a tool's; its count must be the backlog's. Steady: the latency probe's
+    consumer reads the source topic itself, so its latency is the brokers' and the probe's own.
+    """
+    alias = f"r{pair}fl{w.name[0]}" if pair > 0 else f"w{1 - pair}fl{w.name[0]}"
+    if w.steady_rate:
+        brokers_before = brokers.cpu()
+        topic = f"{topic_names(w)[0]}-{alias}"
+        Admin(ClusterConfig("A", f"127.0.0.1:{A_PORT}")).create_topic(topic, w.partitions, 1)
+        probe = LatencyProbe(w, topic, read_port=A_PORT)
+        reader = threading.Thread(target=probe.consume, daemon=True)
+        reader.start()
+        first = time.monotonic()
+        sent = probe.produce(topic)
+        done = time.monotonic()
+        time.sleep(2)
+        probe.stop.set()
+        reader.join(30)
+        broker_used = {k: v - brokers_before[k] for k, v in brokers.cpu().items()}
+        gb = sent * w.size / 1e9
+        Admin(ClusterConfig("A", f"127.0.0.1:{A_PORT}")).delete_topic(topic)
+        return RunResult("floor", w.name, pair, sent, sent * w.size, 0.0, round(done - first, 2),
+                         round(sent / max(done - first, 1e-6)), round(sent * w.size / max(done - first, 1e-6) / 1e6, 1),
+                         0.0, 0.0, 0, latency_of(probe.samples),
+                         {}, {k: round(v / gb, 1) for k, v in broker_used.items()} if gb else {},
+                         verified_records=len(probe.samples))
+    size, seconds = warm_source(w, brokers)
+    print(f"{alias}: {size / 1e6:.0f} MB of source log read into memory in {seconds:.1f} s", flush=True)
+    touched, seconds = touch_memory(w)
+    print(f"{alias}: {touched / 1e9:.1f} GB of memory touched in {seconds:.1f} s", flush=True)
+    brokers_before = brokers.cpu()
+    proc = subprocess.Popen([sys.executable, "-m", "bench.floor", f"127.0.0.1:{A_PORT}", ",".join(topic_names(w))],
+                            stdout=subprocess.PIPE, cwd=REPO, start_new_session=True, text=True)
+    with TreeSampler(proc.pid) as sampler:
+        out, _ = proc.communicate(timeout=1900)
+    broker_used = {k: v - brokers_before[k] for k, v in brokers.cpu().items()}
+    if proc.returncode != 0:
+        raise RuntimeError(f"floor {w.name}: bench.floor exited with {proc.returncode}: {out.strip()[-500:]}")
+    read = json.loads(out.strip().splitlines()[-1])
+    total = w.records * w.topics
+    window = max(read["last_s"] - read["first_s"], 1e-6)
+    gb = data_bytes / 1e9
+    cpu = sampler.result.cpu_seconds
+    print(f"{alias}: floor read {read['records']} of {total} records in {window:.1f} s", flush=True)
+    return RunResult("floor", w.name, pair, total, data_bytes, read["first_s"], round(window, 2),
+                     round(total / window), round(data_bytes / window / 1e6, 1), round(cpu, 1),
+                     round(cpu / gb, 1) if gb else 0.0, round(sampler.result.peak_rss / 2**20), {},
+                     sampler.result.cpu_by_kind, {k: round(v / gb, 1) for k, v in broker_used.items()} if gb else {},
+                     verified_records=read["records"], differences=0 if read["records"] == total else 1,
+                     differing=[] if read["records"] == total else [f"read {read['records']} of {total}"])
+
+
 def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunResult:
+    if tool == "floor":
+        return run_floor(w, pair, data_bytes, brokers)
     run = f"r{pair}" if pair > 0 else f"w{1 - pair}"  # warm-up runs: w1, w2...
     short = (tool.replace('py', 'p').replace('-eos', 'e').replace('-shallow', 's').replace('-provenance', 'v')
              .replace('-lowlat', 'l').replace('@', '').replace('-', ''))  # a cluster alias: [A-Za-z0-9]
@@ -588,11 +653,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
         total -= w.partitions  # report what the probe sent, not the warm-up records
     mirror_s = max(done - (first or t0), 1e-6)
     gb = data_bytes / 1e9
-    latency = {}
-    if probe is not None and probe.samples:
-        latency = {"p50": percentile(probe.samples, 0.5) / 1000, "p99": percentile(probe.samples, 0.99) / 1000,
-                   "p99.9": percentile(probe.samples, 0.999) / 1000, "max": max(probe.samples) / 1000,
-                   "count": len(probe.samples)}
+    latency = latency_of(probe.samples) if probe is not None else {}
     cpu = sampler.result.cpu_seconds
     return RunResult(tool, w.name, pair, total, data_bytes, round((first or done) - t0, 2), round(mirror_s, 2),
                      round(total / mirror_s), round(data_bytes / mirror_s / 1e6, 1), round(cpu, 1),
@@ -670,12 +731,17 @@ def summary_tables(results: list[RunResult]) -> list[str]:
             lines.append(f"| {workload} | {t:.2f}x | {c:.2f}x |")
     lines += ["", f"Ratios mm2py/MM2. Throughput from the copy windows only where both last at least "
               f"{MIN_RATIO_WINDOW_S} s; start to end: MM2's time over mm2py's, launch to last record; p99: "
-              "mm2py's over MM2's (mm2py-lowlat: the README's low-latency setting).", "",
-              "| workload | throughput | start to end | CPU per GB | p99 latency |", "|---|---|---|---|---|"]
+              "mm2py's over MM2's (mm2py-lowlat: the README's low-latency setting). Floor: the same "
+              "workload with no replicator (bench/floor.py: a plain consumer reads the backlog on A; steady: "
+              "the probe reads the source topic itself), its records/s over MM2's, or its p99: no tool can "
+              "beat it on this machine, so where it misses a target both are reported.", "",
+              "| workload | throughput | start to end | CPU per GB | p99 latency | floor |",
+              "|---|---|---|---|---|---|"]
     for workload in sorted({w for w, _ in by}):
         py, mm = by.get((workload, "mm2py")), by.get((workload, "mm2"))
         if py and mm:
-            lines.append(ratio_row(workload, py, mm, by.get((workload, "mm2py-lowlat"))))
+            lines.append(ratio_row(workload, py, mm, by.get((workload, "mm2py-lowlat")),
+                                   by.get((workload, "floor"))))
     avro = sorted({w for w, t in by if t == "mm2py-shallow" and (w, "mm2py") in by})
     if avro:  # the issue-26 targets: translate >= MM2's plain copy, >= half the shallow path
         lines += ["", "| workload | throughput translate/shallow | translate/MM2 (plain copy, unreadable on B) |",
@@ -688,8 +754,12 @@ def summary_tables(results: list[RunResult]) -> list[str]:
     return lines
 
 
-def ratio_row(workload: str, py: list[RunResult], mm: list[RunResult], low: list[RunResult] | None) -> str:
-    """One row of the mm2py/MM2 ratios: no throughput ratio from a copy window under ``MIN_RATIO_WINDOW_S``."""
+def ratio_row(workload: str, py: list[RunResult], mm: list[RunResult], low: list[RunResult] | None,
+              floor: list[RunResult] | None = None) -> str:
+    """One row of the mm2py/MM2 ratios: no throughput ratio from a copy window under ``MIN_RATIO_WINDOW_S``.
+
+    ``floor``: the workload's runs without a replicator; its records/s over MM2's (catch-up) or its p99.
+    """
     def med(rs: list[RunResult], value) -> float:  # noqa: ANN001
         return statistics.median(value(r) for r in rs)
 
@@ -707,7 +777,12 @@ def ratio_row(workload: str, py: list[RunResult], mm: list[RunResult], low: list
         if low:
             p99 += f" (lowlat {med(low, lambda r: r.latency_ms['p99']) / med(mm, lambda r: r.latency_ms['p99']):.2f}x)"
     start_to_end = "-" if py[0].latency_ms else f"{ends:.2f}x faster"
-    return f"| {workload} | {throughput} | {start_to_end} | {cpu:.2f}x | {p99} |"
+    bound = "-"
+    if floor and floor[0].latency_ms:
+        bound = f"p99 {med(floor, lambda r: r.latency_ms['p99']):.0f} ms"
+    elif floor:
+        bound = f"{med(floor, lambda r: r.records_per_s) / med(mm, lambda r: r.records_per_s):.2f}x MM2"
+    return f"| {workload} | {throughput} | {start_to_end} | {cpu:.2f}x | {p99} | {bound} |"
 
 
 def verdict(runs: list[RunResult]) -> str:
@@ -784,9 +859,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--workloads", default="a,b,c,d,e",
                         help="a-d and f here; e (5,000 partitions) runs bench.shape on clusters of its own")
-    parser.add_argument("--tools", default="mm2,mm2py",
-                        help="mm2, mm2py, mm2py-lowlat (copy.tail.ms 60 s), mm2py-eos (exactly-once mode), "
-                        "mm2py-shallow (Avro workloads copied "
+    parser.add_argument("--tools", default="floor,mm2,mm2py",
+                        help="floor (the workload with no replicator: bench/floor.py), mm2, mm2py, mm2py-lowlat "
+                             "(copy.tail.ms 60 s), mm2py-eos (exactly-once mode), mm2py-shallow (Avro workloads copied "
                              "without schemas.mode = translate), mm2py-provenance (the flow on an identity-like "
                              "cycle: provenance on) and copier (mm2py's copy path alone, without Spark)")
     parser.add_argument("--warmup-runs", type=int, default=1,

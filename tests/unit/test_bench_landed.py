@@ -159,3 +159,18 @@ def test_duplicates_alone_pass_and_publish(fake_bench):
     page = (tmp_path / "docs" / "benchmarks.md").read_text()
     assert "old" not in page and page.startswith(f"# B\n\n{MARKERS[0]}\n`python -m bench.run --pairs 1")
     assert "| 4 dup / 0 diff |" in page and page.endswith(f"{MARKERS[1]}\n\n## Latest results\n")
+
+
+def test_the_floor_bounds_the_ratio_row():
+    """The floor's records/s over MM2's says how far any tool could get past MM2 on the machine."""
+    floor = RunResult("floor", "a-catchup-100B-lz4", 1, 1000, 100_000, 0.5, 20.0, 4000.0, 0.4, 1.0, 10.0, 50.0)
+    mm2 = RunResult("mm2", "a-catchup-100B-lz4", 1, 1000, 100_000, 1.0, 20.0, 1000.0, 0.1, 1.0, 10.0, 100.0)
+    py = RunResult("mm2py", "a-catchup-100B-lz4", 1, 1000, 100_000, 1.0, 20.0, 2000.0, 0.2, 1.0, 5.0, 100.0)
+    table = summarize([floor, mm2, py], "test")
+    assert "| a-catchup-100B-lz4 | 2.00x | 1.00x faster | 0.50x | - | 4.00x MM2 |" in table
+    assert "| a-catchup-100B-lz4 | floor |" in table
+    steady = [RunResult(tool, "c-steady-20k-per-s", 1, 1000, 100_000, 0.0, 20.0, 1000.0, 0.1, 1.0, 1.0, 1.0,
+                        latency_ms={"p50": 10.0, "p99": p99, "p99.9": p99, "max": p99})
+              for tool, p99 in (("floor", 40.0), ("mm2", 120.0), ("mm2py", 150.0))]
+    assert "| c-steady-20k-per-s | - (the producer sets the rate) | - | 1.00x | 1.25x | p99 40 ms |" in summarize(
+        steady, "test")

@@ -63,7 +63,6 @@ class RawFetch:
 
     error_code: int
     partitions: dict[TP, FetchedPartition]
-    session_id: int = 0  # the fetch session the broker answered in (KIP-227), 0 for none
 
 
 def _capacity(size: int) -> int:
@@ -250,12 +249,12 @@ class FrameProtocol(KafkaProtocol):
     @staticmethod
     def _raw_fetch(frame: memoryview, correlation_id: int) -> RawFetch:
         try:
-            received, error, session_id, partitions = parse_fetch_v12(frame)
+            received, error, partitions = parse_fetch_v12(frame)
         except MalformedResponse as e:
             raise kerr.KafkaProtocolError(str(e)) from e
         if received != correlation_id:
             raise kerr.CorrelationIdError(f"Correlation IDs do not match: sent {correlation_id}, recv {received}")
-        return RawFetch(error, partitions, session_id)
+        return RawFetch(error, partitions)
 
     def send_request(self, request: object, correlation_id: int | None = None) -> int:
         if not isinstance(request, ChunkedProduce):

@@ -73,15 +73,15 @@ class _Reader:
             self.view(self.uvarint())
 
 
-def parse_fetch_v12(frame: memoryview) -> tuple[int, int, int, dict[TP, FetchedPartition]]:
-    """(correlation id, top-level error code, session id, partitions) of a FetchResponse v12 frame (after its size)."""
+def parse_fetch_v12(frame: memoryview) -> tuple[int, int, dict[TP, FetchedPartition]]:
+    """(correlation id, top-level error code, partitions) of a FetchResponse v12 frame (after its size)."""
     r = _Reader(frame)
     try:
         (correlation_id,) = r.fixed(_I32)
         r.skip_tagged()  # response header v1
         r.pos += 4  # throttle_time_ms
         (error,) = r.fixed(_I16)
-        (session_id,) = r.fixed(_I32)
+        r.pos += 4  # session_id
         out: dict[TP, FetchedPartition] = {}
         for _ in range(max(r.uvarint() - 1, 0)):
             topic = str(r.view(r.uvarint() - 1), "utf-8")
@@ -100,4 +100,4 @@ def parse_fetch_v12(frame: memoryview) -> tuple[int, int, int, dict[TP, FetchedP
         r.skip_tagged()
     except (IndexError, struct.error, UnicodeDecodeError) as e:
         raise MalformedResponse(f"FetchResponse v12 cut short at byte {r.pos}: {e}") from e
-    return correlation_id, error, session_id, out
+    return correlation_id, error, out

@@ -32,7 +32,6 @@ from mm2py.kafka import fastio
 from mm2py.kafka.classify import is_retriable
 from mm2py.kafka.clientconf import kafka_python_config
 from mm2py.kafka.fetch_response import FetchedPartition
-from mm2py.kafka.fetch_session import FetchSession
 from mm2py.types import TP
 
 FETCH = FetchRequest[12]
@@ -85,13 +84,6 @@ def to_kafka_error(
                       **where)
 
 
-def _by_topic(tps: Iterable[TP]) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for topic, partition in tps:
-        out.setdefault(topic, []).append(partition)
-    return out
-
-
 class RawClient:
     """One cluster's brokers, spoken to with raw protocol requests.
 
@@ -140,7 +132,6 @@ class RawClient:
         except OSError as e:
             raise AuthenticationError("authentication failed", cluster=self.alias, cause=e) from e
         self._in_flight: dict[int, list[Future]] = {}
-        self._sessions: dict[int, FetchSession] = {}  # by broker: KIP-227 fetch sessions (``fetch``)
 
     def close(self) -> None:
         self._net.close()
@@ -236,22 +227,15 @@ class RawClient:
         max_wait_ms: int = 500,
         min_bytes: int = 1,
         closest_replica: bool = False,
-        session: bool = False,
     ) -> Future:
         """One Fetch request for ``positions`` (in that order: a partition first in the request gets its
         first batch whole even when larger than the limits, KIP-74).
 
         ``closest_replica``: send client.rack, so that the leader may answer with a replica to fetch
         from instead (``FetchedPartition.preferred_read_replica``); only for callers that follow it.
-        ``session``: in this client's fetch session with ``node`` (mm2py.kafka.fetch_session): the request
-        names only partitions whose offset changed, and the answer only partitions with news, in the
-        broker's order. Callers wait for each answer before the next session request to ``node``;
-        a sessionless request closes the session.
         """
-        plan = self._sessions.setdefault(node, FetchSession()).request(positions, partition_max_bytes,
-                                                                      use_session=session)
         by_topic: dict[str, list[object]] = {}
-        for (topic, partition), offset in plan.partitions.items():
+        for (topic, partition), offset in positions.items():
             by_topic.setdefault(topic, []).append(
                 FETCH.FetchTopic.FetchPartition(
                     partition=partition,
@@ -268,22 +252,13 @@ class RawClient:
             min_bytes=min_bytes,
             max_bytes=max_bytes,
             isolation_level=READ_COMMITTED,
-            session_id=plan.session_id,
-            session_epoch=plan.epoch,
+            session_id=0,
+            session_epoch=-1,
             topics=[FETCH.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-            forgotten_topics_data=[FETCH.ForgottenTopic(topic=t, partitions=ps)
-                                   for t, ps in _by_topic(plan.forgotten).items()],
+            forgotten_topics_data=[],
             rack_id=self.rack if closest_replica else "",  # KIP-392
         )
-        try:
-            future = self._send(node, request)
-        except BaseException:
-            self._sessions[node].failed(plan)
-            raise
-        sessions = self._sessions[node]
-        future.add_callback(lambda response: sessions.answered(plan, response.error_code, response.session_id))
-        future.add_errback(lambda _: sessions.failed(plan))
-        return future
+        return self._send(node, request)
 
     @staticmethod
     def fetched(response: object) -> dict[TP, FetchedPartition]:

@@ -77,13 +77,13 @@ def test_fetch_response_parsed_in_place_as_kafka_python_decodes_it():
                         preferred_read_replica=-1, records=data)
 
     aborted = [part_cls.AbortedTransaction(producer_id=7, first_offset=33)]
-    resp = resp_cls(throttle_time_ms=0, error_code=0, session_id=77, responses=[
+    resp = resp_cls(throttle_time_ms=0, error_code=0, session_id=0, responses=[
         topic_cls(topic="orders", partitions=[part(0, records, aborted), part(2, None, None)]),
         topic_cls(topic="pay", partitions=[part(1, b"xyz", [])])])
     resp.with_header(correlation_id=12)
     frame = memoryview(bytes(resp.encode(framed=True, header=True)))[4:]
-    cid, error, session_id, parts = parse_fetch_v12(frame)
-    assert (cid, error, session_id) == (12, 0, 77)
+    cid, error, parts = parse_fetch_v12(frame)
+    assert (cid, error) == (12, 0)
     assert sorted(parts) == [("orders", 0), ("orders", 2), ("pay", 1)]
     first = parts[("orders", 0)]
     assert (first.error_code, first.high_watermark, first.last_stable_offset, first.log_start_offset) == (0, 100, 90, 0)
@@ -120,5 +120,5 @@ def test_fetch_response_keeps_the_preferred_read_replica():
                     responses=[topic_cls(topic="orders", partitions=[part])])
     resp.with_header(correlation_id=1)
     frame = memoryview(bytes(resp.encode(framed=True, header=True)))[4:]
-    assert parse_fetch_v12(frame)[3][("orders", 0)].preferred_read_replica == 3
+    assert parse_fetch_v12(frame)[2][("orders", 0)].preferred_read_replica == 3
     assert RawClient.fetched(resp)[("orders", 0)].preferred_read_replica == 3, "kafka-python's decoding path too"

@@ -12,6 +12,10 @@ it needs recently touched (``touch_memory``): two costs of this machine, not of 
 Writes bench/results.json and bench/results.md; ``--publish`` also writes docs/bench-results.json
 and the summary in docs/benchmarks.md, to be committed.
 
+Tool ``floor`` is each workload with no replicator (run_floor, bench.floor): the backlog read on A
+by a plain consumer, or the probe reading the source topic itself; a target it misses is out of
+reach on the machine, and the tables show it beside the tools.
+
 Every run is checked for what landed (bench.landed) after the tool stopped: each partition of
 the target's remote topics against the source's, record by record (count and SHA-256). A
 partition with records missing, changed or foreign fails the bench; duplicates (at-least-once)

@@ -13,7 +13,7 @@ Writes bench/results.json and bench/results.md; ``--publish`` also writes docs/b
 and the summary in docs/benchmarks.md, to be committed.
 
 Tool ``floor`` is each workload with no replicator (run_floor, bench.floor): the backlog read on A
-by a plain consumer, or the probe reading the source topic itself; a target it misses is out of
+by Kafka's own consumer perf tool, or the probe reading the source topic itself; a target it misses is out of
 reach on the machine, and the tables show it beside the tools.
 
 Every run is checked for what landed (bench.landed) after the tool stopped: each partition of
@@ -497,8 +497,8 @@ def latency_of(samples: list[float]) -> dict[str, float]:
 def run_floor(w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunResult:
     """The workload with no replicator, measured by the same clock or probe (``floor`` in the tables).
 
-    Catch-up: a plain consumer reads the backlog on A (bench.floor), in a process of its own whose
-    CPU is sampled like a tool's; its count must be the backlog's. Steady: the latency probe's
+    Catch-up: Kafka's own consumer perf tool reads the backlog on A (bench.floor), in a process of
+    its own whose CPU is sampled like a tool's; its count must be the backlog's. Steady: the latency probe's
     consumer reads the source topic itself, so its latency is the brokers' and the probe's own.
     """
     alias = f"r{pair}fl{w.name[0]}" if pair > 0 else f"w{1 - pair}fl{w.name[0]}"
@@ -528,20 +528,20 @@ def run_floor(w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunR
     touched, seconds = touch_memory(w)
     print(f"{alias}: {touched / 1e9:.1f} GB of memory touched in {seconds:.1f} s", flush=True)
     brokers_before = brokers.cpu()
-    proc = subprocess.Popen([sys.executable, "-m", "bench.floor", f"127.0.0.1:{A_PORT}", ",".join(topic_names(w))],
-                            stdout=subprocess.PIPE, cwd=REPO, start_new_session=True, text=True)
+    total = w.records * w.topics
+    proc = subprocess.Popen([sys.executable, "-m", "bench.floor", f"127.0.0.1:{A_PORT}", ",".join(topic_names(w)),
+                             str(total)], stdout=subprocess.PIPE, cwd=REPO, start_new_session=True, text=True)
     with TreeSampler(proc.pid) as sampler:
         out, _ = proc.communicate(timeout=1900)
     broker_used = {k: v - brokers_before[k] for k, v in brokers.cpu().items()}
     if proc.returncode != 0:
         raise RuntimeError(f"floor {w.name}: bench.floor exited with {proc.returncode}: {out.strip()[-500:]}")
     read = json.loads(out.strip().splitlines()[-1])
-    total = w.records * w.topics
-    window = max(read["last_s"] - read["first_s"], 1e-6)
+    window = max(read["fetch_s"], 1e-6)
     gb = data_bytes / 1e9
     cpu = sampler.result.cpu_seconds
     print(f"{alias}: floor read {read['records']} of {total} records in {window:.1f} s", flush=True)
-    return RunResult("floor", w.name, pair, total, data_bytes, read["first_s"], round(window, 2),
+    return RunResult("floor", w.name, pair, total, data_bytes, round(read["wall_s"] - window, 2), round(window, 2),
                      round(total / window), round(data_bytes / window / 1e6, 1), round(cpu, 1),
                      round(cpu / gb, 1) if gb else 0.0, round(sampler.result.peak_rss / 2**20), {},
                      sampler.result.cpu_by_kind, {k: round(v / gb, 1) for k, v in broker_used.items()} if gb else {},
@@ -736,7 +736,7 @@ def summary_tables(results: list[RunResult]) -> list[str]:
     lines += ["", f"Ratios mm2py/MM2. Throughput from the copy windows only where both last at least "
               f"{MIN_RATIO_WINDOW_S} s; start to end: MM2's time over mm2py's, launch to last record; p99: "
               "mm2py's over MM2's (mm2py-lowlat: the README's low-latency setting). Floor: the same "
-              "workload with no replicator (bench/floor.py: a plain consumer reads the backlog on A; steady: "
+              "workload with no replicator (bench/floor.py: Kafka's consumer perf tool reads the backlog on A; steady: "
               "the probe reads the source topic itself), its records/s over MM2's, or its p99: no tool can "
               "beat it on this machine, so where it misses a target both are reported.", "",
               "| workload | throughput | start to end | CPU per GB | p99 latency | floor |",

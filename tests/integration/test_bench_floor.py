@@ -1,4 +1,4 @@
-"""Issue 23: the bench's floor reads a backlog to its end with no replicator, transactions included."""
+"""Issue 23: the bench's floor (Kafka's consumer perf tool) reads a backlog with no replicator."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ def test_the_floor_reads_every_record_below_the_ends(cluster_a, unique_name):
         producer.produce(txn, value=b"t%d" % i, partition=0)
     producer.commit_transaction(30)
 
-    read = read_backlog(cluster_a.bootstrap, [plain, txn], timeout_s=120)
-    assert read["records"] == 603 + 50
-    assert read["expected"] == 603 + 51  # the marker has an offset below the end too
-    assert 0 <= read["first_s"] <= read["last_s"]
+    read = read_backlog(cluster_a.bootstrap, [plain, txn], 603 + 50, timeout_s=180)
+    assert read["records"] == 603 + 50, read  # records only: the commit marker is not one
+    assert 0 < read["fetch_s"] < read["wall_s"]

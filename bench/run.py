@@ -188,6 +188,11 @@ class RunResult:
         return verdict([self])
 
 
+def cpu_per_gb(before: dict[str, float], after: dict[str, float], gb: float) -> dict[str, float]:
+    """CPU seconds each broker used between two ``Brokers.cpu()`` per GB moved; empty when nothing moved."""
+    return {role: round((after[role] - used) / gb, 1) for role, used in before.items()} if gb else {}
+
+
 @dataclass(frozen=True)
 class Brokers:
     """The bench's two broker processes and the folder that holds their clusters."""
@@ -515,14 +520,12 @@ def run_floor(w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunR
         time.sleep(2)
         probe.stop.set()
         reader.join(30)
-        broker_used = {k: v - brokers_before[k] for k, v in brokers.cpu().items()}
-        gb = sent * w.size / 1e9
+        brokers_per_gb = cpu_per_gb(brokers_before, brokers.cpu(), sent * w.size / 1e9)
         Admin(ClusterConfig("A", f"127.0.0.1:{A_PORT}")).delete_topic(topic)
         return RunResult("floor", w.name, pair, sent, sent * w.size, 0.0, round(done - first, 2),
                          round(sent / max(done - first, 1e-6)), round(sent * w.size / max(done - first, 1e-6) / 1e6, 1),
                          0.0, 0.0, 0, latency_of(probe.samples),
-                         {}, {k: round(v / gb, 1) for k, v in broker_used.items()} if gb else {},
-                         verified_records=len(probe.samples))
+                         {}, brokers_per_gb, verified_records=len(probe.samples))
     size, seconds = warm_source(w, brokers)
     print(f"{alias}: {size / 1e6:.0f} MB of source log read into memory in {seconds:.1f} s", flush=True)
     touched, seconds = touch_memory(w)
@@ -533,18 +536,18 @@ def run_floor(w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunR
                              str(total)], stdout=subprocess.PIPE, cwd=REPO, start_new_session=True, text=True)
     with TreeSampler(proc.pid) as sampler:
         out, _ = proc.communicate(timeout=1900)
-    broker_used = {k: v - brokers_before[k] for k, v in brokers.cpu().items()}
+    gb = data_bytes / 1e9
+    brokers_per_gb = cpu_per_gb(brokers_before, brokers.cpu(), gb)
     if proc.returncode != 0:
         raise RuntimeError(f"floor {w.name}: bench.floor exited with {proc.returncode}: {out.strip()[-500:]}")
     read = json.loads(out.strip().splitlines()[-1])
     window = max(read["fetch_s"], 1e-6)
-    gb = data_bytes / 1e9
     cpu = sampler.result.cpu_seconds
     print(f"{alias}: floor read {read['records']} of {total} records in {window:.1f} s", flush=True)
     return RunResult("floor", w.name, pair, total, data_bytes, round(read["wall_s"] - window, 2), round(window, 2),
                      round(total / window), round(data_bytes / window / 1e6, 1), round(cpu, 1),
                      round(cpu / gb, 1) if gb else 0.0, round(sampler.result.peak_rss / 2**20), {},
-                     sampler.result.cpu_by_kind, {k: round(v / gb, 1) for k, v in broker_used.items()} if gb else {},
+                     sampler.result.cpu_by_kind, brokers_per_gb,
                      verified_records=read["records"], differences=0 if read["records"] == total else 1,
                      differing=[] if read["records"] == total else [f"read {read['records']} of {total}"])
 
@@ -620,7 +623,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
                                        f"{STALL_SECONDS} s; see {log.name}")
                 time.sleep(0.2)
             done = time.monotonic()
-            broker_used = {k: v - brokers_before[k] for k, v in brokers.cpu().items()}
+            brokers_after = brokers.cpu()
             if probe is not None:
                 time.sleep(2)
                 probe.stop.set()
@@ -662,7 +665,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
     return RunResult(tool, w.name, pair, total, data_bytes, round((first or done) - t0, 2), round(mirror_s, 2),
                      round(total / mirror_s), round(data_bytes / mirror_s / 1e6, 1), round(cpu, 1),
                      round(cpu / gb, 1) if gb else 0.0, round(sampler.result.peak_rss / 2**20), latency,
-                     sampler.result.cpu_by_kind, {k: round(v / gb, 1) for k, v in broker_used.items()} if gb else {},
+                     sampler.result.cpu_by_kind, cpu_per_gb(brokers_before, brokers_after, gb),
                      landed.records_target, landed.duplicates, len(landed.differing_partitions),
                      list(landed.differing_partitions[:20]), landed.seconds)
 

@@ -10,7 +10,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import structlog
@@ -435,7 +435,7 @@ def run(
         divert_py4j(spark_log)
         log.info("Spark's own logs", path=str(spark_log))
     stop = threading.Event()
-    session: list = []  # the SparkSession once built; a signal may arrive while Spark starts
+    session: list[SparkSession] = []  # the SparkSession once built; a signal may arrive while Spark starts
 
     def on_signal(signum: int, _frame: object) -> None:
         if output is not None:
@@ -449,16 +449,31 @@ def run(
         stop.set()
 
     # handlers before Spark starts: a SIGTERM during start-up stops the run cleanly (exit 0)
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    with _signals_to(on_signal):
+        try:
+            spark = build_session(master, config.spark, extra_driver_options=options, output=output)
+        except Exception:
+            if stop.is_set():
+                return 0  # the signal reached Spark's JVM while it started
+            raise
+        session.append(spark)
+        return _serve(config, spark, root, flows, targets, stop, until_caught_up=until_caught_up)
+
+
+@contextlib.contextmanager
+def _signals_to(handler: Callable[[int, object], None]) -> Iterator[None]:
+    """SIGINT and SIGTERM go to ``handler`` inside the block; the previous handlers come back after it."""
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        spark = build_session(master, config.spark, extra_driver_options=options, output=output)
-    except Exception:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        if stop.is_set():
-            return 0  # the signal reached Spark's JVM while it started
-        raise
-    session.append(spark)
+        yield
+    finally:
+        for s, before in previous.items():
+            signal.signal(s, before)
+
+
+def _serve(config: MirrorMakerConfig, spark: SparkSession, root: str, flows: tuple[FlowConfig, ...],
+           targets: tuple[str, ...] | None, stop: threading.Event, *, until_caught_up: bool) -> int:
+    """Run ``flows`` on ``spark`` until ``stop`` is set (or, ``until_caught_up``, they caught up); stop Spark."""
     metrics = Metrics() if config.metrics_port is not None else None
     engine = Engine(config, spark, root, metrics=metrics)
     server = MetricsServer(metrics, config.metrics_port, flows, config.metrics_bind_address,
@@ -492,5 +507,3 @@ def run(
         with contextlib.suppress(Exception):
             spark.stop()
         logging.disable(logging.NOTSET)
-        for s, handler in previous.items():
-            signal.signal(s, handler)

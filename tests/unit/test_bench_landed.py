@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.landed import Landed, only_repeats, tally
-from bench.run import MARKERS, RunResult, replace_marked, summarize, verdict
+from bench.run import MARKERS, RunResult, cpu_per_gb, replace_marked, summarize, verdict
 from mm2py.ops.digest import PartitionCheck, PartitionDigest
 
 
@@ -174,3 +174,8 @@ def test_the_floor_bounds_the_ratio_row():
               for tool, p99 in (("floor", 40.0), ("mm2", 120.0), ("mm2py", 150.0))]
     assert "| c-steady-20k-per-s | - (the producer sets the rate) | - | 1.00x | 1.25x | p99 40 ms |" in summarize(
         steady, "test")
+
+
+def test_broker_cpu_per_gb_is_the_difference_over_the_data_moved():
+    assert cpu_per_gb({"src": 10.0, "dst": 4.0}, {"src": 12.5, "dst": 10.0}, 2.0) == {"src": 1.2, "dst": 3.0}
+    assert cpu_per_gb({"src": 1.0}, {"src": 2.0}, 0.0) == {}  # nothing moved: no figure

@@ -36,7 +36,7 @@ import kafka.errors as kerr
 from kafka.protocol.parser import KafkaProtocol
 from kafka.protocol.producer import ProduceRequest
 
-from mm2py.kafka.fetch_response import FetchedPartition, MalformedResponse, parse_fetch_v12
+from mm2py.kafka.fetch_response import FetchedPartition, MalformedResponse, TopicKey, parse_fetch
 from mm2py.kafka.varint import uvarint
 from mm2py.types import TP
 
@@ -51,7 +51,7 @@ _PRODUCE = ProduceRequest[12]
 # a piece at least this large is sent from where it lies; smaller ones are copied together
 _LARGE = 4096
 _MAX_IOV = 512
-_FETCH_KEY, _FETCH_VERSION = 1, 12
+_FETCH_KEY, _FETCH_VERSIONS = 1, (12, 13)
 # frame buffers kept per connection; more are made while older ones are still referenced
 _POOL = 4
 _STEP = 16 << 20
@@ -59,10 +59,14 @@ _STEP = 16 << 20
 
 @dataclass(frozen=True, slots=True)
 class RawFetch:
-    """A FetchResponse v12 whose partitions' records are views of the frame it arrived in."""
+    """A FetchResponse v12 or v13 whose partitions' records are views of the frame it arrived in.
+
+    ``partitions`` are keyed by topic name (v12) or topic id (v13: ``RawClient.fetched`` names them).
+    """
 
     error_code: int
-    partitions: dict[TP, FetchedPartition]
+    partitions: dict[tuple[TopicKey, int], FetchedPartition]
+    session_id: int = 0  # the fetch session the broker answered in (KIP-227), 0 for none
 
 
 def _capacity(size: int) -> int:
@@ -230,8 +234,8 @@ class FrameProtocol(KafkaProtocol):
         response_type = header.get_response_class()
         if response_type is None:
             raise kerr.KafkaProtocolError(f"no response type for api {header.api_key} v{header.api_version}")
-        if header.request_api_key == _FETCH_KEY and header.request_api_version == _FETCH_VERSION:
-            return header.correlation_id, self._raw_fetch(frame, header.correlation_id)
+        if header.request_api_key == _FETCH_KEY and header.request_api_version in _FETCH_VERSIONS:
+            return header.correlation_id, self._raw_fetch(frame, header.correlation_id, header.request_api_version)
         peek = io.BytesIO(bytes(frame[:_HEADER_PEEK]))
         response_header = response_type.parse_header(peek)
         if peek.tell() >= _HEADER_PEEK:  # tagged fields beyond the peek: parse from the whole frame
@@ -247,14 +251,14 @@ class FrameProtocol(KafkaProtocol):
         return header.correlation_id, response
 
     @staticmethod
-    def _raw_fetch(frame: memoryview, correlation_id: int) -> RawFetch:
+    def _raw_fetch(frame: memoryview, correlation_id: int, version: int) -> RawFetch:
         try:
-            received, error, partitions = parse_fetch_v12(frame)
+            received, error, session_id, partitions = parse_fetch(frame, version)
         except MalformedResponse as e:
             raise kerr.KafkaProtocolError(str(e)) from e
         if received != correlation_id:
             raise kerr.CorrelationIdError(f"Correlation IDs do not match: sent {correlation_id}, recv {received}")
-        return RawFetch(error, partitions)
+        return RawFetch(error, partitions, session_id)
 
     def send_request(self, request: object, correlation_id: int | None = None) -> int:
         if not isinstance(request, ChunkedProduce):

@@ -9,6 +9,7 @@ Instances are made inside Spark tasks (never pickled) and closed when the task e
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -32,9 +33,11 @@ from mm2py.kafka import fastio
 from mm2py.kafka.classify import is_retriable
 from mm2py.kafka.clientconf import kafka_python_config
 from mm2py.kafka.fetch_response import FetchedPartition
+from mm2py.kafka.fetch_session import FetchSession
 from mm2py.types import TP
 
-FETCH = FetchRequest[12]
+FETCH = FetchRequest[12]  # topics by name
+FETCH_BY_ID = FetchRequest[13]  # topics by id (KIP-516): what fetch sessions use
 METADATA = MetadataRequest[12]
 READ_COMMITTED = 1
 # kafka-python refuses sends past this per connection; we stay one below it.
@@ -82,6 +85,13 @@ def to_kafka_error(
         return RecordTooLargeError(f"batch larger than the target allows ({text})", **where)
     return KafkaError(text, retriable=is_retriable(code, library_says_retriable=getattr(exc, "retriable", False)),
                       **where)
+
+
+def _by_topic(tps: Iterable[TP]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for topic, partition in tps:
+        out.setdefault(topic, []).append(partition)
+    return out
 
 
 class RawClient:
@@ -132,6 +142,10 @@ class RawClient:
         except OSError as e:
             raise AuthenticationError("authentication failed", cluster=self.alias, cause=e) from e
         self._in_flight: dict[int, list[Future]] = {}
+        self._sessions: dict[int, FetchSession] = {}  # by broker: KIP-227 fetch sessions (``fetch``)
+        # topic ids from metadata answers (``leaders``); fetch sessions name topics by id
+        self._topic_ids: dict[str, uuid.UUID] = {}
+        self._topic_names: dict[uuid.UUID, str] = {}
 
     def close(self) -> None:
         self._net.close()
@@ -211,6 +225,9 @@ class RawClient:
         for topic in response.topics:
             if topic.error_code:
                 raise to_kafka_error(topic.error_code, cluster=self.alias, topic=topic.name)
+            if topic.topic_id is not None and topic.topic_id.int:
+                self._topic_ids[topic.name] = topic.topic_id
+                self._topic_names[topic.topic_id] = topic.name
             for part in topic.partitions:
                 leaders[(topic.name, part.partition_index)] = part.leader_id
         return leaders
@@ -227,17 +244,34 @@ class RawClient:
         max_wait_ms: int = 500,
         min_bytes: int = 1,
         closest_replica: bool = False,
+        session: bool = False,
     ) -> Future:
         """One Fetch request for ``positions`` (in that order: a partition first in the request gets its
         first batch whole even when larger than the limits, KIP-74).
 
         ``closest_replica``: send client.rack, so that the leader may answer with a replica to fetch
         from instead (``FetchedPartition.preferred_read_replica``); only for callers that follow it.
+        ``session``: in this client's fetch session with ``node`` (mm2py.kafka.fetch_session): the request
+        names only partitions whose offset changed, and the answer only partitions with news, in the
+        broker's order. Callers wait for each answer before the next session request to ``node``;
+        a sessionless request closes the session. Sessions name topics by id (Fetch v13), as Java
+        consumers do: a broker keys a session's partitions by topic and partition, and by name the
+        keys of similarly named topics collide (``31 * partition + hash(name)``), which made a broker
+        spend seconds building a session of 5,000 partitions. A topic whose id this client has not
+        seen in a metadata answer (``leaders``) is fetched without a session.
         """
+        session = session and all(topic in self._topic_ids for topic, _ in positions)
+        plan = self._sessions.setdefault(node, FetchSession()).request(positions, partition_max_bytes,
+                                                                      use_session=session)
+        kind = FETCH_BY_ID if session else FETCH
+
+        def topic_key(topic: str) -> dict[str, object]:
+            return {"topic_id": self._topic_ids[topic]} if session else {"topic": topic}
+
         by_topic: dict[str, list[object]] = {}
-        for (topic, partition), offset in positions.items():
+        for (topic, partition), offset in plan.partitions.items():
             by_topic.setdefault(topic, []).append(
-                FETCH.FetchTopic.FetchPartition(
+                kind.FetchTopic.FetchPartition(
                     partition=partition,
                     current_leader_epoch=-1,
                     fetch_offset=offset,
@@ -246,29 +280,39 @@ class RawClient:
                     partition_max_bytes=partition_max_bytes,
                 )
             )
-        request = FETCH(
+        request = kind(
             replica_id=-1,
             max_wait_ms=max_wait_ms,
             min_bytes=min_bytes,
             max_bytes=max_bytes,
             isolation_level=READ_COMMITTED,
-            session_id=0,
-            session_epoch=-1,
-            topics=[FETCH.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-            forgotten_topics_data=[],
+            session_id=plan.session_id,
+            session_epoch=plan.epoch,
+            topics=[kind.FetchTopic(**topic_key(t), partitions=ps) for t, ps in by_topic.items()],
+            forgotten_topics_data=[kind.ForgottenTopic(**topic_key(t), partitions=ps)
+                                   for t, ps in _by_topic(plan.forgotten).items()],
             rack_id=self.rack if closest_replica else "",  # KIP-392
         )
-        return self._send(node, request)
+        try:
+            future = self._send(node, request)
+        except BaseException:
+            self._sessions[node].failed(plan)
+            raise
+        sessions = self._sessions[node]
+        future.add_callback(lambda response: sessions.answered(plan, response.error_code, response.session_id))
+        future.add_errback(lambda _: sessions.failed(plan))
+        return future
 
-    @staticmethod
-    def fetched(response: object) -> dict[TP, FetchedPartition]:
+    def fetched(self, response: object) -> dict[TP, FetchedPartition]:
+        """A Fetch answer's partitions, by topic name (a v13 answer names its topics by id)."""
         if isinstance(response, fastio.RawFetch):  # read in place by an adapted connection
-            return response.partitions
-        out: dict[TP, FetchedPartition] = {}
+            return self._named(response.partitions)
+        out: dict[tuple[str | uuid.UUID, int], FetchedPartition] = {}
         for topic in response.responses:
+            key = topic.topic or topic.topic_id  # v12 fills the name, v13 the id
             for p in topic.partitions:
                 aborted = tuple((a.producer_id, a.first_offset) for a in (p.aborted_transactions or ()))
-                out[(topic.topic, p.partition_index)] = FetchedPartition(
+                out[(key, p.partition_index)] = FetchedPartition(
                     p.error_code,
                     p.high_watermark,
                     p.last_stable_offset,
@@ -277,7 +321,19 @@ class RawClient:
                     p.records or b"",
                     getattr(p, "preferred_read_replica", -1),
                 )
-        return out
+        return self._named(out)
+
+    def _named(self, parts: dict[tuple[str | uuid.UUID, int], FetchedPartition]) -> dict[TP, FetchedPartition]:
+        """``parts`` keyed by topic name: an answer keyed by name (v12) is returned as it is."""
+        first = next(iter(parts), None)
+        if first is None or isinstance(first[0], str):
+            return parts  # type: ignore[return-value]
+        names = self._topic_names
+        try:
+            return {(names[topic], partition): data for (topic, partition), data in parts.items()}
+        except KeyError as e:
+            raise KafkaError(f"a fetch answer names topic id {e.args[0]}, which no request of this client named",
+                             cluster=self.alias) from e
 
     # -- produce ----------------------------------------------------------------------
 

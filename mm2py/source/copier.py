@@ -33,6 +33,9 @@ Invariants:
   max.partition.fetch.bytes, behind another partition's data) is asked for first in the next
   request to that broker, where the broker returns its first batch whole (KIP-74); the others
   rotate, so that fetch.max.bytes starves none of them;
+- fetches to a broker go in a fetch session (KIP-227, mm2py.kafka.fetch_session) only while every
+  partition fetched from it tails: an answer may then leave out partitions with nothing new, which
+  owe nothing; while any partition still owes planned data, requests are full and sessionless;
 - with client.rack set, a partition is fetched from the replica its leader names (KIP-392) until
   an error or an empty answer from that replica sends it back to the leader;
 - given a transactional ``ProducerState`` (exactly-once mode), batches are stamped with it and the
@@ -269,13 +272,16 @@ class Copier:
 
     def run(self) -> list[RangeResult]:
         self._start()
-        fetches: dict[int, tuple[Future, TP]] = {}
+        fetches: dict[int, tuple[Future, TP | None]] = {}  # by broker: the fetch and the partition it led with
         while True:
             if self.tailing and time.monotonic() >= (self.tail_until or 0):
                 self._end_tail()
             for node, tps in self._fetch_plan().items():
                 if node not in fetches:
                     positions = {tp: self.parts[tp].next_fetch for tp in tps}
+                    # every partition tailing: nothing is owed, so a fetch session may leave the idle
+                    # ones out of requests and answers (KIP-227); the broker then orders the partitions
+                    session = self.tailing.issuperset(tps)
                     try:
                         future = self.src.fetch(
                             node, positions,
@@ -284,11 +290,12 @@ class Copier:
                             max_wait_ms=self.settings.fetch_max_wait_ms,
                             min_bytes=self.settings.fetch_min_bytes,
                             closest_replica=True,
+                            session=session,
                         )
                     except KafkaError as e:  # the broker is not reachable
                         self._fetch_failed(e)
                         break
-                    fetches[node] = (future, tps[0])
+                    fetches[node] = (future, None if session else tps[0])
             if not fetches:
                 if all(p.done for p in self.parts.values()):
                     break

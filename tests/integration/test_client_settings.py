@@ -104,12 +104,12 @@ def test_max_partition_fetch_bytes_bounds_each_raw_fetch(sasl_source, cluster_b,
     sizes: list[int] = []
     fetched = RawClient.fetched
 
-    def spy(response: object) -> dict:
-        out = fetched(response)
+    def spy(self: RawClient, response: object) -> dict:
+        out = fetched(self, response)
         sizes.extend(len(p.records) for tp, p in out.items() if tp[0] == topic and len(p.records))
         return out
 
-    monkeypatch.setattr(RawClient, "fetched", staticmethod(spy))
+    monkeypatch.setattr(RawClient, "fetched", spy)
     copy(load_text(file_text(sasl_source, cluster_b, topic)).enabled_flows[0], topic, 300, "cs-fetch-default")
     assert max(sizes) > 20_000, f"without the setting one fetch brings (nearly) everything: {sizes}"
     sizes.clear()

@@ -96,7 +96,7 @@ def raw(bootstrap: str, topic: str) -> list[tuple[int, bool, bytes, bool]]:
             while True:
                 response = client.wait(client.fetch(leaders[(topic, p)], {(topic, p): offset},
                                                     partition_max_bytes=8 << 20, max_bytes=8 << 20, max_wait_ms=10))
-                buf = bytes(RawClient.fetched(response)[(topic, p)].records)
+                buf = bytes(client.fetched(response)[(topic, p)].records)
                 views = [v for v in rb.split_batches(buf) if v.next_offset > offset]
                 if not views:
                     break

@@ -30,7 +30,7 @@ def raw_batches(cluster, topic: str, partition: int) -> list[tuple[int, int, byt
         while True:
             response = client.wait(client.fetch(node, {(topic, partition): offset}, partition_max_bytes=8 << 20,
                                                 max_bytes=8 << 20, max_wait_ms=10))
-            data = RawClient.fetched(response)[(topic, partition)]
+            data = client.fetched(response)[(topic, partition)]
             buf = bytes(data.records)
             views = [v for v in rb.split_batches(buf) if v.next_offset > offset]
             if not views:

@@ -7,9 +7,11 @@ producer setting it cannot apply (named in the start-up warning), and the refusa
 from __future__ import annotations
 
 import socket
+import uuid
 from collections.abc import Mapping
 
 import pytest
+from kafka.future import Future
 from structlog.testing import capture_logs
 
 from mm2py.config import clients as cc
@@ -246,22 +248,51 @@ class _SendSpy(RawClient):
     def __init__(self, cluster, role: str):  # noqa: ANN001 - no broker needed
         settings = settings_of(cluster, role)
         self.rack = settings.get("client.rack", "") if role == "consumer" else ""
+        self._sessions = {}
+        self._topic_ids, self._topic_names = {}, {}
+        self.sent: list[object] = []
 
-    def _send(self, node: int, request: object) -> object:
-        return request
+    def _send(self, node: int, request: object) -> Future:
+        self.sent.append(request)
+        return Future()
+
+    def fetch_request(self, *args, **kwargs) -> object:  # noqa: ANN002, ANN003
+        self.fetch(*args, **kwargs)
+        return self.sent[-1]
 
 
 def test_client_rack_is_the_fetch_request_s_rack_id():
     f = flow("A.consumer.client.rack = eu-west-1a\nB.producer.client.rack = ignored\n")
     client = _SendSpy(f.source, "consumer")
-    request = client.fetch(1, {("t", 0): 5}, partition_max_bytes=10, max_bytes=20, max_wait_ms=30, min_bytes=40,
-                           closest_replica=True)
+    request = client.fetch_request(1, {("t", 0): 5}, partition_max_bytes=10, max_bytes=20, max_wait_ms=30,
+                                   min_bytes=40, closest_replica=True)
     assert request.rack_id == "eu-west-1a"
-    assert client.fetch(1, {("t", 0): 5}, partition_max_bytes=1, max_bytes=1).rack_id == "", "only when followed"
+    assert client.fetch_request(1, {("t", 0): 5}, partition_max_bytes=1, max_bytes=1).rack_id == "", \
+        "only when followed"
     assert (request.max_wait_ms, request.min_bytes, request.max_bytes) == (30, 40, 20)
     assert request.topics[0].partitions[0].partition_max_bytes == 10
-    assert _SendSpy(flow("").source, "consumer").fetch(1, {("t", 0): 0}, partition_max_bytes=1, max_bytes=1,
-                                                       closest_replica=True).rack_id == ""
+    assert _SendSpy(flow("").source, "consumer").fetch_request(1, {("t", 0): 0}, partition_max_bytes=1, max_bytes=1,
+                                                               closest_replica=True).rack_id == ""
+
+
+def test_session_fetches_name_only_changed_partitions_and_forget_the_rest():
+    from types import SimpleNamespace
+
+    client = _SendSpy(flow("").source, "consumer")
+    client.fetch(1, {("t", 0): 5}, partition_max_bytes=10, max_bytes=20, session=True)
+    assert (client.sent[-1].API_VERSION, client.sent[-1].session_epoch) == (12, -1), \
+        "a topic whose id the client has not seen is fetched without a session"
+    tid = uuid.uuid4()
+    client._topic_ids, client._topic_names = {"t": tid}, {tid: "t"}
+    opening = client.fetch(1, {("t", 0): 5, ("t", 1): 7}, partition_max_bytes=10, max_bytes=20, session=True)
+    assert (client.sent[-1].session_id, client.sent[-1].session_epoch) == (0, 0)
+    opening.success(SimpleNamespace(error_code=0, session_id=9))
+    client.fetch(1, {("t", 0): 6}, partition_max_bytes=10, max_bytes=20, session=True)
+    request = client.sent[-1]
+    assert (request.API_VERSION, request.session_id, request.session_epoch) == (13, 9, 1), "sessions name topics by id"
+    assert [(t.topic_id, [p.partition for p in t.partitions]) for t in request.topics] == [(tid, [0])]
+    assert [(t.topic_id, t.partitions) for t in request.forgotten_topics_data] == [(tid, [1])]
+    assert client.sent[-2].forgotten_topics_data == []
 
 
 def test_raw_clients_read_their_role_s_settings():

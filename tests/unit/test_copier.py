@@ -530,3 +530,28 @@ def test_a_partition_planned_empty_copies_only_what_its_tail_sees_arrive() -> No
     (none,) = tailing_copier(FakeSource({idle: [batch(0, 10)]}), [PartitionRange("t", 1, 10, 10, "A.t")],
                              FakeTarget(), None).run()
     assert (none.next_offset, none.records) == (10, 0)
+
+
+def test_fetches_go_in_a_session_only_once_every_partition_of_the_broker_tails() -> None:
+    """Planned data is owed, so it is asked for in full requests; tails need only what moved (KIP-227)."""
+    tps = [("t", 0), ("t", 1)]
+
+    class Recording(ArrivingSource):
+        def __init__(self, *a: object, **k: object):
+            super().__init__(*a, **k)  # type: ignore[arg-type]
+            self.kinds: list[tuple[bool, frozenset[TP]]] = []
+
+        def fetch(self, node: int, positions: dict[TP, int], **kw: object) -> Answer:
+            self.kinds.append((bool(kw.get("session")), frozenset(positions)))
+            return super().fetch(node, positions, **kw)
+
+    source = Recording({tps[0]: [batch(o, 10) for o in range(0, 30, 10)], tps[1]: [batch(0, 10)]},
+                       {tps[1]: [batch(10, 10)]})
+    target = FakeTarget()
+    results = tailing_copier(source, [PartitionRange("t", 0, 0, 30, "A.t"), PartitionRange("t", 1, 0, 10, "A.t")],
+                             target, time.monotonic() + 0.3).run()
+    assert [r.next_offset for r in results] == [30, 20]
+    first_session = next(i for i, (session, _) in enumerate(source.kinds) if session)
+    assert not any(session for session, _ in source.kinds[:first_session])
+    assert all(session for session, _ in source.kinds[first_session:]), "tails stay in the session"
+    assert first_session >= 2, "partition 0 still owed batches 10 and 20 when partition 1 began to tail"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from mm2py.kafka import fastio
@@ -64,7 +65,7 @@ def test_frame_protocol_decodes_responses_split_anywhere():
 def test_fetch_response_parsed_in_place_as_kafka_python_decodes_it():
     from kafka.protocol.consumer import FetchResponse
 
-    from mm2py.kafka.fetch_response import parse_fetch_v12
+    from mm2py.kafka.fetch_response import parse_fetch
 
     resp_cls = FetchResponse[12]
     topic_cls = resp_cls.FetchableTopicResponse
@@ -77,13 +78,13 @@ def test_fetch_response_parsed_in_place_as_kafka_python_decodes_it():
                         preferred_read_replica=-1, records=data)
 
     aborted = [part_cls.AbortedTransaction(producer_id=7, first_offset=33)]
-    resp = resp_cls(throttle_time_ms=0, error_code=0, session_id=0, responses=[
+    resp = resp_cls(throttle_time_ms=0, error_code=0, session_id=77, responses=[
         topic_cls(topic="orders", partitions=[part(0, records, aborted), part(2, None, None)]),
         topic_cls(topic="pay", partitions=[part(1, b"xyz", [])])])
     resp.with_header(correlation_id=12)
     frame = memoryview(bytes(resp.encode(framed=True, header=True)))[4:]
-    cid, error, parts = parse_fetch_v12(frame)
-    assert (cid, error) == (12, 0)
+    cid, error, session_id, parts = parse_fetch(frame)
+    assert (cid, error, session_id) == (12, 0, 77)
     assert sorted(parts) == [("orders", 0), ("orders", 2), ("pay", 1)]
     first = parts[("orders", 0)]
     assert (first.error_code, first.high_watermark, first.last_stable_offset, first.log_start_offset) == (0, 100, 90, 0)
@@ -108,7 +109,7 @@ def test_broker_error_codes_map_to_our_errors():
 def test_fetch_response_keeps_the_preferred_read_replica():
     from kafka.protocol.consumer import FetchResponse
 
-    from mm2py.kafka.fetch_response import parse_fetch_v12
+    from mm2py.kafka.fetch_response import parse_fetch
     from mm2py.kafka.wire import RawClient
 
     resp_cls = FetchResponse[12]
@@ -120,5 +121,36 @@ def test_fetch_response_keeps_the_preferred_read_replica():
                     responses=[topic_cls(topic="orders", partitions=[part])])
     resp.with_header(correlation_id=1)
     frame = memoryview(bytes(resp.encode(framed=True, header=True)))[4:]
-    assert parse_fetch_v12(frame)[2][("orders", 0)].preferred_read_replica == 3
-    assert RawClient.fetched(resp)[("orders", 0)].preferred_read_replica == 3, "kafka-python's decoding path too"
+    assert parse_fetch(frame)[3][("orders", 0)].preferred_read_replica == 3
+    unconnected = RawClient.__new__(RawClient)  # a v12 answer needs no topic ids
+    assert unconnected.fetched(resp)[("orders", 0)].preferred_read_replica == 3, "kafka-python's decoding path too"
+
+
+def test_a_v13_answer_names_topics_by_id_and_the_client_names_them_back():
+    import uuid
+
+    from kafka.protocol.consumer import FetchResponse
+
+    from mm2py.errors import KafkaError
+    from mm2py.kafka.fastio import RawFetch
+    from mm2py.kafka.fetch_response import parse_fetch
+    from mm2py.kafka.wire import RawClient
+
+    orders, other = uuid.uuid4(), uuid.uuid4()
+    resp_cls = FetchResponse[13]
+    topic_cls = resp_cls.FetchableTopicResponse
+    part = topic_cls.PartitionData(partition_index=2, error_code=0, high_watermark=9, last_stable_offset=9,
+                                   log_start_offset=0, aborted_transactions=None, preferred_read_replica=-1,
+                                   records=None)
+    resp = resp_cls(throttle_time_ms=0, error_code=0, session_id=77,
+                    responses=[topic_cls(topic_id=orders, partitions=[part])])
+    resp.with_header(correlation_id=5)
+    frame = memoryview(bytes(resp.encode(framed=True, header=True)))[4:]
+    cid, error, session_id, parts = parse_fetch(frame, 13)
+    assert (cid, error, session_id, list(parts)) == (5, 0, 77, [(orders, 2)])
+    client = RawClient.__new__(RawClient)
+    client.alias, client._topic_names = "A", {orders: "orders"}
+    assert list(client.fetched(RawFetch(0, parts, 77))) == [("orders", 2)]
+    assert list(client.fetched(resp)) == [("orders", 2)], "kafka-python's decoding path too"
+    with pytest.raises(KafkaError, match="topic id"):
+        client.fetched(RawFetch(0, {(other, 0): parts[(orders, 2)]}))

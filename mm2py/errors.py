@@ -159,6 +159,15 @@ class SchemaRegistryError(KafkaError):
     """A schema registry did not answer or refused a call; ``cluster`` names whose registry."""
 
 
+class EngineTimeoutError(Mm2pyError):
+    """Spark and one of its own Python processes did not reach each other in time (a worker that
+    did not connect back, a socket to a planner that timed out): a machine too loaded to answer,
+    which waiting fixes, whatever the flow did before."""
+
+
+# Spark's words for its own Python processes missing a connection deadline (EngineTimeoutError)
+_ENGINE_TIMEOUTS = ("Python worker failed to connect back", "CANNOT_OPEN_SOCKET")
+
 _RAISED_IN_TASK = re.compile(r"^mm2py\.errors\.(\w+): (.+)$", re.M)
 _WHERE = re.compile(r"\[cluster=(\S+)(?: topic=(\S+))?(?: partition=(\d+))?(?: offset=(\d+))?\]")
 
@@ -172,7 +181,8 @@ def from_task_failure(what: str, description: str) -> Mm2pyError:
     found = _RAISED_IN_TASK.findall(description)
     if not found:
         first = next((line for line in description.splitlines() if line.strip()), description)
-        return Mm2pyError(f"{what} failed: {first.strip()}")
+        cls = EngineTimeoutError if any(words in description for words in _ENGINE_TIMEOUTS) else Mm2pyError
+        return cls(f"{what} failed: {first.strip()}")
     name, text = found[-1]
     cls = globals().get(name)
     if not (isinstance(cls, type) and issubclass(cls, Mm2pyError)) or cls is ConfigError:

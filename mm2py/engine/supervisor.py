@@ -5,7 +5,8 @@ moving, a request timing out) stalls the flow: its query is started again after 
 that doubles up to ``max_backoff`` seconds, for as long as it takes, and the flow resumes
 from the positions recorded on the target. What waiting cannot fix (a missing ACL, refused
 credentials, a batch larger than the target accepts, records lost from the source, bad
-configuration) stops that flow only; the other flows go on.
+configuration) stops that flow only; the other flows go on. Spark missing a connection to its
+own Python processes (a loaded machine) is an outage too, even before the flow first ran.
 
 Invariants:
 - a restarted query plans from the positions on the target, so a restart neither skips nor
@@ -32,6 +33,7 @@ from mm2py.errors import (
     ClusterUnreachableError,
     ConfigError,
     DataLossError,
+    EngineTimeoutError,
     FormatError,
     KafkaError,
     Mm2pyError,
@@ -61,6 +63,8 @@ def classify(error: Mm2pyError, *, ever_ran: bool) -> Verdict:
     """Whether a failed query of a flow is started again (an outage) or ends the flow."""
     if isinstance(error, FATAL):
         return Verdict.FATAL
+    if isinstance(error, EngineTimeoutError):
+        return Verdict.RETRY  # Spark's own processes, too loaded to connect in time: not the flow's setup
     if not ever_ran:
         # nothing ever worked: a wrong bootstrap, port or listener rather than an outage
         return Verdict.FATAL if isinstance(error, ClusterUnreachableError) or not isinstance(error, KafkaError) \

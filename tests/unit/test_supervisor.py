@@ -7,9 +7,11 @@ from mm2py.errors import (
     AuthorizationError,
     ClusterUnreachableError,
     DataLossError,
+    EngineTimeoutError,
     KafkaError,
     Mm2pyError,
     RecordTooLargeError,
+    from_task_failure,
 )
 
 
@@ -35,6 +37,17 @@ def test_a_cluster_that_never_answered_is_a_configuration_problem() -> None:
     assert classify(ClusterUnreachableError("no broker answered", cluster="B"), ever_ran=False) is Verdict.FATAL
     assert classify(Mm2pyError("something in Spark"), ever_ran=False) is Verdict.FATAL
     assert classify(KafkaError("NOT_LEADER", cluster="A", retriable=True), ever_ran=False) is Verdict.RETRY
+
+
+def test_spark_missing_its_own_python_processes_is_retried_even_before_the_first_run() -> None:
+    error = from_task_failure("heartbeat A->B", "Python worker failed to connect back.\n\tat org.apache.spark...")
+    assert isinstance(error, EngineTimeoutError) and str(error) == \
+        "heartbeat A->B failed: Python worker failed to connect back."
+    planner = from_task_failure("source A->B", "Traceback ...\npyspark.errors.exceptions.base.PySparkRuntimeError: "
+                                "[CANNOT_OPEN_SOCKET] Can not open socket: timed out")
+    assert isinstance(planner, EngineTimeoutError)
+    assert classify(error, ever_ran=False) is Verdict.RETRY
+    assert type(from_task_failure("flow A->B", "something else in Spark")) is Mm2pyError
 
 
 def test_backoff_doubles_up_to_its_ceiling_and_progress_resets_it() -> None:

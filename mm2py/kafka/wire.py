@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import kafka.errors as kerr
 from kafka.future import Future
@@ -87,11 +88,43 @@ def to_kafka_error(
                       **where)
 
 
-def _by_topic(tps: Iterable[TP]) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for topic, partition in tps:
-        out.setdefault(topic, []).append(partition)
+_V = TypeVar("_V")
+
+
+def _by_topic(items: Iterable[tuple[TP, _V]]) -> dict[str, list[_V]]:
+    """``((topic, partition), value)`` pairs grouped by topic, in the order given."""
+    out: dict[str, list[_V]] = {}
+    for (topic, _), value in items:
+        out.setdefault(topic, []).append(value)
     return out
+
+
+class TopicIds:
+    """Topic names and ids both ways, as the newest metadata answers give them.
+
+    Invariant: a name has one id and an id one name; learning a recreated topic's new id drops
+    its old id, so a fetch answer naming the old id is refused rather than named.
+    """
+
+    def __init__(self) -> None:
+        self._ids: dict[str, uuid.UUID] = {}
+        self._names: dict[uuid.UUID, str] = {}
+
+    def learn(self, name: str, topic_id: uuid.UUID) -> None:
+        old = self._ids.get(name)
+        if old is not None and old != topic_id:
+            del self._names[old]
+        self._ids[name] = topic_id
+        self._names[topic_id] = name
+
+    def knows(self, name: str) -> bool:
+        return name in self._ids
+
+    def id_of(self, name: str) -> uuid.UUID:
+        return self._ids[name]
+
+    def name_of(self, topic_id: uuid.UUID) -> str:
+        return self._names[topic_id]
 
 
 class RawClient:
@@ -143,9 +176,7 @@ class RawClient:
             raise AuthenticationError("authentication failed", cluster=self.alias, cause=e) from e
         self._in_flight: dict[int, list[Future]] = {}
         self._sessions: dict[int, FetchSession] = {}  # by broker: KIP-227 fetch sessions (``fetch``)
-        # topic ids from metadata answers (``leaders``); fetch sessions name topics by id
-        self._topic_ids: dict[str, uuid.UUID] = {}
-        self._topic_names: dict[uuid.UUID, str] = {}
+        self._topic_ids = TopicIds()  # from metadata answers (``leaders``); fetch sessions name topics by id
 
     def close(self) -> None:
         self._net.close()
@@ -226,8 +257,7 @@ class RawClient:
             if topic.error_code:
                 raise to_kafka_error(topic.error_code, cluster=self.alias, topic=topic.name)
             if topic.topic_id is not None and topic.topic_id.int:
-                self._topic_ids[topic.name] = topic.topic_id
-                self._topic_names[topic.topic_id] = topic.name
+                self._topic_ids.learn(topic.name, topic.topic_id)
             for part in topic.partitions:
                 leaders[(topic.name, part.partition_index)] = part.leader_id
         return leaders
@@ -260,26 +290,24 @@ class RawClient:
         spend seconds building a session of 5,000 partitions. A topic whose id this client has not
         seen in a metadata answer (``leaders``) is fetched without a session.
         """
-        session = session and all(topic in self._topic_ids for topic, _ in positions)
+        session = session and all(self._topic_ids.knows(topic) for topic, _ in positions)
         plan = self._sessions.setdefault(node, FetchSession()).request(positions, partition_max_bytes,
                                                                       use_session=session)
         kind = FETCH_BY_ID if session else FETCH
 
         def topic_key(topic: str) -> dict[str, object]:
-            return {"topic_id": self._topic_ids[topic]} if session else {"topic": topic}
+            return {"topic_id": self._topic_ids.id_of(topic)} if session else {"topic": topic}
 
-        by_topic: dict[str, list[object]] = {}
-        for (topic, partition), offset in plan.partitions.items():
-            by_topic.setdefault(topic, []).append(
-                kind.FetchTopic.FetchPartition(
-                    partition=partition,
-                    current_leader_epoch=-1,
-                    fetch_offset=offset,
-                    last_fetched_epoch=-1,
-                    log_start_offset=-1,
-                    partition_max_bytes=partition_max_bytes,
-                )
-            )
+        by_topic = _by_topic(
+            ((tp, kind.FetchTopic.FetchPartition(
+                partition=tp[1],
+                current_leader_epoch=-1,
+                fetch_offset=offset,
+                last_fetched_epoch=-1,
+                log_start_offset=-1,
+                partition_max_bytes=partition_max_bytes,
+            )) for tp, offset in plan.partitions.items())
+        )
         request = kind(
             replica_id=-1,
             max_wait_ms=max_wait_ms,
@@ -290,7 +318,7 @@ class RawClient:
             session_epoch=plan.epoch,
             topics=[kind.FetchTopic(**topic_key(t), partitions=ps) for t, ps in by_topic.items()],
             forgotten_topics_data=[kind.ForgottenTopic(**topic_key(t), partitions=ps)
-                                   for t, ps in _by_topic(plan.forgotten).items()],
+                                   for t, ps in _by_topic((tp, tp[1]) for tp in plan.forgotten).items()],
             rack_id=self.rack if closest_replica else "",  # KIP-392
         )
         try:
@@ -328,9 +356,9 @@ class RawClient:
         first = next(iter(parts), None)
         if first is None or isinstance(first[0], str):
             return parts  # type: ignore[return-value]
-        names = self._topic_names
+        name_of = self._topic_ids.name_of
         try:
-            return {(names[topic], partition): data for (topic, partition), data in parts.items()}
+            return {(name_of(topic), partition): data for (topic, partition), data in parts.items()}
         except KeyError as e:
             raise KafkaError(f"a fetch answer names topic id {e.args[0]}, which no request of this client named",
                              cluster=self.alias) from e

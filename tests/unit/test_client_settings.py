@@ -19,7 +19,7 @@ from mm2py.config import load_text
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.errors import ConfigError
 from mm2py.kafka.clientconf import RDKAFKA_CONSUMER, RDKAFKA_PRODUCER, kafka_python_config, rdkafka_config
-from mm2py.kafka.wire import RawClient, settings_of
+from mm2py.kafka.wire import RawClient, TopicIds, settings_of
 from mm2py.policy import offset_syncs_location
 from mm2py.source.copier import MAX_IN_FLIGHT_PER_PARTITION, CopySettings
 
@@ -249,7 +249,7 @@ class _SendSpy(RawClient):
         settings = settings_of(cluster, role)
         self.rack = settings.get("client.rack", "") if role == "consumer" else ""
         self._sessions = {}
-        self._topic_ids, self._topic_names = {}, {}
+        self._topic_ids = TopicIds()
         self.sent: list[object] = []
 
     def _send(self, node: int, request: object) -> Future:
@@ -283,7 +283,7 @@ def test_session_fetches_name_only_changed_partitions_and_forget_the_rest():
     assert (client.sent[-1].API_VERSION, client.sent[-1].session_epoch) == (12, -1), \
         "a topic whose id the client has not seen is fetched without a session"
     tid = uuid.uuid4()
-    client._topic_ids, client._topic_names = {"t": tid}, {tid: "t"}
+    client._topic_ids.learn("t", tid)
     opening = client.fetch(1, {("t", 0): 5, ("t", 1): 7}, partition_max_bytes=10, max_bytes=20, session=True)
     assert (client.sent[-1].session_id, client.sent[-1].session_epoch) == (0, 0)
     opening.success(SimpleNamespace(error_code=0, session_id=9))
@@ -427,3 +427,12 @@ def test_every_java_setting_reaching_the_copy_path_is_classified():
                                                                               "producer")):
         left = cc.KNOWN[kind] - cc.NO_EFFECT[kind] - raw - set(notes) - set(cc._COMMON_NOTES) - {"bootstrap.servers"}
         assert not left, f"{kind} settings without a status: {sorted(left)}"
+
+
+def test_a_recreated_topic_s_old_id_is_forgotten():
+    ids, old, new = TopicIds(), uuid.uuid4(), uuid.uuid4()
+    ids.learn("t", old)
+    ids.learn("t", new)
+    assert (ids.id_of("t"), ids.name_of(new)) == (new, "t")
+    with pytest.raises(KeyError):
+        ids.name_of(old)

@@ -134,7 +134,7 @@ def test_a_v13_answer_names_topics_by_id_and_the_client_names_them_back():
     from mm2py.errors import KafkaError
     from mm2py.kafka.fastio import RawFetch
     from mm2py.kafka.fetch_response import parse_fetch
-    from mm2py.kafka.wire import RawClient
+    from mm2py.kafka.wire import RawClient, TopicIds
 
     orders, other = uuid.uuid4(), uuid.uuid4()
     resp_cls = FetchResponse[13]
@@ -149,7 +149,8 @@ def test_a_v13_answer_names_topics_by_id_and_the_client_names_them_back():
     cid, error, session_id, parts = parse_fetch(frame, 13)
     assert (cid, error, session_id, list(parts)) == (5, 0, 77, [(orders, 2)])
     client = RawClient.__new__(RawClient)
-    client.alias, client._topic_names = "A", {orders: "orders"}
+    client.alias, client._topic_ids = "A", TopicIds()
+    client._topic_ids.learn("orders", orders)
     assert list(client.fetched(RawFetch(0, parts, 77))) == [("orders", 2)]
     assert list(client.fetched(resp)) == [("orders", 2)], "kafka-python's decoding path too"
     with pytest.raises(KafkaError, match="topic id"):

@@ -11,6 +11,7 @@ raise FormatError; bytes past the last field are ignored, as Java's ``Schema.rea
 from __future__ import annotations
 
 import json
+import re
 import struct
 from dataclasses import dataclass
 
@@ -184,9 +185,12 @@ class OffsetSync:
 # control characters, and each UTF-16 surrogate escaped on its own (Jackson 2.x does not
 # write astral characters as 4-byte UTF-8 by default). Everything else is raw UTF-8.
 _SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+_ESCAPED = re.compile(r'["\\\x00-\x1f\ud800-\udfff\U00010000-\U0010ffff]')  # what the loop below rewrites
 
 
 def _jackson_string(text: str) -> str:
+    if _ESCAPED.search(text) is None:  # topic names and aliases: nothing to escape
+        return f'"{text}"'
     out = ['"']
     for ch in text:
         code = ord(ch)

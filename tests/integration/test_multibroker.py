@@ -17,7 +17,7 @@ from mm2py.dev import cluster as devcluster
 from tests.conftest import PORT_OFFSET
 from tests.kafkautil import consume_all, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py: a crash, a restart and a freeze
 
 NAME = "multi"
 PORT = 30992 + PORT_OFFSET  # brokers on PORT, +2, +4; their controllers on PORT+1, +3, +5
@@ -111,16 +111,20 @@ def test_three_brokers_ride_through_a_crash_a_restart_and_a_pause(trio, cluster_
     assert restarted.state == "running" and restarted.nodes[victim_index].pid != trio.nodes[victim_index].pid
     devcluster.wait_in_sync(bootstrap, TOPIC, 60)
 
-    # a frozen JVM (a long GC pause): SIGSTOP partition 0's leader for 10 s, producing all along
+    # a frozen JVM (a long GC pause): SIGSTOP partition 0's leader, producing all along, until the
+    # controllers fenced it (6 s session, longer on a loaded machine) and records were acknowledged
+    # for 2 s more without it, at most 60 s
     frozen = devcluster.partition_leaders(bootstrap, TOPIC)[0]
     frozen_index = index_of(restarted, frozen)
     before = out.acked_count()
     devcluster.pause_broker(NAME, frozen_index, cluster_workdir)
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        deadline, first_ack = time.monotonic() + 60, None
+        while time.monotonic() < deadline and (first_ack is None or time.monotonic() < first_ack + 2):
             out.send(5)
             out.producer.poll(0.05)
+            if first_ack is None and out.acked_count() > before:
+                first_ack = time.monotonic()
         acked_while_frozen = out.acked_count() - before
     finally:
         devcluster.resume_broker(NAME, frozen_index, cluster_workdir)

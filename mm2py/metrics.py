@@ -40,7 +40,7 @@ import statistics
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,6 +128,7 @@ class FlowState:
     reason: str = ""
     connectors: dict[str, str] = field(default_factory=dict)  # kind -> state
     last_progress: float | None = None  # wall clock of the source query's last progress report
+    phases: dict[str, int] = field(default_factory=dict)  # that report's Spark phase durations, ms
     last_commit: float | None = None  # wall clock of the last micro-batch committed
     commits: deque[float] = field(default_factory=lambda: deque(maxlen=COMMITS))  # seconds each
     heartbeat_at: float | None = None  # wall-clock timestamp of the newest heartbeat on the target
@@ -246,11 +247,18 @@ class Metrics:
                 source, target = flow.split("->")
                 self._flow(source, target).connectors[kind] = state
 
-    def observe_progress(self, flow: str) -> None:
-        """The flow's source query reported progress (a trigger ran, with or without data)."""
+    def observe_progress(self, flow: str, phases: Mapping[str, int] | None = None) -> None:
+        """The flow's source query reported progress (a trigger ran, with or without data).
+
+        ``phases``: that trigger's durations in ms by Spark's names (``durationMs``: latestOffset,
+        walCommit, queryPlanning, addBatch, commitOffsets, triggerExecution, ...).
+        """
         source, target = flow.split("->")
         with self._lock:
-            self._flow(source, target).last_progress = self.wall()
+            f = self._flow(source, target)
+            f.last_progress = self.wall()
+            if phases:
+                f.phases = dict(phases)
 
     def observe_checkpoint_pass(self, flow: FlowConfig, seconds: float, rows: Iterable[object] = ()) -> None:
         """A checkpoint pass took ``seconds`` from its start to its records written; ``rows`` are its checkpoints."""
@@ -379,6 +387,11 @@ class Metrics:
             if f.last_progress is not None:
                 g.gauge("mm2py_flow_last_progress_timestamp_seconds", "When the flow's source query last reported "
                         "progress, with or without data (epoch s).", FLOW_LABELS, fl, f.last_progress)
+            for phase, ms in sorted(f.phases.items()):
+                g.gauge("mm2py_micro_batch_phase_seconds", "Spark's time in each phase of the source query's last "
+                        "trigger (durationMs: latestOffset = planning the ends, walCommit = offset log, addBatch "
+                        "= copy tasks and commit, commitOffsets = commit log, triggerExecution = all) (s).",
+                        [*FLOW_LABELS, "phase"], [*fl, phase], ms / 1000)
             if f.last_commit is not None:
                 g.gauge("mm2py_flow_last_commit_timestamp_seconds", "When the flow last committed a micro-batch "
                         "(epoch s).", FLOW_LABELS, fl, f.last_commit)

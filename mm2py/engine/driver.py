@@ -126,6 +126,7 @@ class Connector:
     start: Callable[[], StreamingQuery]
     query: StreamingQuery
     progress_at: str | None = None  # timestamp of the query's last progress report seen
+    phases: dict[str, int] = field(default_factory=dict)  # that report's durationMs: Spark's phases, ms
     restart_at: float | None = None  # monotonic time to start the failed query again
     stopped: bool = False  # ended by itself, or its flow failed for good: not restarted
 
@@ -138,12 +139,28 @@ class Connector:
         try:
             last = self.query._jsq.lastProgress()  # noqa: SLF001 - PySpark's handle on the JVM query
             stamp = last.timestamp() if last is not None else None
+            if stamp is None or stamp == self.progress_at:
+                return False
+            durations = last.durationMs().toString()  # the Java map's own text: one call, not one per entry
         except Exception:  # noqa: BLE001 - a query whose JVM side is gone reports nothing
             return False
-        if stamp is None or stamp == self.progress_at:
-            return False
         self.progress_at = stamp
+        self.phases = parse_durations(durations)
         return True
+
+
+def parse_durations(text: str) -> dict[str, int]:
+    """A progress report's ``durationMs`` from the Java map's text ``{addBatch=5, walCommit=12}``.
+
+    Entries that are not ``name=integer`` are left out: the figures are for watching, not for
+    control, so an unexpected text costs a series, never the run.
+    """
+    out: dict[str, int] = {}
+    for entry in text.strip().strip("{}").split(","):
+        name, _, value = entry.strip().partition("=")
+        if name and value.strip().isdigit():
+            out[name] = int(value)
+    return out
 
 
 @dataclass
@@ -286,8 +303,10 @@ class Engine:
                 running.ever_ran = True
                 if connector.kind == "source" or running.sink is None:
                     self.supervisor.progressed(name)
-                if connector.kind == "source" and self.metrics is not None:
-                    self.metrics.observe_progress(name)
+                if connector.kind == "source":
+                    log.debug("micro-batch phases", flow=name, **{f"{k}_ms": v for k, v in connector.phases.items()})
+                    if self.metrics is not None:
+                        self.metrics.observe_progress(name, connector.phases)
             if connector.query.isActive:
                 continue
             if connector.restart_at is not None:

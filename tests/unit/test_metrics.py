@@ -181,3 +181,20 @@ def test_bind_address_and_audit_interval_settings_and_the_endpoint_binds_there()
         assert urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).status == 200
     finally:
         server.stop()
+
+
+def test_spark_phases_of_the_source_query_s_last_trigger():
+    from mm2py.engine.driver import parse_durations
+
+    phases = parse_durations("{addBatch=10512, commitOffsets=41, getBatch=0, latestOffset=733, queryPlanning=12, "
+                             "triggerExecution=11950, walCommit=58}")
+    assert phases["addBatch"] == 10512 and phases["walCommit"] == 58 and len(phases) == 7
+    assert parse_durations("{}") == {} and parse_durations("{odd, x=1.5, y=2}") == {"y": 2}
+    m = Metrics(process=False)
+    m.observe_progress("A->B", phases)
+    m.observe_progress("A->B")  # a report without durations keeps the last ones
+    got = scrape(m)
+    flow = (("phase", "addBatch"), ("source", "A"), ("target", "B"))
+    assert got[("mm2py_micro_batch_phase_seconds", flow)] == 10.512
+    assert got[("mm2py_micro_batch_phase_seconds", (("phase", "walCommit"), ("source", "A"), ("target", "B")))] \
+        == 0.058

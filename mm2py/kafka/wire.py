@@ -360,8 +360,8 @@ class RawClient:
         try:
             return {(name_of(topic), partition): data for (topic, partition), data in parts.items()}
         except KeyError as e:
-            raise KafkaError(f"a fetch answer names topic id {e.args[0]}, which no request of this client named",
-                             cluster=self.alias) from e
+            raise KafkaError(f"a fetch answer names topic id {e.args[0]}, which this client does not know (never "
+                             "named, or the old id of a topic recreated since)", cluster=self.alias) from e
 
     # -- produce ----------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import os
 import re
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -94,10 +95,26 @@ def unique_name(request: pytest.FixtureRequest) -> str:
 
 
 @contextlib.contextmanager
-def own_cluster(name: str, port: int, workdir: Path) -> Iterator[devcluster.DevCluster]:
-    """A single-broker cluster for one test module alone (kept apart from the shared clusters' topics)."""
-    started = devcluster.start_cluster(name, port, workdir=workdir)
+def own_clusters(workdir: Path, ports: dict[str, int]) -> Iterator[dict[str, devcluster.DevCluster]]:
+    """Single-broker clusters for one test module alone (kept apart from the shared clusters' topics).
+
+    They start side by side (a broker takes seconds to start) and end with SIGKILL: their data is
+    deleted anyway, and a controlled shutdown of thousands of partitions takes tens of seconds.
+    """
     try:
-        yield started
+        with ThreadPoolExecutor(len(ports)) as pool:  # its end waits for every start
+            futures = {name: pool.submit(devcluster.start_cluster, name, port, workdir=workdir)
+                       for name, port in ports.items()}
+        yield {name: future.result() for name, future in futures.items()}
     finally:
-        devcluster.stop_cluster(name, workdir)
+        for name in ports:
+            with contextlib.suppress(devcluster.DevClusterError):
+                devcluster.kill_cluster_hard(name, workdir)
+                devcluster.stop_cluster(name, workdir)
+
+
+@contextlib.contextmanager
+def own_cluster(name: str, port: int, workdir: Path) -> Iterator[devcluster.DevCluster]:
+    """One cluster of ``own_clusters``."""
+    with own_clusters(workdir, {name: port}) as started:
+        yield started[name]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from mm2py.dev import cluster as devcluster
-from tests.conftest import PORT_OFFSET, own_cluster
+from tests.conftest import PORT_OFFSET, own_clusters
 from tests.integration.mirror_helpers import REPO, Replicator, properties, wait_for
 from tests.kafkautil import Stream, compare, create_topic
 
@@ -31,9 +31,8 @@ PARTITIONS = 4
 
 @pytest.fixture(scope="module")
 def fault_clusters(cluster_workdir: Path) -> Iterator[dict[str, devcluster.DevCluster]]:
-    with own_cluster("fault-a", PORTS["fault-a"], cluster_workdir) as a, \
-            own_cluster("fault-b", PORTS["fault-b"], cluster_workdir) as b:
-        yield {"fault-a": a, "fault-b": b}
+    with own_clusters(cluster_workdir, PORTS) as started:
+        yield started
 
 
 def mirrored_in_order(target: str, remote: str, acked: dict[int, list[bytes]]) -> tuple[int, int]:

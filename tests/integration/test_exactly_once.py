@@ -31,7 +31,7 @@ from mm2py.source.copier import Copier, CopySettings
 from mm2py.source.exactly_once import prepare, spec_for
 from mm2py.source.ranges import PartitionRange
 from mm2py.source.transactional import HOLD_AFTER_COMMIT, HOLD_BEFORE_COMMIT, TaskTransaction
-from tests.conftest import PORT_OFFSET, own_cluster
+from tests.conftest import PORT_OFFSET, own_clusters
 from tests.integration.mirror_helpers import REPO, Replicator, properties, wait_for
 from tests.integration.test_failover import consume
 from tests.kafkautil import consume_all, create_topic, end_offsets, list_topics
@@ -44,9 +44,8 @@ PARTITIONS = 4
 
 @pytest.fixture(scope="module")
 def eos_clusters(cluster_workdir: Path) -> Iterator[dict[str, devcluster.DevCluster]]:
-    with own_cluster("eos-a", PORTS["eos-a"], cluster_workdir) as a, \
-            own_cluster("eos-b", PORTS["eos-b"], cluster_workdir) as b:
-        yield {"A": a, "B": b}
+    with own_clusters(cluster_workdir, PORTS) as started:
+        yield {"A": started["eos-a"], "B": started["eos-b"]}
 
 
 class Writers:

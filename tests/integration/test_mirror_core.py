@@ -164,34 +164,6 @@ def test_continuous_new_topics_partitions_and_sigkill(cluster_a, cluster_b, uniq
         assert deduped == want, f"partition {p}: order differs"
 
 
-def test_runs_on_spark_standalone_with_two_workers(cluster_a, cluster_b, unique_name, tmp_path):
-    """Not only local[*]: a standalone master with two workers, started from the pyspark install."""
-    from mm2py.dev.spark import start_standalone
-
-    topic = f"{unique_name}-s"
-    create_topic(cluster_a.bootstrap, topic, 4)
-    for p in range(4):
-        produce(cluster_a.bootstrap, topic, records(topic, p, 5000), partition=p, compression="lz4")
-    config = tmp_path / "mm2.properties"
-    config.write_text(properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
-                                 {"A->B": {"topics": topic, "tasks.max": "2"}}))
-    spark = start_standalone(tmp_path / "spark")
-    try:
-        rep = Replicator(config, tmp_path / "replicator.log", "--once", "--spark-master", spark.master_url).start()
-        assert rep.proc is not None
-        rc = rep.proc.wait(300)
-        assert rc == 0, rep.tail()
-        log = rep.tail(400)
-    finally:
-        spark.stop()
-    assert "micro-batch mirrored" in log
-    assert_same_partitions(consume_all(cluster_a.bootstrap, topic),
-                           consume_all(cluster_b.bootstrap, f"A.{topic}"), topic)
-    # the tasks ran in the workers' executors, not in a local driver
-    executor_logs = list((tmp_path / "spark").glob("worker-*/app-*/*/stderr"))
-    assert executor_logs, "no executor ran on the standalone workers"
-
-
 def test_two_flows_on_standalone_spark_lose_nothing_when_a_worker_is_killed(cluster_a, cluster_b, unique_name,
                                                                             tmp_path):
     """Every connector of A->B and B->A runs continuously on a standalone master with two one-core

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mm2py.dev import cluster as devcluster
-from tests.conftest import PORT_OFFSET, own_cluster
+from tests.conftest import PORT_OFFSET, own_clusters
 from tests.integration.mirror_helpers import mirror_once, properties
 
 pytestmark = pytest.mark.integration
@@ -27,9 +27,8 @@ PORTS = {"scale-a": 28492 + PORT_OFFSET, "scale-b": 28592 + PORT_OFFSET}
 
 @pytest.fixture(scope="module")
 def scale_clusters(cluster_workdir: Path) -> Iterator[tuple[devcluster.DevCluster, devcluster.DevCluster]]:
-    with own_cluster("scale-a", PORTS["scale-a"], cluster_workdir) as a, \
-            own_cluster("scale-b", PORTS["scale-b"], cluster_workdir) as b:
-        yield a, b
+    with own_clusters(cluster_workdir, PORTS) as started:
+        yield started["scale-a"], started["scale-b"]
 
 
 def create_topics(bootstrap: str, names: list[str]) -> None:

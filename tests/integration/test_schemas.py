@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from mm2py.dev.registry import DevRegistry
 from mm2py.errors import SchemaError
 from mm2py.ops.failover import apply_plan, plan_failover
 from mm2py.schemas.check import check_schemas
-from tests.conftest import PORT_OFFSET, own_cluster
+from tests.conftest import PORT_OFFSET, own_clusters
 from tests.integration.mirror_helpers import mirror_once, properties
 from tests.integration.schema_helpers import (
     KEY,
@@ -215,10 +214,9 @@ def kafkasql_pair(cluster_workdir: Path, tmp_path_factory: pytest.TempPathFactor
     """Two clusters of this module's own (Apicurio's storage topics stay off the shared ones), and a
     registry keeping its schemas in a journal topic on the first."""
     with contextlib.ExitStack() as stack:
-        with ThreadPoolExecutor(2) as pool:  # side by side: each broker takes seconds to start
-            started = [pool.submit(stack.enter_context, own_cluster(name, port + PORT_OFFSET, cluster_workdir))
-                       for name, port in (("pres-a", 32492), ("pres-b", 32592))]
-            a, b = (f.result() for f in started)
+        started = stack.enter_context(own_clusters(cluster_workdir, {"pres-a": 32492 + PORT_OFFSET,
+                                                                     "pres-b": 32592 + PORT_OFFSET}))
+        a, b = started["pres-a"], started["pres-b"]
         workdir = tmp_path_factory.mktemp("kafkasql-registries")
         reg_a = devregistry.start_registry("pres-reg-a", 32481 + PORT_OFFSET, workdir=workdir,
                                            kafka_bootstrap=a.bootstrap)

@@ -27,6 +27,7 @@ from mm2py.connectors.source import MirrorSourceDataSource
 from mm2py.connectors.warmup import WarmupDataSource
 from mm2py.engine.console import JvmOutput, divert_py4j, log4j2_options
 from mm2py.engine.jvmcache import DriverArchive
+from mm2py.engine.prepare import TargetPreparation, prepare_flow_target
 from mm2py.engine.sparkhome import use_lean_spark_home
 from mm2py.engine.supervisor import State, Supervisor
 from mm2py.errors import Mm2pyError, from_task_failure
@@ -454,6 +455,8 @@ def run(
         divert_py4j(spark_log)
         log.info("Spark's own logs", path=str(spark_log))
     stop = threading.Event()
+    # remote topics are created while Spark starts (mm2py.engine.prepare)
+    preparation = TargetPreparation(flows, prepare_flow_target(lambda f: loop_guard(config, f))).start()
     session: list[SparkSession] = []  # the SparkSession once built; a signal may arrive while Spark starts
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -476,7 +479,8 @@ def run(
                 return 0  # the signal reached Spark's JVM while it started
             raise
         session.append(spark)
-        return _serve(config, spark, root, flows, targets, stop, until_caught_up=until_caught_up)
+        return _serve(config, spark, root, flows, targets, stop, until_caught_up=until_caught_up,
+                      preparation=preparation)
 
 
 @contextlib.contextmanager
@@ -491,7 +495,8 @@ def _signals_to(handler: Callable[[int, object], None]) -> Iterator[None]:
 
 
 def _serve(config: MirrorMakerConfig, spark: SparkSession, root: str, flows: tuple[FlowConfig, ...],
-           targets: tuple[str, ...] | None, stop: threading.Event, *, until_caught_up: bool) -> int:
+           targets: tuple[str, ...] | None, stop: threading.Event, *, until_caught_up: bool,
+           preparation: TargetPreparation | None = None) -> int:
     """Run ``flows`` on ``spark`` until ``stop`` is set (or, ``until_caught_up``, they caught up); stop Spark."""
     metrics = Metrics() if config.metrics_port is not None else None
     engine = Engine(config, spark, root, metrics=metrics)
@@ -504,6 +509,8 @@ def _serve(config: MirrorMakerConfig, spark: SparkSession, root: str, flows: tup
         heartbeat_flows = tuple(f for f in config.flows if f.target.alias in into)
         if not stop.is_set():
             warm_python_workers(spark)
+        if preparation is not None:
+            preparation.wait(stop, max(f.admin_timeout_ms for f in flows) / 1000)
         if not stop.is_set():
             engine.start(flows, until_caught_up=until_caught_up, heartbeat_flows=heartbeat_flows)
             engine.wait(stop)

@@ -104,24 +104,12 @@ class TopicCatalogue:
             log.error(self.guard.describe(topic, cycle), flow=self.flow.name, topic=topic, cycle="->".join(cycle))
         wanted = {t: n for t, n in source_topics.items() if self.mirrored(t)}
         target_topics = self.dst.topics()
-        rf_cap = None
-        configs = self.metadata.new_topic_configs(t for t in wanted if self.remote_topic(t) not in target_topics)
-        to_create: list[tuple[str, int, int, Mapping[str, str] | None]] = []
         for topic, count in sorted(wanted.items()):
             remote = self.remote_topic(topic)
             have = target_topics.get(remote)
-            if have is None:
-                if rf_cap is None:
-                    rf_cap = self.dst.broker_count()
-                rf = self.flow.replication_factor
-                if rf > rf_cap:
-                    log.warning("replication.factor capped", flow=self.flow.name, topic=remote,
-                                configured=rf, brokers=rf_cap)
-                    rf = rf_cap
-                to_create.append((remote, count, rf, configs.get(topic)))
-            elif have < count:
+            if have is not None and have < count:
                 self._fewer_partitions(topic, remote, have, count)
-        self._create(to_create)
+        self._create_missing(wanted, target_topics)
         if self.flow.sync_topic_deletes_enabled:
             self._delete_orphans(source_topics, target_topics)
         gone = set(self.partitions) - set(wanted)
@@ -143,6 +131,30 @@ class TopicCatalogue:
         if whole:
             self._sized_at = now
         self._sync_metadata()
+
+    def create_remote_topics(self) -> None:
+        """Create the missing remote topics of the source topics this flow mirrors; nothing else.
+
+        The planner's first refresh would create them (``refresh_topics``); called before it, while
+        Spark starts, it leaves that refresh only topics that appeared since. ``partitions`` is left
+        as it is: a topic is planned only after a refresh.
+        """
+        wanted = {t: n for t, n in self.src.topics().items() if self.mirrored(t)}
+        self._create_missing(wanted, self.dst.topics())
+
+    def _create_missing(self, wanted: Mapping[str, int], target_topics: Mapping[str, int]) -> None:
+        """Create the remote topic of each topic of ``wanted`` (name -> partitions) not in ``target_topics``."""
+        missing = [t for t in sorted(wanted) if self.remote_topic(t) not in target_topics]
+        if not missing:
+            return
+        configs = self.metadata.new_topic_configs(missing)
+        rf = self.flow.replication_factor
+        brokers = self.dst.broker_count()
+        if rf > brokers:
+            log.warning("replication.factor capped", flow=self.flow.name, topics=len(missing),
+                        configured=rf, brokers=brokers)
+            rf = brokers
+        self._create([(self.remote_topic(t), wanted[t], rf, configs.get(t)) for t in missing])
 
     def _create(self, specs: list[tuple[str, int, int, Mapping[str, str] | None]]) -> None:
         """Create remote topics, ``CREATE_AT_ONCE`` per request (one round trip each, not one per topic)."""

@@ -97,6 +97,14 @@ class BatchPlanner:
                 ensure_compacted_topic(self.dst, REGISTRY_TOPIC, 3)
             self._ready = True
 
+    def prepare_target(self) -> None:
+        """Before the first plan (while Spark starts): the positions topic and every missing remote topic.
+
+        Only what the first plan would otherwise wait for; the first refresh then finds them made.
+        """
+        self._prepare()
+        self.catalogue.create_remote_topics()
+
     # -- Spark's calls ----------------------------------------------------------------
 
     def initial_offsets(self) -> dict:

@@ -209,6 +209,27 @@ def test_remote_topics_are_created_a_hundred_per_request():
     assert sorted(n for names in requests for n in names) == sorted(f"A.t{i:03d}" for i in range(250))
 
 
+def test_prepare_target_creates_only_what_the_first_plan_would_and_that_plan_finds_it_made():
+    r = rig({"orders": 3, "refunds": 2, "mm2-offsets.B.internal": 1}, target={"A.refunds": 2})
+    r.planner.prepare_target()
+    assert r.dst.created == [("A.orders", 3, 2, {})]
+    assert r.events[0] == ("store", "ensure_topic", "dst")
+    assert r.catalogue.partitions == {}, "a topic is planned only after a refresh"
+    assert not any(e[:2] == ("src", "list_offsets") for e in r.events), "no sizes, no offsets"
+    r.planner.initial_offsets()
+    assert len(r.dst.created) == 1 and r.events.count(("store", "ensure_topic", "dst")) == 1
+    assert r.catalogue.partitions == {"orders": 3, "refunds": 2}
+
+
+def test_replication_factor_above_the_target_s_brokers_is_capped_once_per_creation():
+    r = rig({"orders": 3, "refunds": 2}, extra="replication.factor = 5\n")
+    with capture_logs() as logs:
+        r.planner.initial_offsets()
+    assert {(name, rf) for name, _, rf, _ in r.dst.created} == {("A.orders", 3), ("A.refunds", 3)}
+    capped = [e for e in logs if e["event"] == "replication.factor capped"]
+    assert [(e["topics"], e["configured"], e["brokers"]) for e in capped] == [(2, 5, 3)]
+
+
 def test_remote_topic_is_created_with_the_source_partition_count_before_its_ranges_are_planned():
     r = rig({"orders": 3}, extra="A->B.refresh.topics.interval.seconds = 0\n")
     r.src.latest = {("orders", p): 10 for p in range(3)}

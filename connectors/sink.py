@@ -19,12 +19,15 @@ log = structlog.get_logger(__name__)
 class FlowSink:
     """The source query's sink: the micro-batch's result rows go to the flow's committer."""
 
-    def __init__(self, committer: FlowCommitter):
+    def __init__(self, committer: FlowCommitter, committed: Callable[[], None] | None = None):
         self.committer = committer
+        self.committed = committed  # called after each committed micro-batch
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         results = [RangeResult.from_row(row.asDict()) for row in df.collect()]
         self.committer.commit(results, batch_id)
+        if self.committed is not None:
+            self.committed()
 
     def close(self) -> None:
         self.committer.close()

@@ -78,7 +78,10 @@ def local_master_with_retries(master: str) -> str:
 
 
 def build_session(master: str, conf: Mapping[str, str], app_name: str = "mm2py", *,
-                  extra_driver_options: str = "", output: JvmOutput | None = None) -> SparkSession:
+                  extra_driver_options: str = "", output: JvmOutput | None = None,
+                  archive: DriverArchive | None = None) -> SparkSession:
+    """A Spark session with mm2py's settings and data sources; ``archive``: the driver JVM's class
+    archive (mm2py.engine.jvmcache), made here when not given."""
     builder = SparkSession.builder.appName(app_name).master(local_master_with_retries(master))
     settings = dict(SPARK_DEFAULTS)
     if master.startswith("local") or master.startswith("spark://127.") or master.startswith("spark://localhost"):
@@ -89,7 +92,7 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "mm2py",
     settings["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]
     settings.update({k: v for k, v in conf.items() if k != "spark.master"})
     spark_home = use_lean_spark_home()
-    archive = DriverArchive(JVM_OPTIONS, spark_home)
+    archive = archive or DriverArchive(JVM_OPTIONS, spark_home)
     for key in JVM_OPTION_KEYS:
         driver = f"{archive.option()} {extra_driver_options}" if key == "spark.driver.extraJavaOptions" else ""
         settings[key] = f"{JVM_OPTIONS} {driver} {settings.get(key, '')}".strip()
@@ -188,6 +191,7 @@ class Engine:
     metrics: Metrics | None = None
     supervisor: Supervisor = field(default_factory=Supervisor)
     tailing: frozenset[str] = frozenset()  # flows whose copy tasks may tail (mm2py.source.tail)
+    committed: Callable[[], None] | None = None  # called after each committed micro-batch of any flow
 
     def _query(self, flow: FlowConfig, source: type, kind: str, sink: Callable, trigger: dict) -> StreamingQuery:
         reader = (
@@ -234,7 +238,7 @@ class Engine:
         self.tailing = frozenset() if until_caught_up else frozenset(
             f.name for f in flows if may_tail(f, loop_guard(self.config, f).provenance))
         for flow in flows:
-            sink = FlowSink(committer_for(flow, self.metrics))
+            sink = FlowSink(committer_for(flow, self.metrics), self.committed)
             running = RunningFlow(flow, sink)
             running.connectors.append(self._connector(flow, MirrorSourceDataSource, "source", sink,
                                                       every(flow.trigger_interval_ms / 1000)))
@@ -457,6 +461,8 @@ def run(
     stop = threading.Event()
     # remote topics are created while Spark starts (mm2py.engine.prepare)
     preparation = TargetPreparation(flows, prepare_flow_target(lambda f: loop_guard(config, f))).start()
+    # the driver JVM's class archive, kept only once a micro-batch was copied (mm2py.engine.jvmcache)
+    archive = DriverArchive(JVM_OPTIONS, use_lean_spark_home())
     session: list[SparkSession] = []  # the SparkSession once built; a signal may arrive while Spark starts
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -473,14 +479,15 @@ def run(
     # handlers before Spark starts: a SIGTERM during start-up stops the run cleanly (exit 0)
     with _signals_to(on_signal):
         try:
-            spark = build_session(master, config.spark, extra_driver_options=options, output=output)
+            spark = build_session(master, config.spark, extra_driver_options=options, output=output,
+                                  archive=archive)
         except Exception:
             if stop.is_set():
                 return 0  # the signal reached Spark's JVM while it started
             raise
         session.append(spark)
         return _serve(config, spark, root, flows, targets, stop, until_caught_up=until_caught_up,
-                      preparation=preparation)
+                      preparation=preparation, committed=archive.worked)
 
 
 @contextlib.contextmanager
@@ -496,10 +503,10 @@ def _signals_to(handler: Callable[[int, object], None]) -> Iterator[None]:
 
 def _serve(config: MirrorMakerConfig, spark: SparkSession, root: str, flows: tuple[FlowConfig, ...],
            targets: tuple[str, ...] | None, stop: threading.Event, *, until_caught_up: bool,
-           preparation: TargetPreparation | None = None) -> int:
+           preparation: TargetPreparation | None = None, committed: Callable[[], None] | None = None) -> int:
     """Run ``flows`` on ``spark`` until ``stop`` is set (or, ``until_caught_up``, they caught up); stop Spark."""
     metrics = Metrics() if config.metrics_port is not None else None
-    engine = Engine(config, spark, root, metrics=metrics)
+    engine = Engine(config, spark, root, metrics=metrics, committed=committed)
     server = MetricsServer(metrics, config.metrics_port, flows, config.metrics_bind_address,
                            config.audit_interval_seconds).start() if metrics is not None else None
     try:

@@ -12,7 +12,11 @@ changed class path, a damaged file) ignores it and starts as it would without.
 Invariants:
 - at most one JVM writes an archive at a time (an exclusive lock file naming the writer);
 - an archive becomes visible under its final name only after its writer exited, and only if
-  a JVM starts with it (a writer killed mid-dump leaves a file that would crash every JVM).
+  a JVM starts with it (a writer killed mid-dump leaves a file that would crash every JVM);
+- only the archive of a run that copied (its first micro-batch completed, ``worked``) is kept:
+  a JVM archives the classes it loaded, so a run that ended at start-up (a bad config, an
+  outage) would leave a small archive that every later run maps and then loads the rest from
+  jars; such an archive is dropped and the next run writes one.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ STALE_LOCK_SECONDS = 24 * 3600
 # classes the archive cannot hold (signed jars, old class files) are warned about on stdout at
 # the writer's exit; an archive the JVM cannot use is too. Neither is the operator's concern.
 QUIET = "-Xlog:cds*=error"
+WORKED = "worked"  # the lock's mark: the writer's run copied (DriverArchive.worked)
 
 
 def _java() -> str | None:
@@ -99,6 +104,7 @@ class DriverArchive:
         self.partial = self.final.with_suffix(".partial")
         self.lock = self.final.with_suffix(".lock")
         self.writing = False
+        self.jvm_pid: int | None = None
 
     def option(self) -> str:
         """``-XX:SharedArchiveFile=...`` once an archive exists, else the option that writes one (or "")."""
@@ -120,19 +126,28 @@ class DriverArchive:
     def started(self, jvm_pid: int | None) -> None:
         """Name the JVM that writes the archive at its exit (it outlives this process's last word)."""
         if self.writing and jvm_pid:
+            self.jvm_pid = jvm_pid
             self.lock.write_text(str(jvm_pid))
+
+    def worked(self) -> None:
+        """The run copied: the archive its JVM writes at exit holds the classes of real work, keep it."""
+        if self.writing and self.jvm_pid:
+            with contextlib.suppress(OSError):
+                self.lock.write_text(f"{self.jvm_pid} {WORKED}")
+            self.writing = False  # once
 
     def promote_finished(self) -> None:
         try:
-            writer = int(self.lock.read_text().strip() or 0)
+            writer_text, *marks = self.lock.read_text().split() or ["0"]
+            writer = int(writer_text)
             stale = time.time() - self.lock.stat().st_mtime > STALE_LOCK_SECONDS
         except (OSError, ValueError):
             return
         if writer and _alive(writer) and not stale:
             return
         with contextlib.suppress(OSError):
-            if (self.partial.exists() and self.partial.stat().st_size > 0 and not self.final.exists()
-                    and usable(self.partial)):
+            if (WORKED in marks and self.partial.exists() and self.partial.stat().st_size > 0
+                    and not self.final.exists() and usable(self.partial)):
                 self.partial.rename(self.final)
             self.partial.unlink(missing_ok=True)
             self.lock.unlink()

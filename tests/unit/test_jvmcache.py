@@ -32,6 +32,7 @@ def test_first_run_writes_others_start_without_until_the_writer_exited(cache):
     writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         first.started(writer.pid)
+        first.worked()  # its first micro-batch was copied
         first.partial.write_bytes(b"archive")  # what the JVM writes at its exit
         assert DriverArchive("-XX:TieredStopAtLevel=1", "/spark").option() == "", "one writer at a time"
         assert not first.final.exists()
@@ -84,3 +85,19 @@ def test_the_start_check_refuses_an_archive_cut_short(tmp_path):
     assert jvmcache.usable(whole)
     assert not jvmcache.usable(cut)
     assert not list(Path.cwd().glob("hs_err_pid*.log")), "the crash report went nowhere near the caller"
+
+
+def test_the_archive_of_a_run_that_never_copied_is_dropped_and_written_again(cache):
+    """A run that ended at start-up archived only the classes of a start-up: not kept."""
+    first = DriverArchive("", "/spark")
+    first.option()
+    first.started(exited_pid())
+    first.partial.write_bytes(b"archive")  # a whole archive, of a run that never copied
+    second = DriverArchive("", "/spark")
+    assert second.option().startswith("-XX:ArchiveClassesAtExit="), "the next run writes it"
+    assert not second.final.exists() and not second.partial.exists()
+    second.started(exited_pid())
+    second.worked()
+    second.partial.write_bytes(b"archive")
+    third = DriverArchive("", "/spark")
+    assert third.option().startswith(f"-XX:SharedArchiveFile={third.final} ")

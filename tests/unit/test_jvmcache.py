@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from mm2py import cds
 from mm2py.engine import jvmcache
 from mm2py.engine.jvmcache import DriverArchive
 
@@ -15,7 +16,7 @@ from mm2py.engine.jvmcache import DriverArchive
 def cache(tmp_path, monkeypatch):
     monkeypatch.setattr(jvmcache, "cache_root", lambda: tmp_path)
     monkeypatch.setattr(jvmcache, "usable", lambda path: path.read_bytes() == b"archive")
-    monkeypatch.delenv(jvmcache.DISABLE_ENV, raising=False)
+    monkeypatch.delenv(cds.DISABLE_ENV, raising=False)
     return tmp_path
 
 
@@ -59,7 +60,7 @@ def test_archives_are_apart_per_jvm_options_and_spark_home(cache):
 
 
 def test_can_be_turned_off(cache, monkeypatch):
-    monkeypatch.setenv(jvmcache.DISABLE_ENV, "0")
+    monkeypatch.setenv(cds.DISABLE_ENV, "0")
     assert DriverArchive("", "/spark").option() == ""
     assert not os.listdir(cache)
 
@@ -76,14 +77,14 @@ def test_an_archive_no_jvm_starts_with_is_dropped_not_used(cache):
 
 def test_the_start_check_refuses_an_archive_cut_short(tmp_path):
     """With this machine's java: a JVM maps a whole archive, and would crash (SIGBUS) on a cut one."""
-    java = jvmcache._java()
+    java = cds.java_binary()
     whole = tmp_path / "whole.jsa"
-    subprocess.run([java, f"-XX:ArchiveClassesAtExit={whole}", jvmcache.QUIET, "-version"], check=True,
+    subprocess.run([java, f"-XX:ArchiveClassesAtExit={whole}", cds.QUIET, "-version"], check=True,
                    capture_output=True, timeout=120)
     cut = tmp_path / "cut.jsa"
     cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
-    assert jvmcache.usable(whole)
-    assert not jvmcache.usable(cut)
+    assert cds.usable(whole)
+    assert not cds.usable(cut)
     assert not list(Path.cwd().glob("hs_err_pid*.log")), "the crash report went nowhere near the caller"
 
 

@@ -102,7 +102,7 @@ class TopicCatalogue:
         looping = self.guard.held_back(t for t in source_topics if self._selected(t))
         for topic, cycle in sorted(looping.items()):
             log.error(self.guard.describe(topic, cycle), flow=self.flow.name, topic=topic, cycle="->".join(cycle))
-        wanted = {t: n for t, n in source_topics.items() if self.mirrored(t)}
+        wanted = self._wanted(source_topics)
         target_topics = self.dst.topics()
         for topic, count in sorted(wanted.items()):
             remote = self.remote_topic(topic)
@@ -139,8 +139,11 @@ class TopicCatalogue:
         Spark starts, it leaves that refresh only topics that appeared since. ``partitions`` is left
         as it is: a topic is planned only after a refresh.
         """
-        wanted = {t: n for t, n in self.src.topics().items() if self.mirrored(t)}
-        self._create_missing(wanted, self.dst.topics())
+        self._create_missing(self._wanted(self.src.topics()), self.dst.topics())
+
+    def _wanted(self, source_topics: Mapping[str, int]) -> dict[str, int]:
+        """The source topics this flow mirrors, with their partition counts."""
+        return {t: n for t, n in source_topics.items() if self.mirrored(t)}
 
     def _create_missing(self, wanted: Mapping[str, int], target_topics: Mapping[str, int]) -> None:
         """Create the remote topic of each topic of ``wanted`` (name -> partitions) not in ``target_topics``."""

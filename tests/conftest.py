@@ -26,8 +26,14 @@ TEST_PORTS = {name: port + PORT_OFFSET for name, port in
                "crash": 30692, "acl-a": 30792, "acl-b": 30892}.items()}
 
 
+# The suite's brokers live minutes: C2's compiles would be about half their CPU, on two cores shared
+# with Spark and the other lane (docs/design.md). Benches keep the JVM's defaults.
+TEST_BROKER_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: needs real Kafka brokers and Spark")
+    os.environ.setdefault(devcluster.JVM_OPTIONS_ENV, TEST_BROKER_JVM)
 
 
 class _Clusters:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mm2py.dev.brokercds import BrokerArchive, broker_java
 from mm2py.errors import DevClusterError
 
 if TYPE_CHECKING:
@@ -52,6 +53,11 @@ _NO_QUORUM_GRACE = 5.0
 # A closed client connection keeps its local port in TIME_WAIT for 60 s on Linux
 PORT_WAIT = 75.0
 _BIND_ATTEMPTS = 3
+# Extra JVM options for every dev broker, read at each launch and not kept in jvm.args: the test
+# suite's brokers live minutes, and there C2's compiles cost more CPU than they return (tests/conftest.py)
+JVM_OPTIONS_ENV = "MM2PY_DEV_BROKER_JVM_OPTS"
+# Kafka's storage tool lives a second: C2 would compile nothing it gets to use (docs/design.md)
+_TOOL_JVM = ("-XX:TieredStopAtLevel=1",)
 
 _LOG4J = """Configuration:
   Appenders:
@@ -680,15 +686,21 @@ def _start_nodes(name: str, workdir: Path, indexes: list[int], libs: Path, heap:
     ports = [p for i in indexes for p in (layout.nodes[i].port, layout.nodes[i].controller_port)]
     for attempt in range(1, _BIND_ATTEMPTS + 1):
         wait_ports_free(ports, f"cluster {name}")
+        archives = {}
         for i in indexes:
-            _launch(layout.nodes[i].directory, libs, heap, jvm_options)
+            archive = BrokerArchive(libs, broker_java())
+            archives[_launch(layout.nodes[i].directory, libs, heap, jvm_options, archive.options())] = archive
         cluster = _read(name, workdir)
         assert cluster is not None
         started = [cluster.nodes[i] for i in indexes]
         try:
             _wait_ready(cluster, wait_timeout, None if whole else started)
+            for pid, archive in archives.items():
+                archive.dump(pid)  # the broker that records its classes (mm2py.dev.brokercds)
             return cluster
         except DevClusterError:
+            for archive in archives.values():
+                archive.release()
             _terminate(started, timeout=10)
             for node in started:
                 (node.directory / "broker.pid").unlink(missing_ok=True)
@@ -724,7 +736,8 @@ def _brief(output: str) -> str:
 def _format(name: str, directory: Path, libs: Path) -> None:
     shutil.rmtree(directory / "data", ignore_errors=True)
     fmt = subprocess.run(
-        ["java", "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format",
+        ["java", *_TOOL_JVM, *BrokerArchive(libs, broker_java()).mapping(), "-cp", f"{libs}/*",
+         "kafka.tools.StorageTool", "format",
          # "=" form: a base64 id may start with "-", which would read as an option
          f"--cluster-id={_cluster_id()}",
          "-c", str(directory / "server.properties"), "--standalone"],
@@ -740,10 +753,12 @@ def _format_quorum(name: str, nodes: Sequence[BrokerNode], libs: Path) -> None:
     # id@host:port:directory-id; each node's metadata log directory takes its id from this list
     voters = ",".join(f"{node.node_id}@127.0.0.1:{node.controller_port}:{_cluster_id()}" for node in nodes)
     procs = []
+    archive = BrokerArchive(libs, broker_java()).mapping()
     for node in nodes:  # in parallel: each is a JVM start
         shutil.rmtree(node.data, ignore_errors=True)
         procs.append((node, subprocess.Popen(
-            ["java", "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
+            ["java", *_TOOL_JVM, *archive, "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format",
+             f"--cluster-id={cluster_id}",
              "-c", str(node.directory / "server.properties"), f"--initial-controllers={voters}"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)))
     failed = []
@@ -755,15 +770,19 @@ def _format_quorum(name: str, nodes: Sequence[BrokerNode], libs: Path) -> None:
         raise DevClusterError(f"formatting {name}'s log directories failed:\n" + "\n".join(failed))
 
 
-def _launch(directory: Path, libs: Path, heap: str, jvm_options: tuple[str, ...] = ()) -> int:
+def _launch(directory: Path, libs: Path, heap: str, jvm_options: tuple[str, ...] = (),
+            cds: tuple[str, ...] = ()) -> int:
+    """Start a node's broker JVM (``cds``: its class-archive options, not kept in jvm.args); its pid."""
     for log in ("broker.log", "stdout.log"):  # a failure report must show this run only; keep one before
         with contextlib.suppress(FileNotFoundError):
             (directory / log).replace(directory / f"{log}.previous")
     # for start_broker, which restarts a node as it was started
     (directory / "jvm.args").write_text("".join(f"{arg}\n" for arg in (f"-Xmx{heap}", *jvm_options)))
+    extra = os.environ.get(JVM_OPTIONS_ENV, "").split()
     with open(directory / "stdout.log", "wb") as out:
         proc = subprocess.Popen(
-            ["java", f"-Xmx{heap}", *jvm_options, f"-Dlog4j2.configurationFile={directory / 'log4j2.yaml'}",
+            ["java", f"-Xmx{heap}", *cds, *extra, *jvm_options,
+             f"-Dlog4j2.configurationFile={directory / 'log4j2.yaml'}",
              "-cp", f"{libs}/*", "kafka.Kafka", str(directory / "server.properties")],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=directory,
             start_new_session=True,  # its own session: ^C or the caller's exit leaves it running

@@ -736,11 +736,16 @@ def _brief(output: str) -> str:
     return "\n".join([line for line in output.splitlines() if not line.startswith("\tat ")][-15:])
 
 
+def _storage_format(libs: Path) -> list[str]:
+    """The command of Kafka's storage tool's ``format``, before its arguments."""
+    return ["java", *_TOOL_JVM, *BrokerArchive(libs, broker_java()).mapping(), "-cp", f"{libs}/*",
+            "kafka.tools.StorageTool", "format"]
+
+
 def _format(name: str, directory: Path, libs: Path) -> None:
     shutil.rmtree(directory / "data", ignore_errors=True)
     fmt = subprocess.run(
-        ["java", *_TOOL_JVM, *BrokerArchive(libs, broker_java()).mapping(), "-cp", f"{libs}/*",
-         "kafka.tools.StorageTool", "format",
+        [*_storage_format(libs),
          # "=" form: a base64 id may start with "-", which would read as an option
          f"--cluster-id={_cluster_id()}",
          "-c", str(directory / "server.properties"), "--standalone"],
@@ -756,12 +761,10 @@ def _format_quorum(name: str, nodes: Sequence[BrokerNode], libs: Path) -> None:
     # id@host:port:directory-id; each node's metadata log directory takes its id from this list
     voters = ",".join(f"{node.node_id}@127.0.0.1:{node.controller_port}:{_cluster_id()}" for node in nodes)
     procs = []
-    archive = BrokerArchive(libs, broker_java()).mapping()
     for node in nodes:  # in parallel: each is a JVM start
         shutil.rmtree(node.data, ignore_errors=True)
         procs.append((node, subprocess.Popen(
-            ["java", *_TOOL_JVM, *archive, "-cp", f"{libs}/*", "kafka.tools.StorageTool", "format",
-             f"--cluster-id={cluster_id}",
+            [*_storage_format(libs), f"--cluster-id={cluster_id}",
              "-c", str(node.directory / "server.properties"), f"--initial-controllers={voters}"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)))
     failed = []

@@ -24,7 +24,7 @@ class FlowSink:
         self.committed = committed  # called after each committed micro-batch
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        results = [RangeResult.from_row(row.asDict()) for row in df.collect()]
+        results = [result for row in df.collect() for result in RangeResult.unpack(row.results)]
         self.committer.commit(results, batch_id)
         if self.committed is not None:
             self.committed()

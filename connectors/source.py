@@ -1,8 +1,8 @@
 """The source-data connector as a PySpark streaming data source.
 
 Each Spark task copies a group of partition ranges from the source cluster to the target
-inside ``read()`` (raw batches, no records cross into the JVM) and yields one small row per
-range describing what it did (``RangeResult``). The sink (``mm2py.connectors.sink``) hands
+inside ``read()`` (raw batches, no records cross into the JVM) and yields one row: what it
+did for each range (``RangeResult``), packed. The sink (``mm2py.connectors.sink``) hands
 those rows to ``mm2py.source.commit``, which records offset syncs and positions.
 """
 
@@ -124,10 +124,10 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         context = TaskContext.get()
         retry = context is not None and context.attemptNumber() > 0
         tail_until = time.monotonic() + partition.tail_ms / 1000 if partition.tail_ms else None
-        for result in copy_ranges(self.flow.source, self.flow.target, partition.ranges, self.settings, client_id,
-                                  self.exactly_once, partition.index, schemas=self.schemas, retry=retry,
-                                  provenance=partition.provenance, tail_until=tail_until):
-            yield result.to_row()
+        results = copy_ranges(self.flow.source, self.flow.target, partition.ranges, self.settings, client_id,
+                              self.exactly_once, partition.index, schemas=self.schemas, retry=retry,
+                              provenance=partition.provenance, tail_until=tail_until)
+        yield RangeResult.pack(results)
         worker.settle()
 
     def commit(self, end: dict) -> None:

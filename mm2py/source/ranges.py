@@ -9,8 +9,9 @@ whole by this range, and skipped by the next one. Hence ranges planned from any 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import astuple, dataclass, field, fields
+import pickle
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
 
 from mm2py.types import TP
 
@@ -75,27 +76,29 @@ class RangeResult:
     schema_passed: int = 0
     schema_dead_lettered: int = 0
 
+    @staticmethod
+    def spark_schema() -> str:
+        """The Spark DDL of a task's row: its results, packed (``pack``)."""
+        return "results binary"
+
+    @staticmethod
+    def pack(results: Sequence[RangeResult]) -> tuple:
+        """One Spark row carrying every result of a task.
+
+        A row per range would cost Spark's per-cell conversions (Arrow in the task, rows in
+        the driver) for each of thousands of partitions; one binary cell costs a pickle of
+        plain tuples in field order.
+        """
+        return (pickle.dumps([tuple(getattr(r, name) for name in _FIELDS) for r in results],
+                             protocol=pickle.HIGHEST_PROTOCOL),)
+
     @classmethod
-    def spark_schema(cls) -> str:
-        """The Spark DDL of a result row, from the fields (the one definition of the row)."""
-        return ", ".join(f"{f.name} {_SPARK_TYPES[str(f.type)]}" for f in fields(cls))
-
-    def to_row(self) -> tuple:
-        """This result as a Spark row (syncs as lists: Arrow takes no tuples for arrays)."""
-        row = astuple(self)
-        at = _SYNCS_COLUMN
-        return row[:at] + ([list(pair) for pair in self.syncs],) + row[at + 1:]
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, object]) -> RangeResult:
-        """The result a Spark row (``Row.asDict()``) carries."""
-        values = dict(row)
-        values["syncs"] = tuple((int(up), int(down)) for up, down in values["syncs"] or ())  # type: ignore[union-attr]
-        return cls(**values)  # type: ignore[arg-type]
+    def unpack(cls, packed: bytes | bytearray) -> list[RangeResult]:
+        """The results a row made by ``pack`` carries, in the task's order."""
+        return [cls(*values) for values in pickle.loads(packed)]
 
 
-_SPARK_TYPES = {"str": "string", "int": "long", "tuple[tuple[int, int], ...]": "array<array<long>>"}
-_SYNCS_COLUMN = [f.name for f in fields(RangeResult)].index("syncs")
+_FIELDS = tuple(f.name for f in fields(RangeResult))
 
 
 def tp_key(topic: str, partition: int) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mm2py.source.ranges import PartitionRange, assign, split_key, tp_key
+from mm2py.source.ranges import PartitionRange, RangeResult, assign, split_key, tp_key
 
 
 def rng(p: int, start: int, end: int) -> PartitionRange:
@@ -39,3 +39,15 @@ def test_assign_uses_only_as_many_tasks_as_the_bytes_justify():
     assert len(assign(ranges, 8, one_byte, min_task_size=10_000)) == 1
     assert len(assign(ranges, 8, one_byte, min_task_size=500)) == 4
     assert len(assign(ranges, 2, one_byte, min_task_size=1)) == 2
+
+
+def test_a_tasks_results_round_trip_through_one_packed_row():
+    results = [
+        RangeResult("orders", 0, 0, 50, 40, records=40, bytes=4096, syncs=((0, 0), (40, 40)), stall_offset=40,
+                    stall_bytes=2 << 20, stall_reason="max.message.bytes", lost_start=3, lost_end=7),
+        RangeResult("a.b-c", 9, 10, 20, 20, records=10, tailed=4, schema_dead_lettered=1),
+    ]
+    row = RangeResult.pack(results)
+    assert len(row) == 1 and RangeResult.spark_schema() == "results binary"
+    assert RangeResult.unpack(bytearray(row[0])) == results  # Spark hands binary cells back as bytearray
+    assert RangeResult.unpack(RangeResult.pack([])[0]) == []

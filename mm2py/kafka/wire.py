@@ -41,6 +41,8 @@ FETCH = FetchRequest[12]  # topics by name
 FETCH_BY_ID = FetchRequest[13]  # topics by id (KIP-516): what fetch sessions use
 METADATA = MetadataRequest[12]
 READ_COMMITTED = 1
+# ListOffsets timestamps: the partition's end (its last stable offset, read_committed) and start
+LATEST, EARLIEST = -1, -2
 # kafka-python refuses sends past this per connection; we stay one below it.
 MAX_IN_FLIGHT = 16
 # The settings a raw client takes from its cluster's configuration, by what it is used for: the
@@ -97,6 +99,18 @@ def _by_topic(items: Iterable[tuple[TP, _V]]) -> dict[str, list[_V]]:
     for (topic, _), value in items:
         out.setdefault(topic, []).append(value)
     return out
+
+
+def _list_offsets_request(tps: Iterable[TP], timestamp: int) -> object:
+    """A read_committed ListOffsets request for ``tps`` at ``timestamp`` (``LATEST`` or ``EARLIEST``)."""
+    req = ListOffsetsRequest[7]
+    return req(
+        replica_id=-1,
+        isolation_level=READ_COMMITTED,
+        topics=[req.ListOffsetsTopic(name=topic, partitions=[
+            req.ListOffsetsTopic.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
+            for p in partitions]) for topic, partitions in _by_topic((tp, tp[1]) for tp in tps).items()],
+    )
 
 
 class TopicIds:
@@ -401,20 +415,43 @@ class RawClient:
         return sizes
 
     def log_start_offset(self, node: int, tp: TP) -> int:
-        """The first offset a partition still holds (ListOffsets, earliest)."""
-        req = ListOffsetsRequest[7]
-        request = req(
-            replica_id=-1,
-            isolation_level=READ_COMMITTED,
-            topics=[req.ListOffsetsTopic(name=tp[0], partitions=[
-                req.ListOffsetsTopic.ListOffsetsPartition(partition_index=tp[1], current_leader_epoch=-1,
-                                                          timestamp=-2)])],
-        )
-        response = self.wait(self._send(node, request))
-        part = response.topics[0].partitions[0]
-        if part.error_code:
-            raise to_kafka_error(part.error_code, cluster=self.alias, topic=tp[0], partition=tp[1])
-        return part.offset
+        """The first offset a partition still holds (ListOffsets, earliest), asked of broker ``node``."""
+        return self._offsets(self.wait(self._send(node, _list_offsets_request([tp], EARLIEST))))[tp]
+
+    def list_offsets(self, tps: Iterable[TP], spec: str = "latest") -> dict[TP, int]:
+        """Offsets per partition, one ListOffsets request per leader: ``latest`` is the last stable
+        offset (read_committed), ``earliest`` the log start offset.
+
+        A partition without a leader, or one its broker refuses, raises its error (retriable ones
+        as retriable) naming the topic and partition.
+        """
+        wanted = list(tps)
+        if not wanted:
+            return {}
+        timestamp = {"latest": LATEST, "earliest": EARLIEST}[spec]
+        leaders = self.leaders({t for t, _ in wanted})
+        by_node: dict[int, list[TP]] = {}
+        for tp in wanted:
+            node = leaders.get(tp)
+            if node is None or node < 0:
+                code = (kerr.UnknownTopicOrPartitionError if node is None else kerr.LeaderNotAvailableError).errno
+                raise to_kafka_error(code, cluster=self.alias, topic=tp[0], partition=tp[1])
+            by_node.setdefault(node, []).append(tp)
+        futures = [self._send(node, _list_offsets_request(part, timestamp)) for node, part in by_node.items()]
+        out: dict[TP, int] = {}
+        for future in futures:
+            out.update(self._offsets(self.wait(future)))
+        return out
+
+    def _offsets(self, response: object) -> dict[TP, int]:
+        out: dict[TP, int] = {}
+        for topic in response.topics:  # type: ignore[attr-defined]
+            for part in topic.partitions:
+                if part.error_code:
+                    raise to_kafka_error(part.error_code, cluster=self.alias, topic=topic.name,
+                                         partition=part.partition_index)
+                out[(topic.name, part.partition_index)] = part.offset
+        return out
 
     def init_producer_id(self) -> tuple[int, int]:
         """A fresh idempotent producer id and epoch from the cluster."""

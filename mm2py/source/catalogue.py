@@ -14,6 +14,7 @@ from mm2py.kafka.admin import Admin
 from mm2py.metadata.sync import MetadataSync
 from mm2py.policy import ReplicationPolicy
 from mm2py.source.deletes import orphaned_remote_topics
+from mm2py.source.listing import OffsetLister
 from mm2py.source.mismatch import Action, on_fewer_partitions
 from mm2py.source.ranges import tp_key
 from mm2py.topology import LoopGuard
@@ -53,7 +54,8 @@ class TopicCatalogue:
 
     def __init__(self, flow: FlowConfig, policy: ReplicationPolicy, topic_filter: TopicFilterInterface, src: Admin,
                  dst: Admin, metadata: MetadataSync, *, stored: Callable[[], dict[TP, int]],
-                 log_sizes: Callable[[set[str]], dict[TP, int]], guard: LoopGuard | None = None):
+                 log_sizes: Callable[[set[str]], dict[TP, int]], guard: LoopGuard | None = None,
+                 offsets: OffsetLister | None = None):
         self.flow = flow
         self.guard = guard or LoopGuard(flow.name)
         self.policy = policy
@@ -63,6 +65,7 @@ class TopicCatalogue:
         self.metadata = metadata
         self.stored = stored
         self.log_sizes = log_sizes
+        self.offsets = offsets or src  # the source's earliest and latest offsets, for the sizes
         self.partitions: dict[str, int] = {}  # mirrored source topic -> partition count
         # source topic -> partitions of a remote topic someone else made smaller (mm2py.source.mismatch)
         self.rehash: dict[str, int] = {}
@@ -265,8 +268,8 @@ class TopicCatalogue:
             return
         try:
             sizes = self.log_sizes({t for t, _ in tps})
-            first = self.src.list_offsets(tps, "earliest")
-            last = self.src.list_offsets(tps, "latest")
+            first = self.offsets.list_offsets(tps, "earliest")
+            last = self.offsets.list_offsets(tps, "latest")
         except Exception as e:  # noqa: BLE001 - sizing is an optimisation; plan with the default
             log.warning("could not size source partitions; planning with a default", flow=self.flow.name,
                         error=str(e))

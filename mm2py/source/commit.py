@@ -30,6 +30,7 @@ from mm2py.formats import OffsetSync
 from mm2py.kafka.admin import Admin
 from mm2py.metrics import Metrics
 from mm2py.policy import ReplicationPolicy, policy_for
+from mm2py.source.listing import OffsetLister
 from mm2py.source.positions import PositionStore
 from mm2py.source.ranges import RangeResult
 from mm2py.source.sync_history import all_syncs, history_for, history_syncs
@@ -56,10 +57,6 @@ class SyncSaver(Protocol):
 
 class HistoryKeeper(Protocol):
     def cover(self, topics: Iterable[str]) -> None: ...
-
-
-class OffsetLister(Protocol):
-    def list_offsets(self, tps: list[TP], spec: str) -> dict[TP, int]: ...
 
 
 @dataclass

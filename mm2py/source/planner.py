@@ -14,7 +14,6 @@ calls it on the driver, on first use.
 
 from __future__ import annotations
 
-import functools
 import time
 
 from mm2py.config.model import FlowConfig
@@ -25,6 +24,7 @@ from mm2py.kafka.compacted import ensure_compacted_topic
 from mm2py.metadata.sync import MetadataSync
 from mm2py.policy import policy_for
 from mm2py.source.catalogue import TopicCatalogue
+from mm2py.source.listing import OffsetLister, SourceListing
 from mm2py.source.positions import PositionStore, PositionTail
 from mm2py.source.provenance import REGISTRY_TOPIC, Provenance, RegistryTail
 from mm2py.source.ranges import PartitionRange, split_key, tp_key
@@ -66,11 +66,13 @@ class BatchPlanner:
     """
 
     def __init__(self, flow: FlowConfig, *, catalogue: TopicCatalogue, source: Admin, target: Admin,
-                 store: PositionStore, stalls: StallBook, sizer: BatchSizer, registry: RegistryTail | None = None):
+                 store: PositionStore, stalls: StallBook, sizer: BatchSizer, registry: RegistryTail | None = None,
+                 offsets: OffsetLister | None = None):
         self.flow = flow
         self.registry = registry  # the source's provenance registry, for a flow on an identity cycle
         self.catalogue = catalogue
         self.src = source
+        self.offsets = offsets or source  # the source's partition offsets (mm2py.source.listing)
         self.dst = target
         self.store = store
         self.stalls = stalls
@@ -116,7 +118,7 @@ class BatchPlanner:
     def prepare_available_now(self) -> None:
         self._prepare()
         self.catalogue.refresh_topics(force=True)
-        ends = self.src.list_offsets(self.catalogue.all_partitions(), "latest")
+        ends = self.offsets.list_offsets(self.catalogue.all_partitions(), "latest")
         self._available_now = {tp_key(*tp): off for tp, off in ends.items()}
 
     def latest_offsets(self, start_raw: dict, max_bytes: int | None) -> dict:
@@ -217,7 +219,7 @@ class BatchPlanner:
                 missing.append(tp)
         if missing:
             spec = "latest" if self.flow.auto_offset_reset == "latest" else "earliest"
-            for tp, offset in self.src.list_offsets(missing, spec).items():
+            for tp, offset in self.offsets.list_offsets(missing, spec).items():
                 starts[tp_key(*tp)] = offset
         return starts, exact
 
@@ -240,7 +242,7 @@ class BatchPlanner:
                  | {k for k, (_, ex) in stopped.items() if ex and k in keys})
 
         try:
-            latest = self.src.list_offsets(tps, "latest")
+            latest = self.offsets.list_offsets(tps, "latest")
         except KafkaError as e:
             if not self.catalogue.deleted_on_source(e.topic):
                 raise
@@ -285,6 +287,7 @@ def planner_for(flow: FlowConfig, guard: LoopGuard | None = None) -> BatchPlanne
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
     dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
     store = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms)
+    listing = SourceListing(flow)
     # the sync and the catalogue name topics for each other, and the catalogue reads the planner's
     # recorded positions: the callables below are first called after all three are built
     catalogue: TopicCatalogue
@@ -292,23 +295,11 @@ def planner_for(flow: FlowConfig, guard: LoopGuard | None = None) -> BatchPlanne
     metadata = MetadataSync(flow, src, dst, lambda topic: catalogue.remote_topic(topic),
                             lambda topic: catalogue.mirrored(topic))
     catalogue = TopicCatalogue(flow, policy, topic_filter_for(flow), src, dst, metadata,
-                               stored=lambda: planner.recorded(), log_sizes=functools.partial(_source_log_sizes, flow),
-                               guard=guard)
+                               stored=lambda: planner.recorded(), log_sizes=listing.log_sizes,
+                               guard=guard, offsets=listing)
     planner = BatchPlanner(flow, catalogue=catalogue, source=src, target=dst, store=store,
                            stalls=StallBook(flow.name, PositionTail(store, dst)),
                            sizer=BatchSizer(flow.max_batch_bytes, flow.batch_duration_ms / 1000),
                            registry=RegistryTail(flow.source, flow.admin_timeout_ms / 1000)
-                           if guard is not None and guard.provenance else None)
+                           if guard is not None and guard.provenance else None, offsets=listing)
     return planner
-
-
-def _source_log_sizes(flow: FlowConfig, topics: set[str]) -> dict[TP, int]:
-    """Bytes on the source's disk per partition of ``topics``, through a client opened for the call."""
-    from mm2py.kafka.wire import RawClient  # the driver-side runner imports it only when needed
-
-    client = RawClient(flow.source, client_id=f"mm2py-planner-{flow.name}", timeout_ms=flow.admin_timeout_ms,
-                       role="admin")
-    try:
-        return client.log_sizes(topics)
-    finally:
-        client.close()

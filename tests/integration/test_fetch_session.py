@@ -6,7 +6,7 @@ import pytest
 
 from mm2py.config.model import ClusterConfig
 from mm2py.kafka.wire import RawClient
-from tests.kafkautil import TS0, create_topic, end_offsets, produce
+from tests.kafkautil import TS0, create_topic, end_offsets, produce, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -94,3 +94,40 @@ def test_a_tailing_copy_fetches_in_a_session_and_copies_every_record(cluster_a, 
     late = copied[10:]
     assert late == [b"late-%d" % i for i in range(len(late))] and len(late) >= 20, len(late)
     assert by_partition[3].next_offset == 10 + len(late)
+
+
+def test_list_offsets_asks_each_leader_once_and_agrees_with_the_admin_client(cluster_a, unique_name):
+    from confluent_kafka import Producer
+
+    from mm2py.errors import KafkaError
+    from mm2py.kafka.admin import Admin
+
+    topic = unique_name
+    create_topic(cluster_a.bootstrap, topic, 4)
+    for p in range(3):
+        produce(cluster_a.bootstrap, topic, [(b"k", b"v%d" % i, [], TS0 + i) for i in range(p + 1)], partition=p)
+    open_tx = Producer({"bootstrap.servers": cluster_a.bootstrap, "transactional.id": f"{unique_name}-tx"})
+    open_tx.init_transactions()
+    open_tx.begin_transaction()
+    open_tx.produce(topic, b"pending", partition=3)
+    open_tx.flush()
+    cluster = ClusterConfig("A", cluster_a.bootstrap)
+    client = RawClient(cluster, client_id=f"{unique_name}-lo", role="admin")
+    admin = Admin(cluster)
+    tps = [(topic, p) for p in range(4)]
+    try:
+        latest = client.list_offsets(tps, "latest")
+        assert latest == {(topic, 0): 1, (topic, 1): 2, (topic, 2): 3, (topic, 3): 0}, \
+            "latest is the last stable offset: an open transaction holds partition 3 at its start"
+        assert latest == admin.list_offsets(tps, "latest")
+        assert client.list_offsets(tps, "earliest") == admin.list_offsets(tps, "earliest") == dict.fromkeys(tps, 0)
+        open_tx.commit_transaction()
+        # the coordinator writes the commit marker after answering: the stable offset then moves past it
+        wait_until(lambda: client.list_offsets([(topic, 3)], "latest") == {(topic, 3): 2}, timeout=30,
+                   message="the stable offset past the commit marker")
+        assert client.list_offsets([], "latest") == {}
+        with pytest.raises(KafkaError) as missing:
+            client.list_offsets([(f"{topic}-gone", 0)], "latest")
+        assert missing.value.topic == f"{topic}-gone"
+    finally:
+        client.close()

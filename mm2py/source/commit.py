@@ -30,7 +30,7 @@ from mm2py.formats import OffsetSync
 from mm2py.kafka.admin import Admin
 from mm2py.metrics import Metrics
 from mm2py.policy import ReplicationPolicy, policy_for
-from mm2py.source.listing import OffsetLister
+from mm2py.source.listing import OffsetLister, SourceListing
 from mm2py.source.positions import PositionStore
 from mm2py.source.ranges import RangeResult
 from mm2py.source.sync_history import all_syncs, history_for, history_syncs
@@ -220,6 +220,8 @@ class FlowCommitter:
             self.positions.close()
         if self.syncs is not None:
             self.syncs.close()
+        if isinstance(self.source, SourceListing):
+            self.source.close()
 
 
 def committer_for(flow: FlowConfig, metrics: Metrics | None = None) -> FlowCommitter:
@@ -231,7 +233,7 @@ def committer_for(flow: FlowConfig, metrics: Metrics | None = None) -> FlowCommi
         flow, policy_for(flow),
         None if in_tasks else PositionStore(flow.target, flow.source.alias, timeout_ms=timeout),
         OffsetSyncWriter(flow) if flow.emit_offset_syncs_enabled and not in_tasks else None,
-        Admin(flow.source, timeout_ms=timeout),
+        SourceListing(flow),
         Admin(flow.target, timeout_ms=timeout),
         metrics,
         history_for(flow) if flow.emit_offset_syncs_enabled and flow.offset_syncs_history_enabled else None,

@@ -87,6 +87,7 @@ class FlowCommitter:
         self.last_sync: dict[TP, tuple[int, int]] = {}  # each partition's newest sync written
         self._lag_at = -LAG_SECONDS  # when the lag field was last read
         self._started = time.monotonic()
+        self._committed_at: float | None = None  # when the last micro-batch was committed
         self.max_outage_s = MAX_OUTAGE_SECONDS
         self.clock: Callable[[], float] = time.monotonic
         self.sleep: Callable[[float], None] = time.sleep
@@ -116,7 +117,10 @@ class FlowCommitter:
         if self.metrics is not None:
             self.metrics.observe_batch(self.flow, results, commit_seconds=time.monotonic() - t0)
         lag = self._lag(results)
-        elapsed = time.monotonic() - t0
+        done = time.monotonic()
+        # the micro-batch's whole cycle: since the previous one committed (the flow started, for the first)
+        cycle = done - (self._committed_at if self._committed_at is not None else self._started)
+        self._committed_at = done
         log.info(
             "micro-batch mirrored",
             flow=self.flow.name,
@@ -131,8 +135,9 @@ class FlowCommitter:
             tailed_records=sum(r.tailed for r in results),  # copied after the planned ends (mm2py.source.tail)
             lag_records=lag,
             **self._progress(lag),
-            seconds=round(elapsed, 3),
-            mb_per_s=round(size / elapsed / 1e6, 1) if elapsed > 0 else None,
+            batch_seconds=round(cycle, 3),
+            mb_per_s=round(size / cycle / 1e6, 1) if cycle > 0 else None,
+            commit_seconds=round(done - t0, 3),
         )
 
     def _durably(self, what: str, write: Callable[[], object]) -> None:

@@ -81,6 +81,27 @@ def test_an_empty_micro_batch_writes_nothing_and_totals_add_up() -> None:
     assert c.totals.positions == {("t", 0): 14}
 
 
+def test_the_log_line_rates_a_micro_batch_over_its_whole_cycle_not_its_commit(monkeypatch) -> None:
+    from structlog.testing import capture_logs
+
+    import mm2py.source.commit as commit_module
+
+    # the committer's reads of the clock: at its start; then per commit its start, the lag field's
+    # check, its end and the rate field
+    clock = iter([100.0, 130.0, 130.1, 130.5, 130.5, 142.0, 142.1, 142.25, 142.25])
+    monkeypatch.setattr(commit_module.time, "monotonic", lambda: next(clock))
+    c = committer(Journal())
+    c.clock = lambda: 0.0  # the outage deadline's clock, apart
+    with capture_logs() as logs:
+        c.commit([RangeResult("t", 0, 0, 10, 10, records=10, bytes=30_000_000)], 1)
+        c.commit([RangeResult("t", 0, 10, 20, 20, records=10, bytes=11_750_000)], 2)
+    lines = [e for e in logs if e["event"] == "micro-batch mirrored"]
+    assert [(e["batch_seconds"], e["commit_seconds"], e["mb_per_s"]) for e in lines] == [
+        (30.5, 0.5, 1.0),  # the first cycle counts from the flow's start
+        (11.75, 0.25, 1.0),  # then from the previous commit's end: its copy, planning and commit
+    ]
+
+
 def test_without_offset_syncs_only_positions_are_written() -> None:
     journal = Journal()
     FlowCommitter(FLOW, policy_for(FLOW), journal, None, journal).commit(

@@ -114,8 +114,9 @@ class FlowCommitter:
         self.totals.records += records
         self.totals.bytes += size
         self.totals.positions.update(positions)
+        committed = time.monotonic() - t0  # the commit's own time: its writes, not the lag read after
         if self.metrics is not None:
-            self.metrics.observe_batch(self.flow, results, commit_seconds=time.monotonic() - t0)
+            self.metrics.observe_batch(self.flow, results, commit_seconds=committed)
         lag = self._lag(results)
         done = time.monotonic()
         # the micro-batch's whole cycle: since the previous one committed (the flow started, for the first)
@@ -137,7 +138,7 @@ class FlowCommitter:
             **self._progress(lag),
             batch_seconds=round(cycle, 3),
             mb_per_s=round(size / cycle / 1e6, 1) if cycle > 0 else None,
-            commit_seconds=round(done - t0, 3),
+            commit_seconds=round(committed, 3),
         )
 
     def _durably(self, what: str, write: Callable[[], object]) -> None:

@@ -96,7 +96,7 @@ def test_a_tailing_copy_fetches_in_a_session_and_copies_every_record(cluster_a, 
     assert by_partition[3].next_offset == 10 + len(late)
 
 
-def test_list_offsets_asks_each_leader_once_and_agrees_with_the_admin_client(cluster_a, unique_name):
+def test_list_offsets_reads_the_stable_offset_and_agrees_with_the_admin_client(cluster_a, unique_name):
     from confluent_kafka import Producer
 
     from mm2py.errors import KafkaError

@@ -86,9 +86,9 @@ def test_the_log_line_rates_a_micro_batch_over_its_whole_cycle_not_its_commit(mo
 
     import mm2py.source.commit as commit_module
 
-    # the committer's reads of the clock: at its start; then per commit its start, the lag field's
-    # check, its end and the rate field
-    clock = iter([100.0, 130.0, 130.1, 130.5, 130.5, 142.0, 142.1, 142.25, 142.25])
+    # the committer's reads of the clock: at its start; then per commit its start, the end of its
+    # writes, the lag field's check, its end and the rate field
+    clock = iter([100.0, 130.0, 130.5, 130.5, 130.5, 130.5, 142.0, 142.25, 142.25, 142.25, 142.25])
     monkeypatch.setattr(commit_module.time, "monotonic", lambda: next(clock))
     c = committer(Journal())
     c.clock = lambda: 0.0  # the outage deadline's clock, apart

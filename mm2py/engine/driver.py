@@ -120,6 +120,39 @@ def warm_python_workers(spark: SparkSession) -> None:
     spark.read.format(WarmupDataSource.name()).option("slots", str(slots)).load().collect()
 
 
+class WorkerWarmup:
+    """``warm_python_workers`` in a thread, beside the queries' start.
+
+    Starting the queries and their first plans (planner processes, the first offset listings)
+    takes seconds on the driver while the warm-up's tasks start workers on the executors: the
+    two overlap. A micro-batch's tasks submitted before the warm-up's end wait for its slots
+    (Spark's scheduler is FIFO), so the first copy tasks still find warm workers. ``finish``
+    raises the warm-up's error, as the warm-up run inline did. ``warm`` does the warm-up
+    (``warm_python_workers`` on the session); the constructor does nothing else.
+    """
+
+    def __init__(self, warm: Callable[[], None]):
+        self.warm = warm
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="mm2py-warm-workers", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.warm()
+        except BaseException as e:  # noqa: BLE001 - handed to finish()
+            self.error = e
+
+    def start(self) -> WorkerWarmup:
+        self._thread.start()
+        return self
+
+    def finish(self, stop: threading.Event) -> None:
+        """Wait for the warm-up (or ``stop``); raise its error unless stopping."""
+        while self._thread.is_alive() and not stop.is_set():
+            self._thread.join(0.2)
+        if self.error is not None and not stop.is_set():
+            raise self.error
+
 
 @dataclass
 class Connector:
@@ -514,12 +547,15 @@ def _serve(config: MirrorMakerConfig, spark: SparkSession, root: str, flows: tup
         # herders do: B->A heartbeats are what make A's "heartbeats" topic, mirrored as A.heartbeats
         into = set(targets) if targets else set(config.clusters)
         heartbeat_flows = tuple(f for f in config.flows if f.target.alias in into)
-        if not stop.is_set():
-            warm_python_workers(spark)
+        # workers start while the queries start and plan (WorkerWarmup)
+        warmup = WorkerWarmup(lambda: warm_python_workers(spark)).start() if not stop.is_set() else None
         if preparation is not None:
             preparation.wait(stop, max(f.admin_timeout_ms for f in flows) / 1000)
         if not stop.is_set():
             engine.start(flows, until_caught_up=until_caught_up, heartbeat_flows=heartbeat_flows)
+        if warmup is not None:
+            warmup.finish(stop)
+        if not stop.is_set():
             engine.wait(stop)
         return 0
     except Exception:

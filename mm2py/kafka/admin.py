@@ -213,14 +213,11 @@ class Admin:
                 if code != CKafkaError.TOPIC_ALREADY_EXISTS:
                     raise self._translate(e, "creating topic", name) from e
                 created[name] = False
-        self._wait_for_leaders({name: n for name, n, _, _ in specs if created[name]})
+        self.wait_for_leaders({name: n for name, n, _, _ in specs if created[name]})
         return created
 
-    def wait_for_leaders(self, name: str, partitions: int) -> None:
-        """A created topic is usable once every partition has a leader; wait for that."""
-        self._wait_for_leaders({name: partitions})
-
-    def _wait_for_leaders(self, wanted: Mapping[str, int]) -> None:
+    def wait_for_leaders(self, wanted: Mapping[str, int]) -> None:
+        """A created topic (name -> partitions) is usable once every partition has a leader; wait for that."""
         deadline = time.monotonic() + self.timeout
         waiting = dict(wanted)
         while waiting:
@@ -245,7 +242,7 @@ class Admin:
     def create_partitions(self, name: str, total: int) -> None:
         future = self._client.create_partitions([NewPartitions(name, total)])[name]
         self._result(future, f"growing to {total} partitions", topic=name)
-        self.wait_for_leaders(name, total)
+        self.wait_for_leaders({name: total})
 
     def delete_topic(self, name: str) -> None:
         future = self._client.delete_topics([name], operation_timeout=self.timeout)[name]

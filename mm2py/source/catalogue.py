@@ -172,6 +172,9 @@ class TopicCatalogue:
                 if created[name]:
                     log.info("created remote topic", flow=self.flow.name, topic=name, partitions=count,
                              configs=config)
+            # missing when listed, there now: created meanwhile by another client (the driver's
+            # TargetPreparation, at start), maybe still electing leaders
+            self.dst.wait_for_leaders({name: count for name, count, _, _ in chunk if not created[name]})
 
     def deleted_on_source(self, topic: str | None) -> bool:
         """After an error about ``topic``: True if it was deleted from the source, now no longer mirrored.

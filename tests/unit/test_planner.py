@@ -64,6 +64,9 @@ class FakeAdmin:
             self.counts[name] = partitions
         return out
 
+    def wait_for_leaders(self, wanted: dict[str, int]) -> None:
+        self.events.append((self.name, "wait_for_leaders", tuple(sorted(wanted.items()))))
+
     def broker_count(self) -> int:
         return 3
 
@@ -219,6 +222,22 @@ def test_prepare_target_creates_only_what_the_first_plan_would_and_that_plan_fin
     r.planner.initial_offsets()
     assert len(r.dst.created) == 1 and r.events.count(("store", "ensure_topic", "dst")) == 1
     assert r.catalogue.partitions == {"orders": 3, "refunds": 2}
+
+
+def test_a_remote_topic_created_meanwhile_by_another_client_is_waited_for_not_skipped():
+    # the driver's TargetPreparation and the planner's first refresh may create the same topics
+    r = rig({"orders": 3, "refunds": 2})
+    listed = r.dst.topics
+
+    def listed_before_the_other_client_created_one() -> dict[str, int]:
+        topics = listed()
+        r.dst.counts["A.refunds"] = 2  # the other client's request lands between listing and creating
+        return topics
+
+    r.dst.topics = listed_before_the_other_client_created_one
+    r.planner.initial_offsets()
+    assert [name for name, *_ in r.dst.created] == ["A.orders", "A.refunds"]
+    assert ("dst", "wait_for_leaders", (("A.refunds", 2),)) in r.events, "its leaders may still be elected"
 
 
 def test_replication_factor_above_the_target_s_brokers_is_capped_once_per_creation():

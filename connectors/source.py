@@ -106,7 +106,7 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         ranges = planner.ranges(start, end)
         provenance = self.guard is not None and self.guard.provenance
         tasks = self.tasks
-        if planner.reached_ends and may_tail(self.flow, provenance):  # what arrived since the last plan
+        if planner.only_arrivals and may_tail(self.flow, provenance):  # what arrived since the last plan
             tasks = min(tasks, tasks_to_tail(self.slots, self.tailing_flows))
         groups = assign(ranges, tasks, planner.estimated_bytes, MIN_TASK_BYTES)
         tail = tail_ms(self.flow, provenance=provenance, caught_up=planner.caught_up, tasks=len(groups),

@@ -84,6 +84,9 @@ class BatchPlanner:
         # budget: its copy tasks may tail (mm2py.source.tail)
         self.caught_up = False
         self.reached_ends = False  # the last plan reached every partition's end (no budget cut)
+        # ... with less than half its byte budget: it holds what arrived since the plan before, not
+        # the end of a backlog, and fewer copy tasks may take it and tail (mm2py.source.tail)
+        self.only_arrivals = False
 
     def recorded(self) -> dict[TP, int]:
         """The positions recorded on the target, as read at first need (once per run)."""
@@ -257,6 +260,7 @@ class BatchPlanner:
         nearly = budget is not None and total_bytes <= 2 * budget
         self.reached_ends = all(ends[k] == begin[k] + lag[k] for k in begin) and self._available_now is None
         self.caught_up = self.reached_ends or (nearly and self._available_now is None)
+        self.only_arrivals = self.reached_ends and (budget is None or planned_bytes < budget / 2)
         if budget is not None:
             self.sizer.planned(now, planned_bytes, budget)
         planned = {k for k in keys if ends[k] > begin[k]}

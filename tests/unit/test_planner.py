@@ -519,6 +519,19 @@ def test_a_plan_less_than_a_budget_short_of_the_end_counts_as_caught_up():
     assert r.planner.caught_up and r.planner.reached_ends
 
 
+def test_only_what_arrived_since_the_last_plan_is_given_fewer_tasks_to_tail():
+    r = rig({"t": 1})
+    r.src.latest = {("t", 0): 3000}
+    start = r.planner.initial_offsets()
+    r.planner.latest_offsets(start, 4000 * ASSUMED_BYTES_PER_OFFSET)
+    assert r.planner.reached_ends and not r.planner.only_arrivals, (
+        "the end of a backlog, three quarters of a budget: one task would copy it at one core's speed")
+    r.planner.latest_offsets(start, 7000 * ASSUMED_BYTES_PER_OFFSET)
+    assert r.planner.reached_ends and r.planner.only_arrivals, "less than half a budget: what arrived"
+    r.planner.latest_offsets(start, 1000 * ASSUMED_BYTES_PER_OFFSET)
+    assert not r.planner.reached_ends and not r.planner.only_arrivals
+
+
 def test_a_run_restarted_from_an_older_spark_checkpoint_starts_after_the_recorded_positions():
     r = rig({"t": 1})
     r.tail.positions = {("t", 0): 149}  # written after the checkpoint's last micro-batch

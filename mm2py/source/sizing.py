@@ -3,10 +3,11 @@
 A micro-batch carries about ``batch.duration.ms`` of data at the rate the flow copies, up to
 ``max.batch.bytes``. Every micro-batch also has a fixed cost (planning, commit, task launch;
 it grows with the partitions a flow has), so a cycle of ``B`` bytes takes about
-``fixed + B * per_byte`` seconds. The budget is ``max(duration, fixed) / per_byte``: the data
-part of a cycle lasts the duration, and never less than the fixed part, so a flow whose fixed
-cost exceeds the duration (thousands of partitions) still spends most of a cycle copying rather
-than shrinking its batches until overhead is all it does.
+``fixed + B * per_byte`` seconds. The budget is ``max(duration, DATA_PER_FIXED * fixed) /
+per_byte``: the data part of a cycle lasts the duration, and never less than three times the
+fixed part, so a flow whose fixed cost is a good part of the duration (thousands of partitions)
+spends three quarters of a cycle or more copying, rather than shrinking its batches until
+overhead is most of what it does.
 
 Invariants:
 - the budget stays within ``[MIN_BATCH_BYTES, ceiling]``;
@@ -27,6 +28,7 @@ MIN_BATCH_BYTES = 16 << 20
 FIRST_BATCH_BYTES = 128 << 20
 FITTED_BATCHES = 8  # the most recent full batches the fixed cost is fitted on
 SPREAD = 1.3  # their sizes must differ by this factor for a fit
+DATA_PER_FIXED = 3.0  # a cycle's data part lasts at least this many times its fixed part
 
 
 @dataclass
@@ -57,7 +59,7 @@ class BatchSizer:
                 self._fit()
                 # seconds per byte of this batch, its fixed part taken out (never all of it)
                 per_byte = max(elapsed - self.fixed_s, 0.1 * elapsed) / planned
-                target = max(self.duration_s, self.fixed_s) / per_byte
+                target = max(self.duration_s, DATA_PER_FIXED * self.fixed_s) / per_byte
                 self.budget = self.clamp(target if target > self.budget else (self.budget + target) / 2)
         self._last = None
         return int(self.budget)

@@ -60,17 +60,23 @@ def _run(sizer: BatchSizer, fixed: float, per_mb: float, batches: int) -> list[i
 
 def test_a_fixed_cost_above_the_duration_does_not_shrink_batches_to_the_floor():
     """5,000 partitions: 2 s per micro-batch besides the data, 100 MB/s of copying."""
-    sizer = BatchSizer(ceiling=512 * MB, duration_s=1.0)
+    sizer = BatchSizer(ceiling=1024 * MB, duration_s=1.0)
     budgets = _run(sizer, fixed=2.0, per_mb=0.01, batches=30)
     assert abs(sizer.fixed_s - 2.0) < 0.05
-    # data for as long as the fixed part (2 s at 100 MB/s): half of every cycle copies
-    assert all(abs(b - 200 * MB) < 10 * MB for b in budgets[-10:]), [b // MB for b in budgets]
+    # data for three times the fixed part (6 s at 100 MB/s): three quarters of every cycle copy
+    assert all(abs(b - 600 * MB) < 30 * MB for b in budgets[-10:]), [b // MB for b in budgets]
     rate = budgets[-1] / MB / (2.0 + budgets[-1] / MB * 0.01)
-    assert rate > 45, f"{rate:.0f} MB/s; at the floor's 16 MB it would be {16 / 2.16:.0f}"
+    assert rate > 70, f"{rate:.0f} MB/s; at the floor's 16 MB it would be {16 / 2.16:.0f}"
+
+
+def test_batches_stop_at_the_ceiling_however_large_the_fixed_cost():
+    sizer = BatchSizer(ceiling=256 * MB, duration_s=1.0)
+    budgets = _run(sizer, fixed=2.0, per_mb=0.01, batches=30)
+    assert max(budgets) == 256 * MB and budgets[-1] == 256 * MB
 
 
 def test_a_small_fixed_cost_leaves_a_duration_of_data_per_batch():
     sizer = BatchSizer(ceiling=512 * MB, duration_s=1.0)
-    budgets = _run(sizer, fixed=0.1, per_mb=0.01, batches=30)
+    budgets = _run(sizer, fixed=0.1, per_mb=0.01, batches=30)  # 3 x 0.1 s < 1 s: the duration rules
     assert abs(sizer.fixed_s - 0.1) < 0.02
     assert all(abs(b - 100 * MB) < 5 * MB for b in budgets[-10:]), [b // MB for b in budgets]

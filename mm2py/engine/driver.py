@@ -121,14 +121,15 @@ def warm_python_workers(spark: SparkSession) -> None:
 
 
 class WorkerWarmup:
-    """``warm_python_workers`` in a thread, beside the queries' start.
+    """``warm_python_workers`` in a thread, beside the wait for remote topics and the queries' start.
 
-    Starting the queries and their first plans (planner processes, the first offset listings)
-    takes seconds on the driver while the warm-up's tasks start workers on the executors: the
-    two overlap. A micro-batch's tasks submitted before the warm-up's end wait for its slots
-    (Spark's scheduler is FIFO), so the first copy tasks still find warm workers. ``finish``
-    raises the warm-up's error, as the warm-up run inline did. ``warm`` does the warm-up
-    (``warm_python_workers`` on the session); the constructor does nothing else.
+    Waiting for the remote topics (``TargetPreparation``), starting the queries and their first
+    plans (planner processes, the first offset listings) take seconds on the driver while the
+    warm-up's tasks start workers on the executors: they overlap. A micro-batch's tasks
+    submitted before the warm-up's end wait for its slots (Spark's scheduler is FIFO), so the
+    first copy tasks still find warm workers. ``finish`` raises the warm-up's error, as the
+    warm-up run inline did. ``warm`` does the warm-up (``warm_python_workers`` on the session);
+    the constructor does nothing else.
     """
 
     def __init__(self, warm: Callable[[], None]):
@@ -547,7 +548,7 @@ def _serve(config: MirrorMakerConfig, spark: SparkSession, root: str, flows: tup
         # herders do: B->A heartbeats are what make A's "heartbeats" topic, mirrored as A.heartbeats
         into = set(targets) if targets else set(config.clusters)
         heartbeat_flows = tuple(f for f in config.flows if f.target.alias in into)
-        # workers start while the queries start and plan (WorkerWarmup)
+        # workers start while remote topics are made and the queries start and plan (WorkerWarmup)
         warmup = WorkerWarmup(lambda: warm_python_workers(spark)).start() if not stop.is_set() else None
         if preparation is not None:
             preparation.wait(stop, max(f.admin_timeout_ms for f in flows) / 1000)

@@ -127,9 +127,9 @@ class WorkerWarmup:
     plans (planner processes, the first offset listings) take seconds on the driver while the
     warm-up's tasks start workers on the executors: they overlap. A micro-batch's tasks
     submitted before the warm-up's end wait for its slots (Spark's scheduler is FIFO), so the
-    first copy tasks still find warm workers. ``finish`` raises the warm-up's error, as the
-    warm-up run inline did. ``warm`` does the warm-up (``warm_python_workers`` on the session);
-    the constructor does nothing else.
+    first copy tasks still find warm workers. ``finish`` waits for it and raises its error.
+    ``warm`` does the warm-up (``warm_python_workers`` on the session); the constructor does
+    nothing else.
     """
 
     def __init__(self, warm: Callable[[], None]):

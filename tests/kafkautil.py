@@ -157,17 +157,25 @@ def producer_ids(bootstrap: str, topic: str, partitions: int) -> dict[int, set[i
         admin.close()
 
 
-def _high_watermark(consumer: Consumer, tp: TopicPartition, attempts: int = 20) -> int:
-    # a partition just created, or just moved by a broker restart, has no leader for a moment
-    for attempt in range(attempts):
+def _watermarks(consumer: Consumer, tp: TopicPartition, timeout: float = 30) -> tuple[int, int]:
+    """(low, high) of ``tp``, asked again while the partition has no leader, for up to ``timeout`` s.
+
+    A partition just created, just moved by a broker restart, or on a broker the controller fenced
+    for a late heartbeat (both test lanes busy on two cores) has no leader for a moment.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
         try:
-            return consumer.get_watermark_offsets(tp, timeout=10)[1]
+            return consumer.get_watermark_offsets(tp, timeout=10)
         except KafkaException as e:
             transient = e.args[0].retriable() or e.args[0].name() in _LEADER_ERRORS
-            if not transient or attempt == attempts - 1:
+            if not transient or time.monotonic() >= deadline:
                 raise
             time.sleep(0.25)
-    raise AssertionError("unreachable")
+
+
+def _high_watermark(consumer: Consumer, tp: TopicPartition) -> int:
+    return _watermarks(consumer, tp)[1]
 
 
 # a base for explicit record timestamps: the brokers' 7-day retention deletes older records
@@ -187,7 +195,7 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 60, isolation: str 
         out: dict[int, list[Record]] = {p: [] for p in md.partitions}
         remaining: dict[int, int] = {}
         for p in md.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            low, high = _watermarks(consumer, TopicPartition(topic, p))
             if high > low:
                 remaining[p] = high
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in remaining])

@@ -84,8 +84,11 @@ class BatchPlanner:
         # budget: its copy tasks may tail (mm2py.source.tail)
         self.caught_up = False
         self.reached_ends = False  # the last plan reached every partition's end (no budget cut)
-        # ... with less than half its byte budget: it holds what arrived since the plan before, not
-        # the end of a backlog, and fewer copy tasks may take it and tail (mm2py.source.tail)
+        # ... and it holds what arrived since the plan before, not the end of a backlog: fewer copy
+        # tasks may take it and tail (mm2py.source.tail). Its estimated bytes are below half the
+        # budget, or below the whole budget when the plan before reached every end too: every
+        # byte of it arrived since, and estimates from a log's average record size can be many
+        # times what small new records weigh
         self.only_arrivals = False
 
     def recorded(self) -> dict[TP, int]:
@@ -258,9 +261,11 @@ class BatchPlanner:
         budget = min(self.sizer.next_budget(now), max_bytes) if max_bytes else None
         ends, planned_bytes, total_bytes = self._cap(begin, lag, budget)
         nearly = budget is not None and total_bytes <= 2 * budget
+        after_ends = self.reached_ends  # the plan before this one reached every end
         self.reached_ends = all(ends[k] == begin[k] + lag[k] for k in begin) and self._available_now is None
         self.caught_up = self.reached_ends or (nearly and self._available_now is None)
-        self.only_arrivals = self.reached_ends and (budget is None or planned_bytes < budget / 2)
+        self.only_arrivals = self.reached_ends and (
+            budget is None or planned_bytes < (budget if after_ends else budget / 2))
         if budget is not None:
             self.sizer.planned(now, planned_bytes, budget)
         planned = {k for k in keys if ends[k] > begin[k]}

@@ -18,8 +18,9 @@ Invariants:
   budget, and a tailing micro-batch, which lasts the tail's window, is left out of its sizing;
 - a micro-batch is given fewer copy tasks to tail only when it holds what arrived since the
   last plan (``BatchPlanner.only_arrivals``: every end reached with less than half the byte
-  budget); the last micro-batch of a backlog keeps its tasks, as one task would copy it at one
-  core's speed, and tails only if they leave a slot free;
+  budget, or less than the whole budget after a plan that reached every end too); the last
+  micro-batch of a backlog keeps its tasks, as one task would copy it at one core's speed, and
+  tails only if they leave a slot free;
 - a tailing micro-batch holds every partition of the flow: those with nothing planned get an
   empty range starting at their next record (``BatchPlanner.idle_ranges``), so no partition
   waits for the next micro-batch while the others tail;
@@ -47,8 +48,8 @@ def tasks_to_tail(slots: int, tailing_flows: int) -> int:
 
     Such a micro-batch holds what arrived since the last plan, so fewer tasks cost it little, while
     a tail saves every record arriving in its window a whole micro-batch cycle. (The last plans of a
-    backlog, cut less than a budget short or reaching every end with half a budget or more, keep
-    their tasks: they tail only if those leave a slot.)
+    backlog, cut less than a budget short or reaching every end with half a budget or more after a
+    cut plan, keep their tasks: they tail only if those leave a slot.)
     """
     return max(1, (slots - 1) // max(tailing_flows, 1))
 

@@ -532,6 +532,21 @@ def test_only_what_arrived_since_the_last_plan_is_given_fewer_tasks_to_tail():
     assert not r.planner.reached_ends and not r.planner.only_arrivals
 
 
+def test_after_a_plan_that_reached_every_end_up_to_a_whole_budget_counts_as_arrivals():
+    r = rig({"t": 1})
+    r.src.latest = {("t", 0): 3000}
+    start = r.planner.initial_offsets()
+    r.planner.latest_offsets(start, 1000 * ASSUMED_BYTES_PER_OFFSET)  # cut: a backlog
+    r.planner.latest_offsets(start, 4000 * ASSUMED_BYTES_PER_OFFSET)
+    assert r.planner.reached_ends and not r.planner.only_arrivals, "the backlog's end keeps its tasks"
+    r.planner.latest_offsets(start, 4000 * ASSUMED_BYTES_PER_OFFSET)
+    assert r.planner.only_arrivals, (
+        "after a plan that reached every end, what is planned arrived since: estimated at a log's "
+        "average record size, three quarters of a budget of small records still goes to the tail")
+    r.planner.latest_offsets(start, 2000 * ASSUMED_BYTES_PER_OFFSET)
+    assert not r.planner.reached_ends and not r.planner.only_arrivals, "more than a budget: cut, all tasks"
+
+
 def test_a_run_restarted_from_an_older_spark_checkpoint_starts_after_the_recorded_positions():
     r = rig({"t": 1})
     r.tail.positions = {("t", 0): 149}  # written after the checkpoint's last micro-batch

@@ -139,7 +139,7 @@ def end_offsets(bootstrap: str, topic: str, *, client: ClientConfig = None) -> d
         md = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if md is None or md.error is not None:
             return {}
-        return {p: _high_watermark(consumer, TopicPartition(topic, p)) for p in md.partitions}
+        return {p: _watermarks(consumer, TopicPartition(topic, p))[1] for p in md.partitions}
     finally:
         consumer.close()
 
@@ -172,10 +172,6 @@ def _watermarks(consumer: Consumer, tp: TopicPartition, timeout: float = 30) -> 
             if not transient or time.monotonic() >= deadline:
                 raise
             time.sleep(0.25)
-
-
-def _high_watermark(consumer: Consumer, tp: TopicPartition) -> int:
-    return _watermarks(consumer, tp)[1]
 
 
 # a base for explicit record timestamps: the brokers' 7-day retention deletes older records

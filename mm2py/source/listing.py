@@ -23,8 +23,9 @@ class SourceListing:
     An admin client's ListOffsets makes a Python future per partition, which at thousands of
     partitions is a good part of every plan; here each leader answers one request. The
     constructor does no I/O; the client is opened at first use (the driver-side runner imports
-    kafka-python only then). Retriable errors (a leader moving, a topic just made) are retried for the flow's
-    admin timeout, as ``mm2py.kafka.admin.Admin`` does; the rest name topic and partition.
+    kafka-python only then). Retriable errors (a leader moving, a topic just made) are retried
+    for the flow's admin timeout, as ``mm2py.kafka.admin.Admin`` does; the rest name topic and
+    partition.
     """
 
     def __init__(self, flow: FlowConfig):

@@ -7,8 +7,9 @@ Before the pairs of a workload, each tool runs it once unmeasured (``--warmup-ru
 brokers' JIT compilers then have compiled the fetch and produce paths every tool uses, and
 no tool pays for that inside its measured window (during a first run on fresh brokers their
 compiler threads took 11.8% of a 2-core machine's CPU, about 8 CPU-seconds). The brokers run
-with the JVM options of Kafka's own start scripts, and each catch-up run starts with the memory
-it needs recently touched (``touch_memory``): two costs of this machine, not of any replicator.
+with the JVM options of Kafka's own start scripts, and each catch-up run's copy window starts
+with the memory it needs recently touched (``WarmMemory``, held until the first record lands):
+two costs of this machine, not of any replicator.
 Writes bench/results.json and bench/results.md; ``--publish`` also writes docs/bench-results.json
 and the summary in docs/benchmarks.md, to be committed.
 
@@ -79,6 +80,9 @@ BROKER_JVM = (f"-Xms{BROKER_HEAP}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "
 # (MM2 ~2.6 GB, mm2py ~2.2 GB), and what the host takes back while the tool starts
 TOUCH_HEADROOM = 6 << 30
 TOUCH_CHUNK = 256 << 20
+# of the touched memory, what is freed before the tool starts, for its own start-up (MM2 ~2.6 GB
+# RSS, mm2py ~2.2 GB); the rest is freed when the tool's first record lands (WarmMemory)
+TOOL_START_MEMORY = 3 << 30
 # ratios of copy-window throughput only from windows at least this long (shorter: start to end)
 MIN_RATIO_WINDOW_S = 10.0
 # mm2py-lowlat: copy tasks of a caught-up flow tail for a minute (README, "Latency")
@@ -467,28 +471,44 @@ def warm_source(w: Workload, brokers: Brokers) -> tuple[int, float]:
     return size, time.monotonic() - started
 
 
-def touch_memory(w: Workload) -> tuple[int, float]:
-    """Write to the memory the run will need, just before it: (bytes touched, seconds).
+class WarmMemory:
+    """Memory written just before a run and held until its copy window starts.
 
     This machine is a VM whose host takes back the guest's free memory (free page reporting):
     writing to such memory again cost 1.5-2.1 CPU-seconds per GB here (0.3 for memory the guest
-    used recently). The target broker writes the whole mirrored log, so a run's speed depended
-    on how much warm memory was left: mm2py's micro-batches of b ran at 700-800 MB/s and fell to
-    ~330 MB/s, with the target broker at 1.3-1.8 cores, once ~3-4.5 GB had been written. Memory
-    touched and freed here is handed out first (the kernel reports free memory to the host a
-    part at a time, and puts what it reported at the back), so each tool starts alike.
+    used recently), and the target broker writes the whole mirrored log. Freed memory is handed
+    out before what was reported (the kernel puts reported pages at the back), but it is reported
+    a part at a time, at about 460 MB/s here (``reported_kib`` of the page_reporting module).
+    Memory freed before the tool starts is therefore mostly gone by the end of a slow start-up:
+    the copier started 12 s after it copied b at 518-551 MB/s instead of 718-794. So the memory
+    is written, ``TOOL_START_MEMORY`` of it freed for the tool's own start-up, and the rest freed
+    by ``release`` once the first record is mirrored: every tool's copy window starts with the
+    same warm memory, however long its start-up took.
     """
-    free = psutil.virtual_memory().free - (1 << 30)  # free, not available: the source log's cache stays
-    want = min(free, log_bytes(w) + TOUCH_HEADROOM)
-    started, touched = time.monotonic(), 0
-    chunks = []  # all held until the end: a chunk freed at once would hand its pages to the next
-    while touched < want:
-        chunk = bytearray(TOUCH_CHUNK)
-        chunk[::4096] = b"\1" * (TOUCH_CHUNK // 4096)  # a write to every page
-        chunks.append(chunk)
-        touched += TOUCH_CHUNK
-    del chunks
-    return touched, time.monotonic() - started
+
+    def __init__(self, w: Workload):
+        self.w = w
+        self._chunks: list[bytearray] = []
+        self.touched = 0
+        self.seconds = 0.0
+
+    def touch(self) -> WarmMemory:
+        """Write to the memory the run will need, free the tool's share of it, hold the rest."""
+        free = psutil.virtual_memory().free - (2 << 30)  # free, not available: the source log's cache stays
+        want = min(free, log_bytes(self.w) + TOUCH_HEADROOM)
+        started = time.monotonic()
+        while self.touched < want:
+            chunk = bytearray(TOUCH_CHUNK)
+            chunk[::4096] = b"\1" * (TOUCH_CHUNK // 4096)  # a write to every page
+            self._chunks.append(chunk)
+            self.touched += TOUCH_CHUNK
+        self.seconds = time.monotonic() - started
+        del self._chunks[:TOOL_START_MEMORY // TOUCH_CHUNK]  # the newest pages stay held
+        return self
+
+    def release(self) -> None:
+        """Free what is held: the copy window starts (or the run ended without one)."""
+        self._chunks.clear()
 
 
 def latency_of(samples: list[float]) -> dict[str, float]:
@@ -528,8 +548,9 @@ def run_floor(w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunR
                          {}, brokers_per_gb, verified_records=len(probe.samples))
     size, seconds = warm_source(w, brokers)
     print(f"{alias}: {size / 1e6:.0f} MB of source log read into memory in {seconds:.1f} s", flush=True)
-    touched, seconds = touch_memory(w)
-    print(f"{alias}: {touched / 1e9:.1f} GB of memory touched in {seconds:.1f} s", flush=True)
+    warm = WarmMemory(w).touch()
+    warm.release()  # the floor writes nothing: all of it is the reader's
+    print(f"{alias}: {warm.touched / 1e9:.1f} GB of memory touched in {warm.seconds:.1f} s", flush=True)
     brokers_before = brokers.cpu()
     total = w.records * w.topics
     proc = subprocess.Popen([sys.executable, "-m", "bench.floor", f"127.0.0.1:{A_PORT}", ",".join(topic_names(w)),
@@ -564,11 +585,13 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
     total = w.records * w.topics
     config = WORK / f"{alias}.properties"
     config.write_text(mm2_properties(alias, w, tool))
+    warm = None
     if not w.steady_rate:
         size, seconds = warm_source(w, brokers)
         print(f"{alias}: {size / 1e6:.0f} MB of source log read into memory in {seconds:.1f} s", flush=True)
-        touched, seconds = touch_memory(w)
-        print(f"{alias}: {touched / 1e9:.1f} GB of memory touched in {seconds:.1f} s", flush=True)
+        warm = WarmMemory(w).touch()
+        print(f"{alias}: {warm.touched / 1e9:.1f} GB of memory touched in {warm.seconds:.1f} s, "
+              f"{(warm.touched - TOOL_START_MEMORY) / 1e9:.1f} GB held until the first record lands", flush=True)
     log = open(WORK / f"{alias}.log", "wb")  # noqa: SIM115 - closed below
     # seconds since start and records on the target, per poll: where a run's time went
     timeline = open(WORK / f"{alias}.timeline", "w")  # noqa: SIM115 - closed below
@@ -609,6 +632,8 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
                 timeline.write(f"{time.monotonic() - t0:.2f} {mirrored}\n")
                 if first is None and mirrored > 0:
                     first = time.monotonic()
+                    if warm is not None:
+                        warm.release()
                 if mirrored >= total:
                     break
                 if mirrored != seen:
@@ -628,6 +653,8 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
                 time.sleep(2)
                 probe.stop.set()
     finally:
+        if warm is not None:
+            warm.release()
         stop_tool(proc)
         log.close()
         timeline.close()
@@ -893,7 +920,8 @@ def main(argv: list[str] | None = None) -> int:
     setting = f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Kafka " \
               f"{devcluster.KAFKA_VERSION}, {where}, {args.warmup_runs} unmeasured warm-up run(s) per tool and " \
               "workload, " \
-              f"the workload's size + {TOUCH_HEADROOM >> 30} GiB of memory touched before each catch-up run, " \
+              f"the workload's size + {TOUCH_HEADROOM >> 30} GiB of memory touched before each catch-up run and " \
+              f"all but {TOOL_START_MEMORY >> 30} GiB of it held until the first record lands, " \
               f"brokers' JVM: -Xmx{BROKER_HEAP} {' '.join(BROKER_JVM)}"
     print(setting, flush=True)
     write_log4j()

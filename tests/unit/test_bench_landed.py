@@ -1,11 +1,12 @@
-"""bench.landed's arithmetic and bench.run's published summary, without brokers (issue 23)."""
+"""bench.landed's arithmetic, bench.run's published summary and its tools' files, without brokers (issue 23)."""
 
 from __future__ import annotations
 
 import pytest
 
+from bench import mm2_sweep
 from bench.landed import Landed, only_repeats, tally
-from bench.run import MARKERS, RunResult, cpu_per_gb, replace_marked, summarize, verdict
+from bench.run import MARKERS, RunResult, cpu_per_gb, mm2_properties, replace_marked, summarize, verdict, workloads
 from mm2py.ops.digest import PartitionCheck, PartitionDigest
 
 
@@ -179,3 +180,13 @@ def test_the_floor_bounds_the_ratio_row():
 def test_broker_cpu_per_gb_is_the_difference_over_the_data_moved():
     assert cpu_per_gb({"src": 10.0, "dst": 4.0}, {"src": 12.5, "dst": 10.0}, 2.0) == {"src": 1.2, "dst": 3.0}
     assert cpu_per_gb({"src": 1.0}, {"src": 2.0}, 0.0) == {}  # nothing moved: no figure
+
+
+@pytest.mark.parametrize("steady", [False, True])
+def test_mm2py_runs_the_file_mm2_runs_with_the_sweeps_best_lines(steady: bool):
+    w = workloads(0.01)["c" if steady else "b"]
+    best = mm2_sweep.lines_of(mm2_sweep.variant_of("mm2", steady)[1], "r1")
+    mm2 = mm2_properties("r1", w, "mm2").splitlines()
+    mm2py = mm2_properties("r1", w, "mm2py").splitlines()
+    assert best and mm2py == mm2  # the same file, the variant's lines last (they win)
+    assert mm2py[-len(best) - 1:-1] == best

@@ -476,15 +476,14 @@ def warm_source(w: Workload, brokers: Brokers) -> tuple[int, float]:
 class WarmMemory:
     """Memory written just before a run and held until its copy window starts.
 
-    This machine is a VM whose host takes back the guest's free memory (free page reporting):
-    writing to such memory again cost 1.5-2.1 CPU-seconds per GB here (0.3 for memory the guest
-    used recently), and the target broker writes the whole mirrored log. Freed memory is handed
-    out before what was reported (the kernel puts reported pages at the back), but it is reported
-    a part at a time, at about 460 MB/s here (``reported_kib`` of the page_reporting module).
-    Memory freed before the tool starts is therefore mostly gone by the end of a slow start-up:
-    the copier started 12 s after it copied b at 518-551 MB/s instead of 718-794. So the memory
-    is written, ``TOOL_START_MEMORY`` of it freed for the tool's own start-up, and the rest freed
-    by ``release`` once the first record is mirrored: every tool's copy window starts with the
+    This machine is a VM whose host takes back the guest's free memory (free page reporting),
+    and writing such memory again costs the writer several times what recently used memory
+    costs; the target broker writes the whole mirrored log. Freed memory is handed out before
+    what was reported, but it is reported a part at a time within seconds, so memory freed
+    before the tool starts is mostly gone by the end of a slow start-up (docs/benchmarks.md,
+    "Memory the host takes back during start-up"). So the memory is written,
+    ``TOOL_START_MEMORY`` of it freed for the tool's own start-up, and the rest freed by
+    ``release`` once the first record is mirrored: every tool's copy window starts with the
     same warm memory, however long its start-up took.
     """
 
@@ -507,6 +506,10 @@ class WarmMemory:
         self.seconds = time.monotonic() - started
         del self._chunks[:TOOL_START_MEMORY // TOUCH_CHUNK]  # the newest pages stay held
         return self
+
+    @property
+    def held(self) -> int:
+        return len(self._chunks) * TOUCH_CHUNK
 
     def release(self) -> None:
         """Free what is held: the copy window starts (or the run ended without one)."""
@@ -593,7 +596,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
         print(f"{alias}: {size / 1e6:.0f} MB of source log read into memory in {seconds:.1f} s", flush=True)
         warm = WarmMemory(w).touch()
         print(f"{alias}: {warm.touched / 1e9:.1f} GB of memory touched in {warm.seconds:.1f} s, "
-              f"{(warm.touched - TOOL_START_MEMORY) / 1e9:.1f} GB held until the first record lands", flush=True)
+              f"{warm.held / 1e9:.1f} GB held until the first record lands", flush=True)
     log = open(WORK / f"{alias}.log", "wb")  # noqa: SIM115 - closed below
     # seconds since start and records on the target, per poll: where a run's time went
     timeline = open(WORK / f"{alias}.timeline", "w")  # noqa: SIM115 - closed below

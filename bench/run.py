@@ -357,10 +357,9 @@ def mm2_properties(alias: str, w: Workload, tool: str) -> str:
         f"{alias}.consumer.fetch.max.bytes = 67108864",
         f"{alias}.consumer.max.partition.fetch.bytes = 8388608",
     ]
-    if tool == "mm2" or tool.startswith("mm2@"):  # the sweep's variant (bench.mm2_sweep)
-        lines += mm2_sweep.lines_of(mm2_sweep.variant_of(tool, bool(w.steady_rate))[1], alias)
-    elif tool != "copier":  # mm2py runs the file MM2's operators tuned, unchanged (the sweep's best)
-        lines += mm2_sweep.lines_of(mm2_sweep.variant_of("mm2", bool(w.steady_rate))[1], alias)
+    if tool != "copier":  # the sweep's variant (bench.mm2_sweep); mm2py runs MM2's best file unchanged
+        variant = tool if tool.startswith("mm2@") else "mm2"
+        lines += mm2_sweep.lines_of(mm2_sweep.variant_of(variant, bool(w.steady_rate))[1], alias)
     if tool == "mm2py-lowlat":  # README's low-latency setting: micro-batches commit once a minute
         lines.append(f"copy.tail.ms = {LOW_LATENCY_TAIL_MS}")
     if tool == "mm2py-eos":  # mm2py's exactly-once mode (MM2's key; required: no silent fallback)

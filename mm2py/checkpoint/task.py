@@ -30,9 +30,10 @@ from mm2py.errors import KafkaError
 from mm2py.filters import group_filter_for, topic_filter_for
 from mm2py.formats import Checkpoint
 from mm2py.kafka.admin import Admin
-from mm2py.kafka.compacted import RecordWriter, ensure_compacted_topic
+from mm2py.kafka.compacted import ensure_compacted_topic
 from mm2py.policy import policy_for
 from mm2py.types import TP
+from mm2py.worker import kept_writer
 
 log = structlog.get_logger(__name__)
 
@@ -109,7 +110,8 @@ def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
                     continue  # translation may lag the store; never move a checkpoint back
             emitted.append(Checkpoint(group, remote, partition, upstream, downstream, ""))
     if emitted:
-        writer = RecordWriter(flow.target, flow.admin_timeout_ms / 1000)
+        # kept across passes: a new idempotent producer waits for its id (PositionStore.open)
+        writer = kept_writer(flow.target, flow.admin_timeout_ms / 1000)
         writer.write(topic, ((cp.key_bytes(), cp.value_bytes()) for cp in emitted))
         checkpoints.add(emitted)
     synced: list[str] = []

@@ -272,7 +272,9 @@ class Engine:
         self.tailing = frozenset() if until_caught_up else frozenset(
             f.name for f in flows if may_tail(f, loop_guard(self.config, f).provenance))
         for flow in flows:
-            sink = FlowSink(committer_for(flow, self.metrics), self.committed)
+            committer = committer_for(flow, self.metrics)
+            committer.open()  # its producers get their ids while the first micro-batch copies
+            sink = FlowSink(committer, self.committed)
             running = RunningFlow(flow, sink)
             running.connectors.append(self._connector(flow, MirrorSourceDataSource, "source", sink,
                                                       every(flow.trigger_interval_ms / 1000)))

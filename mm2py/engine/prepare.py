@@ -2,13 +2,14 @@
 
 Starting Spark (its JVM, the Python workers, the warm-up) takes seconds, and so does creating a
 flow's remote topics: at thousands of partitions each is over ten seconds. ``TargetPreparation``
-creates the remote topics and the positions topic of every flow in a thread while Spark starts;
-the flows' planners then find them made.
+creates the remote topics, the positions topic and the offset-syncs topic of every flow in a
+thread while Spark starts; the flows' planners and committers then find them made.
 
 Invariants:
-- it only creates what the first plan would create itself, by the same code
-  (``BatchPlanner.prepare_target``), so nothing depends on it: a failure is logged and the
-  planner meets the same error where it always did (and reports it there);
+- it only creates what the first plan and commit would create themselves, by the same code
+  (``BatchPlanner.prepare_target``, ``OffsetSyncWriter.ensure_topic``), so nothing depends on
+  it: a failure is logged and the planner or committer meets the same error where it always did
+  (and reports it there);
 - ``wait`` returns by ``limit`` seconds, or at once on ``stop``: a cluster that does not answer
   delays the flows' start by at most that long (the planners then create what is still missing).
 """
@@ -23,6 +24,7 @@ import structlog
 
 from mm2py.config.model import FlowConfig
 from mm2py.source.planner import planner_for
+from mm2py.source.sync_writer import OffsetSyncWriter
 from mm2py.topology import LoopGuard
 
 log = structlog.get_logger(__name__)
@@ -63,7 +65,10 @@ class TargetPreparation:
 
 
 def prepare_flow_target(guard_for: Callable[[FlowConfig], LoopGuard]) -> Preparer:
-    """The preparer of the real flows: their planners' ``prepare_target`` (clients built in the thread)."""
+    """The preparer of the real flows: their planners' ``prepare_target`` and their offset-syncs topic
+    (clients built in the thread)."""
     def prepare(flow: FlowConfig) -> None:
         planner_for(flow, guard_for(flow)).prepare_target()
+        if flow.emit_offset_syncs_enabled:
+            OffsetSyncWriter(flow).ensure_topic()
     return prepare

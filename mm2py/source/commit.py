@@ -46,11 +46,13 @@ LAG_SECONDS = 10.0
 
 
 class PositionSaver(Protocol):
+    def open(self) -> object: ...
     def save(self, positions: Mapping[TP, int]) -> None: ...
     def close(self) -> None: ...
 
 
 class SyncSaver(Protocol):
+    def open(self) -> object: ...
     def write(self, syncs: Sequence[OffsetSync], history: Sequence[OffsetSync] = ()) -> int: ...
     def close(self) -> None: ...
 
@@ -91,6 +93,17 @@ class FlowCommitter:
         self.max_outage_s = MAX_OUTAGE_SECONDS
         self.clock: Callable[[], float] = time.monotonic
         self.sleep: Callable[[float], None] = time.sleep
+
+    def open(self) -> None:
+        """Start the writers' producers ahead of the first commit, which then waits on none of them.
+
+        Nothing waits here: the producers connect and get their producer ids in the background
+        (``PositionStore.open``).
+        """
+        if self.positions is not None:
+            self.positions.open()
+        if self.syncs is not None:
+            self.syncs.open()
 
     def commit(self, results: list[RangeResult], batch_id: int) -> None:
         if not results:

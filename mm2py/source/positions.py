@@ -99,16 +99,26 @@ class PositionStore:
         else:
             positions[tp] = record.offset
 
-    def save(self, positions: Mapping[TP, int]) -> None:
-        """Durably record last mirrored offsets (acks=all); raises if any write failed."""
-        if not positions:
-            return
+    def open(self) -> Producer:
+        """The store's producer, started on first call (no request waits on it).
+
+        librdkafka's idempotent producer holds what it is given before its producer id arrives
+        until a 500 ms retry tick: a producer opened ahead of its first write spares that write
+        the wait.
+        """
         if self._producer is None:
             conf = dict(self._conf)
             # murmur2 as the Java producer uses, so keys land where Connect puts them
             conf.update({"partitioner": "murmur2_random", "acks": "all", "enable.idempotence": True,
                          "linger.ms": 5})
             self._producer = Producer(conf)
+        return self._producer
+
+    def save(self, positions: Mapping[TP, int]) -> None:
+        """Durably record last mirrored offsets (acks=all); raises if any write failed."""
+        if not positions:
+            return
+        producer = self.open()
         failures: list[str] = []
 
         def on_delivery(err: object, _msg: object) -> None:
@@ -117,9 +127,9 @@ class PositionStore:
 
         for (topic, partition), offset in positions.items():
             record = SourceOffset(self.source_alias, topic, partition, offset)
-            self._producer.produce(self.topic, key=record.key_bytes(), value=record.value_bytes(),
-                                   on_delivery=on_delivery)
-        left = self._producer.flush(self.timeout)
+            producer.produce(self.topic, key=record.key_bytes(), value=record.value_bytes(),
+                             on_delivery=on_delivery)
+        left = producer.flush(self.timeout)
         if left or failures:
             raise KafkaError(
                 f"could not record positions ({left} unsent): {'; '.join(failures[:3])}",

@@ -23,8 +23,9 @@ from mm2py.policy import offset_syncs_history_location, offset_syncs_location
 class OffsetSyncWriter:
     """Writes one flow's offset syncs to MM2's syncs topic, and run starts to the history (``sync_history``).
 
-    The syncs topic is created (as MM2 creates it) before the first write; the history topic by
-    ``SyncHistory.cover``, which the committer calls before every write.
+    The syncs topic is created (as MM2 creates it) before the first write, or ahead of it by
+    ``ensure_topic`` (``mm2py.engine.prepare``); the history topic by ``SyncHistory.cover``, which
+    the committer calls before every write. Constructor does no I/O.
     """
 
     def __init__(self, flow: FlowConfig):
@@ -32,16 +33,28 @@ class OffsetSyncWriter:
         self.cluster, self.topic = offset_syncs_location(flow)
         self.history_topic = offset_syncs_history_location(flow)[1]
         self._writer: RecordWriter | None = None
+        self._topic_ready = False
+
+    def ensure_topic(self) -> None:
+        """Create the syncs topic as MM2 creates it (compacted, one partition) unless it exists."""
+        ensure_compacted_topic(Admin(self.cluster, timeout_ms=self.flow.admin_timeout_ms), self.topic,
+                               self.flow.offset_syncs_topic_replication_factor)
+        self._topic_ready = True
+
+    def open(self) -> RecordWriter:
+        """The writer, its producer started on first call (``PositionStore.open`` says why early)."""
+        if self._writer is None:
+            self._writer = RecordWriter(self.cluster, self.flow.admin_timeout_ms / 1000)
+        return self._writer
 
     def write(self, syncs: Sequence[OffsetSync], history: Sequence[OffsetSync] = ()) -> int:
         """Write ``syncs`` to the syncs topic and ``history`` (the run starts among them) to the history."""
-        if self._writer is None:
-            ensure_compacted_topic(Admin(self.cluster, timeout_ms=self.flow.admin_timeout_ms), self.topic,
-                                   self.flow.offset_syncs_topic_replication_factor)
-            self._writer = RecordWriter(self.cluster, self.flow.admin_timeout_ms / 1000)
+        if not self._topic_ready:
+            self.ensure_topic()
+        writer = self.open()
         if history:
-            self._writer.write(self.history_topic, [(s.key_bytes(), s.value_bytes()) for s in history])
-        return self._writer.write(self.topic, [(s.key_bytes(), s.value_bytes()) for s in syncs])
+            writer.write(self.history_topic, [(s.key_bytes(), s.value_bytes()) for s in history])
+        return writer.write(self.topic, [(s.key_bytes(), s.value_bytes()) for s in syncs])
 
     def close(self) -> None:
         if self._writer is not None:

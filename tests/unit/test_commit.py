@@ -27,6 +27,9 @@ class Journal:
         self.history: list[list[tuple[str, int, int, int]]] = []
         self.fail_syncs = fail_syncs
 
+    def open(self) -> None:
+        self.events.append(("opened", None))
+
     def save(self, positions: Mapping[TP, int]) -> None:
         self.events.append(("positions", dict(positions)))
 
@@ -107,6 +110,14 @@ def test_without_offset_syncs_only_positions_are_written() -> None:
     FlowCommitter(FLOW, policy_for(FLOW), journal, None, journal).commit(
         [RangeResult("t", 0, 0, 10, 10, records=10, syncs=((0, 0),))], 0)
     assert [kind for kind, _ in journal.events] == ["positions"]
+
+
+def test_open_starts_both_writers_before_anything_is_written() -> None:
+    journal = Journal()
+    c = committer(journal)
+    c.open()
+    c.commit([RangeResult("t", 0, 0, 10, 10, records=10, syncs=((0, 0), (10, 10)))], 0)
+    assert [kind for kind, _ in journal.events] == ["opened", "opened", "syncs", "positions"]
 
 
 def test_an_outage_while_recording_is_waited_out_not_copied_again() -> None:

@@ -138,8 +138,8 @@ class FlowConfig:
     # mm2py additions (not in MM2)
     partition_mismatch: str = "error"  # "error" | "hash"
     sync_topic_deletes_enabled: bool = False
-    max_batch_bytes: int = 512 * 1024 * 1024  # admission control: most source bytes per micro-batch
-    batch_duration_ms: int = 1000  # ... and about this much time of data at the measured rate
+    max_batch_bytes: int = 1024 * 1024 * 1024  # admission control: most source bytes per micro-batch
+    batch_duration_ms: int = 2000  # ... and about this much time of data at the measured rate
     batch_coalesce_bytes: int = 0  # runs of small source batches written as one batch of up to this size
     provenance_enabled: bool = True  # identity cycles: loop prevention by producer id (mm2py.source.provenance)
     trigger_interval_ms: int = 500  # minimum time between micro-batches

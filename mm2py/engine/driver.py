@@ -206,6 +206,8 @@ class RunningFlow:
     flow: FlowConfig
     sink: FlowSink
     connectors: list[Connector] = field(default_factory=list)
+    # a query made progress, or the start-up reached both clusters: a failure after that is an
+    # outage (retried), not a wrong address (mm2py.engine.supervisor.classify)
     ever_ran: bool = False
 
     @property
@@ -259,8 +261,11 @@ class Engine:
         return flow.tasks_max or self.spark.sparkContext.defaultParallelism
 
     def start(self, flows: tuple[FlowConfig, ...], *, until_caught_up: bool = False,
-              heartbeat_flows: tuple[FlowConfig, ...] = ()) -> None:
-        """Start the source and checkpoint connectors of ``flows`` and heartbeats of ``heartbeat_flows``."""
+              heartbeat_flows: tuple[FlowConfig, ...] = (), reached: frozenset[str] = frozenset()) -> None:
+        """Start the source and checkpoint connectors of ``flows`` and heartbeats of ``heartbeat_flows``.
+
+        ``reached``: the flows whose clusters already answered (``TargetPreparation.prepared``).
+        """
         def every(seconds: float) -> dict:
             if until_caught_up:
                 return {"availableNow": True}
@@ -275,7 +280,7 @@ class Engine:
             committer = committer_for(flow, self.metrics)
             committer.open()  # its producers get their ids while the first micro-batch copies
             sink = FlowSink(committer, self.committed)
-            running = RunningFlow(flow, sink)
+            running = RunningFlow(flow, sink, ever_ran=flow.name in reached)
             running.connectors.append(self._connector(flow, MirrorSourceDataSource, "source", sink,
                                                       every(flow.trigger_interval_ms / 1000)))
             if flow.emit_checkpoints_enabled and flow.emit_offset_syncs_enabled and not until_caught_up:
@@ -555,7 +560,8 @@ def _serve(config: MirrorMakerConfig, spark: SparkSession, root: str, flows: tup
         if preparation is not None:
             preparation.wait(stop, max(f.admin_timeout_ms for f in flows) / 1000)
         if not stop.is_set():
-            engine.start(flows, until_caught_up=until_caught_up, heartbeat_flows=heartbeat_flows)
+            engine.start(flows, until_caught_up=until_caught_up, heartbeat_flows=heartbeat_flows,
+                         reached=frozenset(preparation.prepared) if preparation is not None else frozenset())
         if warmup is not None:
             warmup.finish(stop)
         if not stop.is_set():

@@ -40,6 +40,7 @@ class TargetPreparation:
         self.prepare = prepare
         self._thread = threading.Thread(target=self._run, name="mm2py-prepare-targets", daemon=True)
         self.seconds: float | None = None  # how long all flows took, once done
+        self.prepared: set[str] = set()  # flows whose preparation went through: both clusters answered
 
     def start(self) -> TargetPreparation:
         self._thread.start()
@@ -50,6 +51,7 @@ class TargetPreparation:
         for flow in self.flows:
             try:
                 self.prepare(flow)
+                self.prepared.add(flow.name)
             except Exception as e:  # noqa: BLE001 - the planner does the same and reports it
                 log.info("remote topics not prepared before the flow started; its planner creates them",
                          flow=flow.name, error=str(e))

@@ -33,6 +33,7 @@ def test_every_flow_is_prepared_and_a_failure_is_named_not_raised():
     [failed] = [e for e in logs if e["log_level"] == "info"]
     assert failed["flow"] == "A->B" and "missing ACL ALLOW CREATE" in failed["error"]
     assert prep.seconds is not None
+    assert prep.prepared == {"B->A"}, "only a flow whose clusters answered counts as reached"
 
 
 def test_wait_ends_at_its_limit_or_at_stop_while_a_cluster_does_not_answer():

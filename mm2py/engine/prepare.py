@@ -52,9 +52,9 @@ class TargetPreparation:
             try:
                 self.prepare(flow)
                 self.prepared.add(flow.name)
-            except Exception as e:  # noqa: BLE001 - the planner does the same and reports it
-                log.info("remote topics not prepared before the flow started; its planner creates them",
-                         flow=flow.name, error=str(e))
+            except Exception as e:  # noqa: BLE001 - the planner or committer meets it and reports it
+                log.info("targets not prepared before the flow started; its planner and committer create "
+                         "what is missing", flow=flow.name, error=str(e))
         self.seconds = time.monotonic() - started
         log.debug("targets prepared", flows=[f.name for f in self.flows], seconds=round(self.seconds, 1))
 

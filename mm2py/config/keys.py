@@ -177,7 +177,9 @@ FLOW_KEYS: tuple[Key, ...] = (
           choices=("error", "hash"), extension=True),
     _flow("sync.topic.deletes.enabled", Kind.BOOL, "Delete a remote topic when its source topic is deleted.",
           extension=True),
-    _flow("max.batch.bytes", Kind.INT, "Admission control: most source bytes in one micro-batch of a flow.",
+    _flow("max.batch.bytes", Kind.INT, "Admission control: most source bytes in one micro-batch of a flow "
+          "(the first two micro-batches of a backlog, before a rate is measured, carry this or 512 MiB, "
+          "whichever is less: lower it on a slow link).",
           minimum=1, extension=True),
     _flow("batch.duration.ms", Kind.INT, "Admission control: a micro-batch carries about this much time of data at "
           "the flow's measured rate, up to max.batch.bytes (0: always max.batch.bytes).", minimum=0,

@@ -16,6 +16,9 @@ Invariants:
   batch of a run excepted;
 - until full batches of different sizes let the fixed cost be fitted, it counts as 0, and
   the budget is the measured rate times the duration;
+- until a batch is measured, the budget is ``FIRST_BATCH_BYTES`` (within the ceiling), so
+  the first two batches of a backlog carry it: large enough that their fixed cost is a small
+  part of them at a local rate (500 MB/s and more);
 - up at once, down halfway: one slow batch (a GC, a leader move) does not halve the next.
 """
 
@@ -25,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 MIN_BATCH_BYTES = 16 << 20
-FIRST_BATCH_BYTES = 128 << 20
+FIRST_BATCH_BYTES = 512 << 20
 FITTED_BATCHES = 8  # the most recent full batches the fixed cost is fitted on
 SPREAD = 1.3  # their sizes must differ by this factor for a fit
 DATA_PER_FIXED = 3.0  # a cycle's data part lasts at least this many times its fixed part

@@ -6,16 +6,16 @@ MB = 1 << 20
 
 
 def test_budget_follows_one_second_at_the_measured_rate_up_at_once_down_halfway():
-    sizer = BatchSizer(ceiling=512 * MB, duration_s=1.0)
-    assert sizer.next_budget(0.0) == FIRST_BATCH_BYTES
+    sizer = BatchSizer(ceiling=2048 * MB, duration_s=1.0)
+    assert sizer.next_budget(0.0) == FIRST_BATCH_BYTES == 512 * MB
     sizer.planned(0.0, FIRST_BATCH_BYTES, FIRST_BATCH_BYTES)
     assert sizer.next_budget(3.0) == FIRST_BATCH_BYTES, "the first batch (start-up) measures nothing"
     sizer.planned(3.0, FIRST_BATCH_BYTES, FIRST_BATCH_BYTES)
-    # the full 128 MB batch took 0.5 s: 256 MB/s
-    assert sizer.next_budget(3.5) == 256 * MB
-    assert sizer.next_budget(3.5) == 256 * MB, "no full batch since: nothing new measured"
-    sizer.planned(4.0, 256 * MB, 256 * MB)
-    assert sizer.next_budget(6.0) == (256 + 128) // 2 * MB  # 2 s for 256 MB: down halfway
+    # the full 512 MB batch took 0.5 s: 1024 MB/s
+    assert sizer.next_budget(3.5) == 1024 * MB
+    assert sizer.next_budget(3.5) == 1024 * MB, "no full batch since: nothing new measured"
+    sizer.planned(4.0, 1024 * MB, 1024 * MB)
+    assert sizer.next_budget(8.0) == (1024 + 256) // 2 * MB  # 4 s for 1024 MB: down halfway
 
 
 def test_a_batch_smaller_than_its_budget_measures_nothing():

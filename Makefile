@@ -66,7 +66,7 @@ bench: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP)
 # one warm-up run of each tool (without it the first tool, MM2, runs on brokers whose JIT is
 # cold and reads 40% slower)
 bench-quick: $(VENV_STAMP) $(JARS_STAMP)
-	$(PY) -m bench.run --workloads b --scale 1.3 --pairs 1 --warmup-runs 1 --tools floor,mm2,mm2py --publish
+	$(PY) -m bench.run --workloads b --scale 1.35 --pairs 1 --warmup-runs 1 --tools floor,mm2,mm2py --publish
 
 config-doc: $(VENV_STAMP)
 	$(PY) -c 'from mm2py.config.support import render; print(render(), end="")' > docs/configuration.md

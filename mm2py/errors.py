@@ -195,3 +195,25 @@ def from_task_failure(what: str, description: str) -> Mm2pyError:
         error.partition = int(where.group(3)) if where.group(3) else None
         error.offset = int(where.group(4)) if where.group(4) else None
     return error
+
+
+BRIEF_LINES = 12  # distinct lines a brief failure keeps, the most recent last
+BRIEF_LINE_CHARS = 600
+
+
+def brief_failure(description: str) -> str:
+    """What ``from_task_failure`` reads of a Spark failure text, and nothing more.
+
+    Keeps its first line (py4j's own "An error occurred while calling" line skipped), every
+    mm2py error raised in a task, and Spark's words for an engine time-out: each distinct line
+    once, in the order of its last appearance (a task retried four times says it four times),
+    at most ``BRIEF_LINES`` lines of ``BRIEF_LINE_CHARS`` characters.
+    """
+    lines = [line.strip() for line in description.splitlines() if line.strip()]
+    lines = [line.removeprefix(": ") for line in lines if not line.startswith("An error occurred while calling")]
+    if not lines:
+        return description.strip()[:BRIEF_LINE_CHARS]
+    rest = [line for line in lines[1:]
+            if _RAISED_IN_TASK.match(line) or any(words in line for words in _ENGINE_TIMEOUTS)]
+    last_first = list(dict.fromkeys(reversed(rest)))[:BRIEF_LINES - 1]
+    return "\n".join(line[:BRIEF_LINE_CHARS] for line in [lines[0], *reversed(last_first)])

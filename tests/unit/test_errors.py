@@ -1,6 +1,14 @@
 """Errors raised inside Spark tasks reach the operator as ours, in one line."""
 
-from mm2py.errors import AuthorizationError, Mm2pyError, RecordTooLargeError, from_task_failure
+from mm2py.errors import (
+    BRIEF_LINES,
+    AuthorizationError,
+    EngineTimeoutError,
+    Mm2pyError,
+    RecordTooLargeError,
+    brief_failure,
+    from_task_failure,
+)
 
 SPARK_DESC = """[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: Job aborted.
 org.apache.spark.api.python.PythonException: Traceback (most recent call last):
@@ -50,3 +58,27 @@ def test_missing_acl_spells_kafka_acls_resource_flags():
     error = missing_acl("WRITE", "TRANSACTIONAL_ID", "mm2py-A->B-0", cluster="B", principal="User:alice")
     assert "--operation Write --transactional-id 'mm2py-A->B-0'" in str(error)
     assert "--topic 'orders'" in str(missing_acl("READ", "TOPIC", "orders", cluster="A"))
+
+
+def test_a_brief_failure_keeps_what_from_task_failure_reads_without_py4j_words():
+    py4j_text = ("An error occurred while calling o87.collectToPython.\n"
+                 ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 failed 4 times\n"
+                 + SPARK_DESC * 4 + "\tat java.base/java.lang.Thread.run(Thread.java:840)\n" * 200)
+    brief = brief_failure(py4j_text)
+    assert brief.splitlines()[0] == ("org.apache.spark.SparkException: Job aborted due to stage failure: "
+                                     "Task 0 failed 4 times")
+    assert "Py4JJavaError" not in brief and "An error occurred while calling" not in brief
+    assert len(brief.splitlines()) == 2, "a task retried four times says its error once"
+    # raised again as the sink's own error, Spark's description still yields the task's error and place
+    error = from_task_failure("checkpoint A->B", f"Traceback ...\nmm2py.errors.Mm2pyError: {brief}\n")
+    assert isinstance(error, AuthorizationError) and (error.cluster, error.topic) == ("A", "orders")
+
+
+def test_a_brief_failure_is_bounded_and_keeps_the_most_recent_errors_and_engine_timeouts():
+    text = "first\n" + "".join(f"mm2py.errors.KafkaError: failure {i} [cluster=B]\n" for i in range(50))
+    brief = brief_failure(text + "Python worker failed to connect back in 10 s\n")
+    lines = brief.splitlines()
+    assert len(lines) == BRIEF_LINES and lines[0] == "first"
+    assert lines[-2] == "mm2py.errors.KafkaError: failure 49 [cluster=B]"
+    assert isinstance(from_task_failure("source A->B", "x\n" + "\n".join(lines[:1] + lines[-1:])), EngineTimeoutError)
+    assert len(brief_failure("x" * 100_000)) <= 600

@@ -347,7 +347,9 @@ def write_log4j() -> None:
 
 def mm2_properties(alias: str, w: Workload, tool: str) -> str:
     lines = [
-        *flow_properties(alias, A_PORT, B_PORT, f"bench-{w.name}.*"),
+        # a steady run mirrors its own topic only: earlier runs' steady topics stay on the source
+        *flow_properties(alias, A_PORT, B_PORT,
+                         f"{topic_names(w)[0]}-{alias}" if w.steady_rate else f"bench-{w.name}.*"),
         f"tasks.max = {max(w.partitions, 2) if w.topics == 1 else 4}",
         # MM2's documented tuning: batching producer, large fetches
         "tgt.producer.linger.ms = 20",

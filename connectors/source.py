@@ -112,7 +112,7 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         tail = tail_ms(self.flow, provenance=provenance, caught_up=planner.caught_up, tasks=len(groups),
                        slots=self.slots, tailing_flows=self.tailing_flows)
         if tail:  # every partition of the flow is tailed, those with nothing planned too
-            planner.tailing()
+            planner.tailing(tail / 1000)
             for i, idle in enumerate(planner.idle_ranges(start, end, ranges)):
                 groups[i % len(groups)].append(idle)
         registry = planner.provenance()  # after the ends were fixed

@@ -78,7 +78,9 @@ def read_to_end(consumer: Consumer, topic: str, starts: Mapping[int, int], ends:
             if time.monotonic() > deadline:
                 raise KafkaError(f"reading {topic} did not reach its end {dict(sorted(wanted.items()))} in time",
                                  cluster=cluster, topic=topic, retriable=True)
-            for msg in consumer.consume(10000, timeout=0.05):
+            # consume() waits out its timeout unless it gets its count: ask for what is left to read
+            left = min(sum(end - reached.get(p, 0) for p, end in wanted.items()), 10000)
+            for msg in consumer.consume(max(left, 1), timeout=0.05):
                 if msg.error():
                     raise KafkaError(str(msg.error()), cluster=cluster, topic=topic)
                 on_record(msg)
@@ -123,13 +125,19 @@ class RecordWriter:
     def __init__(self, cluster: ClusterConfig, timeout: float = 60):
         conf = rdkafka_config(cluster.bootstrap_servers, cluster.producer, cluster.alias, "producer")
         conf.setdefault("linger.ms", 5)
-        conf.update({"acks": "all", "enable.idempotence": True})
+        # only failures call back: a write of thousands of records waits on no Python call per record
+        conf.update({"acks": "all", "enable.idempotence": True, "delivery.report.only.error": True})
         self.cluster = cluster
         self.timeout = timeout
         self._producer = Producer(conf)
 
     def write(self, topic: str, records: Iterable[tuple[bytes, bytes | None]], partition: int | None = 0,
               timestamp: int | None = None) -> int:
+        return self.write_topics([(topic, records)], partition, timestamp)
+
+    def write_topics(self, writes: Iterable[tuple[str, Iterable[tuple[bytes, bytes | None]]]],
+                     partition: int | None = 0, timestamp: int | None = None) -> int:
+        """Write each topic's records, in order, and wait once for every acknowledgement; the count written."""
         failures: list[str] = []
 
         def on_delivery(err: object, _msg: object) -> None:
@@ -137,23 +145,30 @@ class RecordWriter:
                 failures.append(str(err))
 
         count = 0
+        topics = []
+        for topic, records in writes:
+            topics.append(topic)
+            count += self._produce(topic, records, partition, timestamp, on_delivery)
+        left = self._producer.flush(self.timeout)
+        if left or failures:
+            raise KafkaError(f"{left} records unsent, errors: {'; '.join(failures[:3])}",
+                             cluster=self.cluster.alias, topic=", ".join(topics), retriable=True)
+        return count
+
+    def _produce(self, topic: str, records: Iterable[tuple[bytes, bytes | None]], partition: int | None,
+                 timestamp: int | None, on_delivery: Callable[[object, object], None]) -> int:
+        count = 0
+        produce = self._producer.produce
+        to = -1 if partition is None else partition  # -1: the producer's partitioner
+        at = timestamp or 0  # 0: now
         for key, value in records:
-            kwargs: dict[str, object] = {"key": key, "value": value, "on_delivery": on_delivery}
-            if partition is not None:
-                kwargs["partition"] = partition
-            if timestamp is not None:
-                kwargs["timestamp"] = timestamp
             while True:
                 try:
-                    self._producer.produce(topic, **kwargs)
+                    produce(topic, value, key, to, on_delivery, at)
                     break
                 except BufferError:
                     self._producer.poll(0.05)
             count += 1
-        left = self._producer.flush(self.timeout)
-        if left or failures:
-            raise KafkaError(f"{left} records unsent, errors: {'; '.join(failures[:3])}",
-                             cluster=self.cluster.alias, topic=topic, retriable=True)
         return count
 
     def close(self) -> None:

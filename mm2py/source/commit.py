@@ -222,10 +222,12 @@ class FlowCommitter:
         """Records still to mirror in the batch's partitions, as the source stands now.
 
         Read at most every ``LAG_SECONDS`` (None between): at thousands of partitions the
-        ListOffsets behind this log field costs a good part of a steady micro-batch.
+        ListOffsets behind this log field costs a good part of a steady micro-batch. Not read
+        after a micro-batch whose tasks tailed (mm2py.source.tail): they copied until their tail
+        ended, and what arrived since waits for this commit and the next plan.
         """
         now = time.monotonic()
-        if now - self._lag_at < LAG_SECONDS:
+        if now - self._lag_at < LAG_SECONDS or any(r.tailed for r in results):
             return None
         self._lag_at = now
         try:

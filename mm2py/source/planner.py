@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import time
 
+import structlog
+
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
 from mm2py.filters import topic_filter_for
@@ -23,6 +25,7 @@ from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import ensure_compacted_topic
 from mm2py.metadata.sync import MetadataSync
 from mm2py.policy import policy_for
+from mm2py.source.ahead import AheadWork, ahead_delay
 from mm2py.source.catalogue import TopicCatalogue
 from mm2py.source.listing import OffsetLister, SourceListing
 from mm2py.source.positions import PositionStore, PositionTail
@@ -33,6 +36,8 @@ from mm2py.source.spark_offsets import Offsets
 from mm2py.source.stalls import PlannedRange, StallBook
 from mm2py.topology import LoopGuard
 from mm2py.types import TP
+
+log = structlog.get_logger(__name__)
 
 # Before the first size estimate (or for an empty log) plan as if an offset carried this much.
 ASSUMED_BYTES_PER_OFFSET = 512
@@ -80,6 +85,7 @@ class BatchPlanner:
         self._ready = False
         self._stored: dict[TP, int] | None = None
         self._available_now: dict[str, int] | None = None
+        self._ahead: AheadWork | None = None  # the refresh beside a tailing micro-batch
         # the last micro-batch planned everything the source had, or all but less than one more
         # budget: its copy tasks may tail (mm2py.source.tail)
         self.caught_up = False
@@ -128,10 +134,11 @@ class BatchPlanner:
         self._available_now = {tp_key(*tp): off for tp, off in ends.items()}
 
     def latest_offsets(self, start_raw: dict, max_bytes: int | None) -> dict:
+        failed_ahead = self._settle_ahead()
         self._prepare()
         start = Offsets.parse(start_raw)
         review = self.stalls.review(start.positions, available_now=self._available_now is not None)
-        self.catalogue.refresh_topics(force=review.refresh)
+        self.catalogue.refresh_topics(force=review.refresh or failed_ahead)
         # partitions a tailing copy took past Spark's offsets begin after their recorded position
         ahead = {k: (offset, True) for k, offset in review.ahead.items() if k not in review.stopped}
         return self._plan(start, {**ahead, **review.restart}, {**ahead, **review.stopped}, set(review.held),
@@ -168,9 +175,24 @@ class BatchPlanner:
                               target_partitions=self.catalogue.rehash.get(topic, 0),
                               max_batch_bytes=self.catalogue.max_batch_bytes.get(remote, 0))
 
-    def tailing(self) -> None:
-        """The micro-batch just planned tails: its duration says nothing of the flow's rate."""
+    def tailing(self, seconds: float) -> None:
+        """The micro-batch just planned tails for ``seconds``: its duration says nothing of the flow's rate.
+
+        The topic refresh the next plan would do runs beside the tail instead (mm2py.source.ahead).
+        """
         self.sizer.unmeasured()
+        delay = ahead_delay(seconds, self.flow.refresh_topics_interval_seconds, self.flow.refresh_topics_enabled)
+        if delay is not None:
+            self._ahead = AheadWork(self.catalogue.refresh_topics, delay).start()
+
+    def _settle_ahead(self) -> bool:
+        """Before planning: the refresh beside the last tail is over; whether the plan must refresh itself."""
+        ahead, self._ahead = self._ahead, None
+        error = ahead.settle() if ahead is not None else None
+        if error is not None:
+            log.warning("topic refresh beside the tail failed; refreshing before the next plan",
+                        flow=self.flow.name, error=str(error))
+        return error is not None
 
     def idle_ranges(self, start_raw: dict, end_raw: dict, planned: list[PartitionRange]) -> list[PartitionRange]:
         """Empty ranges of every other partition of the flow, for a micro-batch whose copy tasks tail.

@@ -51,10 +51,10 @@ class OffsetSyncWriter:
         """Write ``syncs`` to the syncs topic and ``history`` (the run starts among them) to the history."""
         if not self._topic_ready:
             self.ensure_topic()
-        writer = self.open()
-        if history:
-            writer.write(self.history_topic, [(s.key_bytes(), s.value_bytes()) for s in history])
-        return writer.write(self.topic, [(s.key_bytes(), s.value_bytes()) for s in syncs])
+        writes = [(self.topic, [(s.key_bytes(), s.value_bytes()) for s in syncs])]
+        if history:  # one wait for both topics' acknowledgements
+            writes.insert(0, (self.history_topic, [(s.key_bytes(), s.value_bytes()) for s in history]))
+        return self.open().write_topics(writes) - len(history)
 
     def close(self) -> None:
         if self._writer is not None:

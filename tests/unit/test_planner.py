@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ from mm2py.errors import KafkaError
 from mm2py.filters import TopicFilter
 from mm2py.kafka.resources import TopicConfigEntry
 from mm2py.policy import policy_for
+from mm2py.source.ahead import AHEAD_SECONDS
 from mm2py.source.catalogue import TopicCatalogue
 from mm2py.source.planner import ASSUMED_BYTES_PER_OFFSET, BatchPlanner
 from mm2py.source.ranges import PartitionRange
@@ -568,3 +570,46 @@ def test_only_a_plan_that_reached_every_end_is_caught_up():
     r.planner.prepare_available_now()
     r.planner.latest_offsets(start, None)
     assert not r.planner.caught_up, "a --once run never tails"
+
+
+def test_a_tailing_micro_batch_refreshes_topics_beside_its_tail_and_the_next_plan_does_not():
+    r = rig({"t": 1}, extra="refresh.topics.interval.seconds = 5")
+    start = r.planner.initial_offsets()
+    end = r.planner.latest_offsets(start, None)
+    r.planner.ranges(start, end)
+    r.src.counts["new"] = 2  # created on the source while the micro-batch tails
+    r.events.clear()
+    r.catalogue._refreshed_at -= 5  # noqa: SLF001 - the listing is due by the time the refresh starts
+    r.planner.tailing(AHEAD_SECONDS + 0.05)  # the refresh starts 0.05 s into the tail
+    deadline = time.monotonic() + 5
+    while ("dst", "create_topics", ("A.new",)) not in r.events and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ("src", "topics") in r.events and ("dst", "create_topics", ("A.new",)) in r.events
+    r.events.clear()
+    again = r.planner.latest_offsets(end, None)
+    assert ("src", "topics") not in r.events, "listed beside the tail, not due again at the plan"
+    assert {p.topic for p in r.planner.ranges(end, again)} <= {"t", "new"} and "new" in r.catalogue.partitions
+
+
+def test_a_refresh_that_failed_beside_the_tail_is_done_again_by_the_plan():
+    r = rig({"t": 1}, extra="refresh.topics.interval.seconds = 5")
+    start = r.planner.initial_offsets()
+    end = r.planner.latest_offsets(start, None)
+    r.planner.ranges(start, end)
+    listing = r.src.topics
+    failed = []
+
+    def unreachable() -> dict[str, int]:
+        failed.append(1)
+        raise KafkaError("source unreachable", cluster="A", retriable=True)
+
+    r.src.topics = unreachable  # type: ignore[method-assign]
+    r.catalogue._refreshed_at -= 5  # noqa: SLF001 - the listing is due by the time the refresh starts
+    r.planner.tailing(AHEAD_SECONDS + 0.01)
+    deadline = time.monotonic() + 5
+    while not failed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    r.src.topics = listing  # type: ignore[method-assign]
+    r.events.clear()
+    r.planner.latest_offsets(end, None)
+    assert failed and ("src", "topics") in r.events, "the plan listed the source itself"

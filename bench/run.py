@@ -31,6 +31,7 @@ the steady rate has run for a warm-up period.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import shlex
@@ -397,6 +398,7 @@ class LatencyProbe:
     def __init__(self, w: Workload, remote: str, read_port: int = B_PORT):
         self.w, self.remote, self.read_port = w, remote, read_port  # the floor reads the source itself
         self.samples: list[float] = []
+        self.arrived: list[float] = []  # arrival time (epoch s) of each sample
         self.stop = threading.Event()
         self.measure_from_us = float("inf")  # send time (µs) from which latencies count
 
@@ -433,14 +435,33 @@ class LatencyProbe:
                 break
             time.sleep(0.2)
         consumer.assign([TopicPartition(self.remote, p, 0) for p in range(self.w.partitions)])
+        samples, arrived, unpack = self.samples, self.arrived, struct.Struct(">q").unpack_from
         while not self.stop.is_set():
-            for msg in consumer.consume(5000, 0.1):
-                if msg.error() or len(msg.value() or b"") < 8:
+            # consume() returns when it has its count or at its timeout: a short timeout, so that
+            # records do not wait in the probe for a fuller list (a 0.1 s timeout added 0-100 ms)
+            batch = consumer.consume(10000, 0.002)
+            now_us = time.time_ns() / 1000  # every record of the list had arrived by now
+            for msg in batch:
+                value = msg.value()
+                if msg.error() or value is None or len(value) < 8:
                     continue
-                sent_us = struct.unpack(">q", msg.value()[:8])[0]
+                sent_us = unpack(value)[0]
                 if sent_us >= self.measure_from_us:
-                    self.samples.append(time.time_ns() / 1000 - sent_us)
+                    samples.append(now_us - sent_us)
+                    arrived.append(now_us / 1e6)
         consumer.close()
+
+    def write_profile(self, path: Path, step: float = 0.1) -> None:
+        """Per ``step`` seconds of arrival (UTC, to read beside the tool's log): count, p50 and max ms."""
+        buckets: dict[int, list[float]] = {}
+        n = len(self.arrived)  # the reader may still be appending: samples are appended first
+        for at, us in zip(self.arrived[:n], self.samples[:n], strict=True):
+            buckets.setdefault(int(at / step), []).append(us / 1000)
+        with path.open("w") as out:
+            for key in sorted(buckets):
+                ms = sorted(buckets[key])
+                clock = datetime.datetime.fromtimestamp(key * step, datetime.UTC).strftime("%H:%M:%S.%f")[:-5]
+                out.write(f"{clock} {len(ms)} {ms[len(ms) // 2]:.0f} {ms[-1]:.0f}\n")
 
 
 def warm_up(topic: str, remote: str, partitions: int, dst: Admin, deadline: float) -> None:
@@ -658,6 +679,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
             if probe is not None:
                 time.sleep(2)
                 probe.stop.set()
+                probe.write_profile(WORK / f"{alias}.latency")
     finally:
         if warm is not None:
             warm.release()

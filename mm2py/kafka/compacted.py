@@ -164,7 +164,7 @@ class RecordWriter:
         for key, value in records:
             while True:
                 try:
-                    produce(topic, value, key, to, on_delivery, at)
+                    produce(topic, value, key, to, on_delivery=on_delivery, timestamp=at)
                     break
                 except BufferError:
                     self._producer.poll(0.05)

@@ -1,6 +1,6 @@
-"""Driver work of the next plan done beside a tailing micro-batch, so the plan does not wait for it.
+"""Work of the next plan done beside a tailing micro-batch, so the plan does not wait for it.
 
-A tailing micro-batch (mm2py.source.tail) keeps the driver idle for its whole window, and a
+A tailing micro-batch (mm2py.source.tail) keeps the planner idle for its whole window, and a
 record that arrives between two micro-batches waits for everything the next plan does. A
 topic refresh (listing the source, creating remote topics, the due metadata sync) is the
 largest part of that plan which does not depend on the micro-batch's outcome: it runs on a
@@ -8,9 +8,9 @@ timer shortly before the tail ends, beside the copy tasks, as MM2's connector re
 topics beside its tasks. The next plan then finds it done and not due again.
 
 Invariants:
-- the work runs only while Spark runs the micro-batch's tasks: ``settle``, which the next plan
-  calls before anything else, cancels it if it has not started and waits for it if it has, so
-  the planner and the work never touch the catalogue at the same time;
+- the work never overlaps a plan: it starts after the plan of the tailing micro-batch, and
+  ``settle``, which the next plan calls before anything else, cancels it if it has not started
+  and waits for it if it has, so the planner and the work never touch the catalogue at once;
 - a failure is not dropped: ``settle`` returns it, and the plan then does the work itself, where
   a failure that lasts takes its usual path.
 """

@@ -86,6 +86,7 @@ class BatchPlanner:
         self._stored: dict[TP, int] | None = None
         self._available_now: dict[str, int] | None = None
         self._ahead: AheadWork | None = None  # the refresh beside a tailing micro-batch
+        self._refresh_owed = False  # that refresh failed: the next plan refreshes itself
         # the last micro-batch planned everything the source had, or all but less than one more
         # budget: its copy tasks may tail (mm2py.source.tail)
         self.caught_up = False
@@ -134,7 +135,8 @@ class BatchPlanner:
         self._available_now = {tp_key(*tp): off for tp, off in ends.items()}
 
     def latest_offsets(self, start_raw: dict, max_bytes: int | None) -> dict:
-        failed_ahead = self._settle_ahead()
+        self._settle_ahead()
+        failed_ahead, self._refresh_owed = self._refresh_owed, False
         self._prepare()
         start = Offsets.parse(start_raw)
         review = self.stalls.review(start.positions, available_now=self._available_now is not None)
@@ -181,18 +183,19 @@ class BatchPlanner:
         The topic refresh the next plan would do runs beside the tail instead (mm2py.source.ahead).
         """
         self.sizer.unmeasured()
+        self._settle_ahead()  # one at a time, should Spark plan the same micro-batch again
         delay = ahead_delay(seconds, self.flow.refresh_topics_interval_seconds, self.flow.refresh_topics_enabled)
         if delay is not None:
             self._ahead = AheadWork(self.catalogue.refresh_topics, delay).start()
 
-    def _settle_ahead(self) -> bool:
-        """Before planning: the refresh beside the last tail is over; whether the plan must refresh itself."""
+    def _settle_ahead(self) -> None:
+        """The refresh beside the last tail is over; one that failed leaves the next plan to refresh."""
         ahead, self._ahead = self._ahead, None
         error = ahead.settle() if ahead is not None else None
         if error is not None:
             log.warning("topic refresh beside the tail failed; refreshing before the next plan",
                         flow=self.flow.name, error=str(error))
-        return error is not None
+            self._refresh_owed = True
 
     def idle_ranges(self, start_raw: dict, end_raw: dict, planned: list[PartitionRange]) -> list[PartitionRange]:
         """Empty ranges of every other partition of the flow, for a micro-batch whose copy tasks tail.

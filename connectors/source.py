@@ -9,7 +9,6 @@ those rows to ``mm2py.source.commit``, which records offset syncs and positions.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 
 from mm2py.connectors.options import decode, decode_flow
@@ -25,7 +24,8 @@ from mm2py.source.copier import CopySettings
 from mm2py.source.exactly_once import spec_for
 from mm2py.source.provenance import Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult, assign
-from mm2py.source.tail import may_tail, tail_ms, tasks_to_tail
+from mm2py.source.stop_flag import StopFlag
+from mm2py.source.tail import TailWindow, may_tail, tail_ms, tasks_to_tail, window_for
 from mm2py.source.task import copy_ranges
 from mm2py.topology import LoopGuard
 
@@ -58,12 +58,15 @@ class MirrorSourceDataSource(DataSource):
         guard = decode(self.options["guard"]) if "guard" in self.options else None
         slots = int(self.options.get("tasks", "2"))
         return MirrorSourceStreamReader(decode_flow(self.options["flow"]), slots, guard,
-                                        tailing_flows=int(self.options.get("tailing", "1")))
+                                        tailing_flows=int(self.options.get("tailing", "1")),
+                                        stop=StopFlag(self.options.get("stop")))
 
 
 class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, flow: FlowConfig, tasks: int, guard: LoopGuard | None = None, *, tailing_flows: int = 1):
+    def __init__(self, flow: FlowConfig, tasks: int, guard: LoopGuard | None = None, *, tailing_flows: int = 1,
+                 stop: StopFlag | None = None):
         self.flow = flow
+        self.stop = stop or StopFlag(None)  # raised when the run stops: tails end, no new plan
         self.guard = guard
         self.slots = tasks  # Spark's task slots
         self.tailing_flows = tailing_flows  # flows of this run whose copy tasks may tail
@@ -95,6 +98,8 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         return ReadMaxBytes(self.flow.max_batch_bytes)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        if self.stop.raised():
+            return start  # the run is stopping: no further micro-batch, the running one commits
         max_bytes = None if isinstance(limit, ReadAllAvailable) else getattr(limit, "max_bytes", None)
         return self.planner.latest_offsets(start, max_bytes)
 
@@ -123,12 +128,14 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         client_id = f"mm2py-{self.flow.name}-{os.getpid()}"
         context = TaskContext.get()
         retry = context is not None and context.attemptNumber() > 0
-        tail_until = time.monotonic() + partition.tail_ms / 1000 if partition.tail_ms else None
         results = copy_ranges(self.flow.source, self.flow.target, partition.ranges, self.settings, client_id,
                               self.exactly_once, partition.index, schemas=self.schemas, retry=retry,
-                              provenance=partition.provenance, tail_until=tail_until)
+                              provenance=partition.provenance, tail=self._tail(partition.tail_ms))
         yield RangeResult.pack(results)
         worker.settle()
+
+    def _tail(self, ms: int) -> TailWindow | None:
+        return window_for(self.flow, ms, self.stop)
 
     def commit(self, end: dict) -> None:
         pass  # positions are recorded from what tasks actually copied: by the sink, or in the tasks' transactions

@@ -202,6 +202,9 @@ FLOW_KEYS: tuple[Key, ...] = (
           "waiting for the next micro-batch; positions and offset syncs are written when it ends. At-least-once "
           "flows without provenance, and only while the flow's tasks leave Spark a free task slot "
           "(0: tasks end at their planned ends).", minimum=0, extension=True),
+    _flow("copy.tail.commit.ms", Kind.INT, "While a copy task tails, how often it records what the target "
+          "acknowledged (offset syncs, then positions), so that a crash costs at most this long copied again "
+          "rather than the whole tail.", minimum=100, extension=True),
     _flow("schemas.mode", Kind.ENUM, "Avro records in the Confluent wire format between clusters with a schema "
           "registry each: translate (sync subjects, rewrite every schema id to the target's), preserve (the "
           "registry's storage topic is mirrored too and ids stay), off (bytes as they are).",
@@ -237,6 +240,10 @@ AUDIT_INTERVAL = Key("audit.interval.seconds", Kind.FLOAT, 60.0,
                      "Completeness audit: compare record counts per topic, partition and minute of the source and "
                      "the target every this many seconds, with metrics.port set (0: off).", Scope.GLOBAL, minimum=0,
                      extension=True)
+SHUTDOWN_TIMEOUT = Key("shutdown.timeout.ms", Kind.INT, 25000,
+                       "On SIGINT or SIGTERM: how long running micro-batches may take to commit (tails end at "
+                       "once) before the queries are stopped anyway; what was not committed is copied again on "
+                       "the next start. A second signal stops at once.", Scope.GLOBAL, minimum=0, extension=True)
 BOOTSTRAP_SERVERS = Key("bootstrap.servers", Kind.LIST, None,
                         "Brokers of a cluster ('{alias}.bootstrap.servers', required for clusters in use).",
                         Scope.CLUSTER)
@@ -251,7 +258,7 @@ FLOW_KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in FLOW_KEYS}
 # old spelling -> the key it stands for
 DEPRECATED_NAMES: dict[str, Key] = {old: k for k in FLOW_KEYS for old in k.deprecated_names}
 ALL_KEYS: tuple[Key, ...] = (*FLOW_KEYS, AUTO_OFFSET_RESET, CLUSTERS, METRICS_PORT, METRICS_BIND_ADDRESS,
-                             AUDIT_INTERVAL, BOOTSTRAP_SERVERS, SCHEMA_REGISTRY_URL)
+                             AUDIT_INTERVAL, SHUTDOWN_TIMEOUT, BOOTSTRAP_SERVERS, SCHEMA_REGISTRY_URL)
 
 CLIENT_TYPES = ("consumer", "producer", "admin")
 

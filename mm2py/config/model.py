@@ -144,6 +144,7 @@ class FlowConfig:
     provenance_enabled: bool = True  # identity cycles: loop prevention by producer id (mm2py.source.provenance)
     trigger_interval_ms: int = 500  # minimum time between micro-batches
     copy_tail_ms: int = 10000  # a caught-up copy task keeps copying new records this long (mm2py.source.tail)
+    copy_tail_commit_ms: int = 2000  # a tailing task records its progress this often (mm2py.source.tail_commit)
     schemas_mode: str = "off"  # "translate" | "preserve" | "off" (mm2py.schemas)
     schemas_on_error: str = "fail"  # "fail" | "pass" | "dead-letter"
     schemas_dead_letter_topic: str = "mm2py-schemas-dead-letter.{source}.internal"
@@ -170,6 +171,7 @@ class MirrorMakerConfig:
     metrics_port: int | None = None
     metrics_bind_address: str = "0.0.0.0"  # metrics.bind.address
     audit_interval_seconds: float = 60.0  # audit.interval.seconds; 0: no completeness audit
+    shutdown_timeout_ms: int = 25000  # shutdown.timeout.ms: a signalled stop's wait for commits
     source_path: str | None = None
     unknown_keys: tuple[str, ...] = ()
 

@@ -33,6 +33,7 @@ from mm2py.config.keys import (
     FLOW_KEYS_BY_NAME,
     METRICS_BIND_ADDRESS,
     METRICS_PORT,
+    SHUTDOWN_TIMEOUT,
     TOP_LEVEL_CLIENT,
     WORKER_KEY,
     InvalidValue,
@@ -127,6 +128,7 @@ class _Resolver:
         self.metrics_port: int | None = None
         self.metrics_bind_address = str(METRICS_BIND_ADDRESS.default)
         self.audit_interval_seconds = float(AUDIT_INTERVAL.default)  # type: ignore[arg-type]
+        self.shutdown_timeout_ms = int(SHUTDOWN_TIMEOUT.default)  # type: ignore[call-overload]
         # client settings that reach no client, or that a client of mm2py does not apply: key -> why
         self.client_notes: dict[str, str] = {}
         self.not_supported: dict[str, str] = {}  # MM2 features mm2py has not: key -> why
@@ -227,6 +229,9 @@ class _Resolver:
         elif name == "audit.interval.seconds":
             seconds = self.parse(AUDIT_INTERVAL, name, entry.value)
             self.audit_interval_seconds = float(seconds) if seconds is not None else self.audit_interval_seconds  # type: ignore[arg-type]
+        elif name == "shutdown.timeout.ms":
+            ms = self.parse(SHUTDOWN_TIMEOUT, name, entry.value)
+            self.shutdown_timeout_ms = int(ms) if ms is not None else self.shutdown_timeout_ms  # type: ignore[call-overload]
         elif name.startswith("spark."):
             self.spark[name] = entry.value.strip()
         elif TOP_LEVEL_CLIENT.fullmatch(name) or name.partition(".")[0] in CLIENT_TYPES:
@@ -438,6 +443,7 @@ def resolve(entries: Mapping[str, Entry], source: str | None = None) -> MirrorMa
         metrics_port=r.metrics_port,
         metrics_bind_address=r.metrics_bind_address,
         audit_interval_seconds=r.audit_interval_seconds,
+        shutdown_timeout_ms=r.shutdown_timeout_ms,
         source_path=source,
         unknown_keys=tuple(r.unknown),
     )

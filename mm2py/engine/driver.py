@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
+import shutil
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
@@ -28,6 +28,7 @@ from mm2py.connectors.warmup import WarmupDataSource
 from mm2py.engine.console import JvmOutput, divert_py4j, log4j2_options
 from mm2py.engine.jvmcache import DriverArchive
 from mm2py.engine.prepare import TargetPreparation, prepare_flow_target
+from mm2py.engine.shutdown import Shutdown, signals_to
 from mm2py.engine.sparkhome import use_lean_spark_home
 from mm2py.engine.supervisor import State, Supervisor
 from mm2py.errors import Mm2pyError, from_task_failure
@@ -36,6 +37,7 @@ from mm2py.schemas.check import check_schemas
 from mm2py.source.commit import committer_for
 from mm2py.source.exactly_once import fence
 from mm2py.source.exactly_once import prepare as prepare_exactly_once
+from mm2py.source.stop_flag import StopFlag
 from mm2py.source.sync_history import prepare_history
 from mm2py.source.tail import may_tail
 from mm2py.topology import check_topology, loop_guard, reverse_flow
@@ -58,6 +60,9 @@ SPARK_DEFAULTS = {
     # s3a://) is not touched by this.
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+    # Python workers that ignore SIGINT/SIGTERM, as the driver JVM does (mm2py.engine.sparkhome):
+    # a signal to every process of a systemd unit must not end a copy task before its commit
+    "spark.python.daemon.module": "mm2py.connectors.daemon",
 }
 # Spark's JVM only schedules here (records never pass through it), so the optimizing JIT
 # compiler only burns CPU; C1 alone and the serial collector do the same work for less
@@ -228,6 +233,7 @@ class Engine:
     supervisor: Supervisor = field(default_factory=Supervisor)
     tailing: frozenset[str] = frozenset()  # flows whose copy tasks may tail (mm2py.source.tail)
     committed: Callable[[], None] | None = None  # called after each committed micro-batch of any flow
+    stop_flag: StopFlag = field(default_factory=lambda: StopFlag(None))  # raised on stop (mm2py.source.stop_flag)
 
     def _query(self, flow: FlowConfig, source: type, kind: str, sink: Callable, trigger: dict) -> StreamingQuery:
         reader = (
@@ -238,6 +244,8 @@ class Engine:
         if source is MirrorSourceDataSource:
             reader = (reader.option("guard", encode(loop_guard(self.config, flow)))
                       .option("tailing", str(len(self.tailing))))
+            if self.stop_flag.path is not None:
+                reader = reader.option("stop", self.stop_flag.path)
         if source is CheckpointDataSource and (reverse := reverse_flow(self.config, flow)) is not None:
             reader = reader.option("reverse", encode_flow(reverse))
         df = reader.load()
@@ -397,40 +405,46 @@ class Engine:
             return
         log.info("query restarted", flow=connector.flow.name, connector=connector.kind)
 
-    def _let_tails_end(self) -> None:
-        """Wait for micro-batches of tailing flows to commit before stopping their queries.
+    def _drain(self, deadline: float) -> None:
+        """Let each running micro-batch commit, then stop its query; past ``deadline``, stop the rest anyway.
 
-        A stopped query cancels its running tasks, and what a cancelled task copied is not
-        recorded: the restarted flow copies it again. A tail makes that a window's worth, so each
-        such query is stopped once it is between triggers or its running micro-batch committed,
-        waiting at most its tail window and a few seconds more.
+        A stopped query cancels its running tasks, and what a cancelled task copied is not recorded:
+        the next start copies it again. With the stop flag raised, tails end where they stand and
+        no source plans another micro-batch (mm2py.source.stop_flag), so each query is stopped once
+        it is between triggers or the micro-batch it was running completed (committed, for a source).
         """
         def batch_id(query: StreamingQuery) -> int:
             progress = query.lastProgress
             return int(progress["batchId"]) if progress else -1
 
-        waiting = {}
+        waiting: dict[int, tuple[RunningFlow, Connector, int]] = {}
         for running in self.flows:
             for connector in running.connectors:
-                if connector.kind == "source" and running.flow.name in self.tailing:
-                    with contextlib.suppress(Exception):  # a query whose JVM side is gone
-                        waiting[id(connector)] = (connector, batch_id(connector.query),
-                                                  time.monotonic() + running.flow.copy_tail_ms / 1000 + 5)
-        while waiting:
-            for key, (connector, first, until) in list(waiting.items()):
+                with contextlib.suppress(Exception):  # a query whose JVM side is gone
+                    if connector.query.isActive:
+                        waiting[id(connector)] = (running, connector, batch_id(connector.query))
+        while waiting and time.monotonic() < deadline:
+            for key, (_running, connector, first) in list(waiting.items()):
                 try:
                     idle = not connector.query.status["isTriggerActive"] or batch_id(connector.query) != first
                 except Exception:  # noqa: BLE001 - the query ended meanwhile
                     idle = True
-                if idle or time.monotonic() >= until:
+                if idle:
                     with contextlib.suppress(Exception):
                         connector.query.stop()
                     del waiting[key]
             time.sleep(0.02)
+        for running, connector, _first in waiting.values():
+            log.warning("stopping a query whose micro-batch did not commit within shutdown.timeout.ms; the next "
+                        "start copies it again", flow=running.flow.name, connector=connector.kind)
 
-    def stop(self, *, quiet: bool = False) -> None:
-        """Stop every query and report what was committed; ``quiet`` after a signal (the JVM may be gone)."""
-        self._let_tails_end()
+    def stop(self, *, quiet: bool = False, timeout_s: float = 25.0) -> None:
+        """Stop every query and report what was committed; ``quiet`` after a signal.
+
+        Running micro-batches commit first, for up to ``timeout_s`` (``_drain``).
+        """
+        self.stop_flag.raise_()
+        self._drain(time.monotonic() + timeout_s)
         unstoppable = []
         for running in self.flows:
             for connector in reversed(running.connectors):
@@ -499,55 +513,47 @@ def run(
         options, spark_log = log4j2_options(root)
         divert_py4j(spark_log)
         log.info("Spark's own logs", path=str(spark_log))
-    stop = threading.Event()
+    # a folder private to the run: the stop flag that running tasks and planners watch
+    run_dir = tempfile.mkdtemp(prefix="mm2py-run-")
+    session: list[SparkSession] = []  # the SparkSession once built; a signal may arrive while Spark starts
+
+    def quieten() -> None:
+        if output is not None:
+            output.stopping()  # Spark's chatter while it stops says nothing to the operator
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
+        # PySpark's accumulator server prints an EOFError traceback when the JVM it serves ends first
+        server = getattr(session[0].sparkContext, "_accumulatorServer", None) if session else None
+        if server is not None:
+            server.handle_error = lambda *_: None
+
+    shutdown = Shutdown(StopFlag.in_folder(run_dir), config.shutdown_timeout_ms / 1000, on_first=quieten)
     # remote topics are created while Spark starts (mm2py.engine.prepare)
     preparation = TargetPreparation(flows, prepare_flow_target(lambda f: loop_guard(config, f))).start()
     # the driver JVM's class archive, kept only once a micro-batch was copied (mm2py.engine.jvmcache)
     archive = DriverArchive(JVM_OPTIONS, use_lean_spark_home())
-    session: list[SparkSession] = []  # the SparkSession once built; a signal may arrive while Spark starts
-
-    def on_signal(signum: int, _frame: object) -> None:
-        if output is not None:
-            output.stopping()  # workers and the JVM may die of the same signal: their tracebacks say nothing
-        logging.getLogger("py4j").setLevel(logging.CRITICAL)
-        # PySpark's accumulator server prints an EOFError traceback when the JVM it serves dies first
-        server = getattr(session[0].sparkContext, "_accumulatorServer", None) if session else None
-        if server is not None:
-            server.handle_error = lambda *_: None
-        log.info("shutting down", signal=signal.Signals(signum).name)
-        stop.set()
 
     # handlers before Spark starts: a SIGTERM during start-up stops the run cleanly (exit 0)
-    with _signals_to(on_signal):
-        try:
+    try:
+        with signals_to(shutdown.handle):
             spark = build_session(master, config.spark, extra_driver_options=options, output=output,
                                   archive=archive)
-        except Exception:
-            if stop.is_set():
-                return 0  # the signal reached Spark's JVM while it started
-            raise
-        session.append(spark)
-        return _serve(config, spark, root, flows, targets, stop, until_caught_up=until_caught_up,
-                      preparation=preparation, committed=archive.worked)
-
-
-@contextlib.contextmanager
-def _signals_to(handler: Callable[[int, object], None]) -> Iterator[None]:
-    """SIGINT and SIGTERM go to ``handler`` inside the block; the previous handlers come back after it."""
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
+            session.append(spark)
+            gateway = getattr(spark.sparkContext._gateway, "proc", None)  # noqa: SLF001 - spark-submit exec'd the JVM
+            shutdown.jvm_pid = getattr(gateway, "pid", None)
+            return _serve(config, spark, root, flows, targets, shutdown, until_caught_up=until_caught_up,
+                          preparation=preparation, committed=archive.worked)
     finally:
-        for s, before in previous.items():
-            signal.signal(s, before)
+        shutdown.done()
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def _serve(config: MirrorMakerConfig, spark: SparkSession, root: str, flows: tuple[FlowConfig, ...],
-           targets: tuple[str, ...] | None, stop: threading.Event, *, until_caught_up: bool,
+           targets: tuple[str, ...] | None, shutdown: Shutdown, *, until_caught_up: bool,
            preparation: TargetPreparation | None = None, committed: Callable[[], None] | None = None) -> int:
-    """Run ``flows`` on ``spark`` until ``stop`` is set (or, ``until_caught_up``, they caught up); stop Spark."""
+    """Run ``flows`` on ``spark`` until a signal (or, ``until_caught_up``, they caught up); stop Spark in order."""
+    stop = shutdown.stop
     metrics = Metrics() if config.metrics_port is not None else None
-    engine = Engine(config, spark, root, metrics=metrics, committed=committed)
+    engine = Engine(config, spark, root, metrics=metrics, committed=committed, stop_flag=shutdown.flag)
     server = MetricsServer(metrics, config.metrics_port, flows, config.metrics_bind_address,
                            config.audit_interval_seconds).start() if metrics is not None else None
     try:
@@ -567,21 +573,18 @@ def _serve(config: MirrorMakerConfig, spark: SparkSession, root: str, flows: tup
         if not stop.is_set():
             engine.wait(stop)
         return 0
-    except Exception:
+    except Exception as e:
         if not stop.is_set():
             raise
-        # A signal sent to the whole process group (Ctrl-C, systemd) reaches Spark's JVM too and
-        # may end it before we stop the queries. Nothing is lost: positions move only after
-        # a micro-batch completed, so the next start resumes from them (engine.stop says so).
+        # stopping: what failed meanwhile (a query starting as the signal came) leaves the
+        # positions where the last commit put them, and the next start resumes from them
+        log.info("stopping interrupted a step of the run", error=_first_line(e))
         return 0
     finally:
         if server is not None:
             server.stop()
-        if stop.is_set():
-            # py4j logs (to the root logger) every command the dying JVM no longer answers;
-            # mm2py's own lines go through structlog and still print
-            logging.disable(logging.CRITICAL)
-        engine.stop(quiet=stop.is_set())
+        engine.stop(quiet=stop.is_set(), timeout_s=config.shutdown_timeout_ms / 1000)
         with contextlib.suppress(Exception):
             spark.stop()
-        logging.disable(logging.NOTSET)
+        if stop.is_set():
+            log.info("stopped", seconds_since_signal=shutdown.seconds())

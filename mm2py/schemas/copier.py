@@ -40,6 +40,7 @@ from mm2py.source.copier import Copier, CopySettings, ProducerState
 from mm2py.source.partition import PartitionCopy, Pending
 from mm2py.source.producer_slot import ProducerSlot
 from mm2py.source.ranges import PartitionRange, RangeResult
+from mm2py.source.tail import TailWindow
 
 _translators: dict[tuple[str, str, tuple, tuple], IdTranslator] = {}
 
@@ -58,9 +59,9 @@ def translator_for(schemas: SchemaSettings) -> IdTranslator:
 class TranslatingCopier(Copier):
     def __init__(self, src: RawClient, dst: RawClient, ranges: list[PartitionRange], settings: CopySettings,
                  principals: tuple[str | None, str | None] = (None, None), producer: ProducerState | None = None,
-                 *, target: ClusterConfig, schemas: SchemaSettings, client_id: str, tail_until: float | None = None,
+                 *, target: ClusterConfig, schemas: SchemaSettings, client_id: str, tail: TailWindow | None = None,
                  producer_slot: ProducerSlot | None = None):
-        super().__init__(src, dst, ranges, settings, principals, producer, tail_until=tail_until,
+        super().__init__(src, dst, ranges, settings, principals, producer, tail=tail,
                          producer_slot=producer_slot)
         self.target = target
         self.schemas = schemas

@@ -33,7 +33,7 @@ from mm2py.policy import ReplicationPolicy, policy_for
 from mm2py.source.listing import OffsetLister, SourceListing
 from mm2py.source.positions import PositionStore
 from mm2py.source.ranges import RangeResult
-from mm2py.source.sync_history import all_syncs, history_for, history_syncs
+from mm2py.source.sync_history import all_syncs, history_for, history_syncs, unwritten
 from mm2py.source.sync_writer import OffsetSyncWriter
 from mm2py.types import TP
 
@@ -110,12 +110,13 @@ class FlowCommitter:
             return
         t0 = time.monotonic()
         positions = {(r.topic, r.partition): r.next_offset - 1 for r in results if r.next_offset > r.start}
-        syncs = all_syncs(results, self.last_sync)
+        pending, before = unwritten(results, self.last_sync)  # less what tailing tasks wrote
+        syncs = all_syncs(pending, before)
         if self.history is not None and syncs:  # its retention covers every topic synced (in tasks too)
             history = self.history
             self._durably("offset-sync history", lambda: history.cover({s.topic for s in syncs}))
         if self.syncs is not None and syncs:
-            history = history_syncs(results, self.last_sync) if self.history is not None else []
+            history = history_syncs(pending, before) if self.history is not None else []
             self._durably("offset syncs", lambda: self.syncs.write(syncs, history))  # type: ignore[union-attr]
         self.last_sync.update({(r.topic, r.partition): r.syncs[-1] for r in results if r.syncs})
         if self.positions is not None:

@@ -14,9 +14,10 @@ Invariants:
   sequence from a producer id new to a partition, so a refused first batch would otherwise
   let the next one land ahead of it;
 - a range ends only after every batch it owns (base offset in ``[start, end)``) is acked;
-- given ``tail_until`` (mm2py.source.tail), a partition that copied its range goes on copying
-  what arrives after it until that monotonic time, and is then done with the batch it was at:
+- given a ``TailWindow`` (mm2py.source.tail), a partition that copied its range goes on copying
+  what arrives after it while the window is open, and is then done with the batch it was at:
   ``next_offset`` is still the first offset not copied, so the sink records only acked data;
+  meanwhile the window's ``progress`` records what was acknowledged (mm2py.source.tail_commit);
 - a write the target refuses for a retriable reason (a leader moved, a broker restarting) is
   sent again in place, sequences unchanged, until ``delivery.timeout.ms`` (mm2py.source.resend);
 - a fetch that fails at the connection is sent again to the leader the source names then;
@@ -55,7 +56,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import kafka.errors as kerr
 from kafka.future import Future
@@ -72,6 +73,7 @@ from mm2py.source.producer_slot import KeptProducer, ProducerSlot
 from mm2py.source.provenance import Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.source.resend import ResendBook, resendable
+from mm2py.source.tail import TailWindow
 from mm2py.types import TP
 
 OFFSET_OUT_OF_RANGE = 1
@@ -190,14 +192,14 @@ class Copier:
     def __init__(self, src: RawClient, dst: RawClient, ranges: list[PartitionRange], settings: CopySettings,
                  principals: tuple[str | None, str | None] = (None, None), producer: ProducerState | None = None,
                  provenance: Provenance | None = None,
-                 producer_for: Callable[[str], tuple[int, int]] | None = None, *, tail_until: float | None = None,
+                 producer_for: Callable[[str], tuple[int, int]] | None = None, *, tail: TailWindow | None = None,
                  producer_slot: ProducerSlot | None = None):
         self.src, self.dst, self.settings = src, dst, settings
         # the idempotent producer id kept across this worker's tasks (mm2py.source.producer_slot)
         self.producer_slot = producer_slot
         self._kept: KeptProducer | None = None
-        # tailing (mm2py.source.tail): partitions past their planned end copy what arrives until then
-        self.tail_until = tail_until
+        # tailing (mm2py.source.tail): partitions past their planned end copy what arrives while it is open
+        self.tail = tail
         self.tailing: set[TP] = set()
         # provenance: the origin of each batch, and the (producer id, epoch) a task writes an origin with
         self.provenance = provenance
@@ -274,8 +276,11 @@ class Copier:
         self._start()
         fetches: dict[int, tuple[Future, TP | None]] = {}  # by broker: the fetch and the partition it led with
         while True:
-            if self.tailing and time.monotonic() >= (self.tail_until or 0):
-                self._end_tail()
+            if self.tail is not None:
+                if self.tailing and not self.tail.open():
+                    self._end_tail()
+                if self.tail.progress is not None and self.tail.progress.due():
+                    self.tail.progress.record(self.parts.items())
             for node, tps in self._fetch_plan().items():
                 if node not in fetches:
                     positions = {tp: self.parts[tp].next_fetch for tp in tps}
@@ -319,7 +324,11 @@ class Copier:
         while self.produce_futures or self._any_queued():
             self._drain_once()
         self._keep_producer()
-        return [p.result() for p in self.parts.values()]
+        results = [p.result() for p in self.parts.values()]
+        progress = self.tail.progress if self.tail is not None else None
+        if progress is not None and progress.written:  # the syncs the task wrote already (tail_commit)
+            results = [replace(r, syncs_written=progress.written.get((r.topic, r.partition), 0)) for r in results]
+        return results
 
     def _keep_producer(self) -> None:
         """Every batch is acknowledged: the producer id goes back to the slot with its next sequences."""
@@ -377,7 +386,7 @@ class Copier:
 
     def _reached_end(self, tp: TP, part: PartitionCopy) -> bool:
         """``part`` copied its planned range: True when it is done, False when it tails on."""
-        if self.tail_until is not None and not part.stalled and time.monotonic() < self.tail_until:
+        if self.tail is not None and not part.stalled and self.tail.open():
             self.tailing.add(tp)
             part.tail_from = part.records
             return False
@@ -389,7 +398,6 @@ class Copier:
         for tp in self.tailing:
             self.parts[tp].done = True
         self.tailing.clear()
-        self.tail_until = None
 
     def _fetch_plan(self) -> dict[int, list[TP]]:
         """Partitions to fetch next, by leader.

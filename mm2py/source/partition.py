@@ -168,6 +168,22 @@ class PartitionCopy:
         """True when the oldest in-flight batch starts at or after the stall (its outcome is moot)."""
         return self.stalled and bool(self.in_flight) and self.in_flight[0].first >= self.stall_offset
 
+    def acked_next(self) -> int:
+        """The first source offset whose batch the target has not acknowledged (all below it landed)."""
+        if self.in_flight:
+            first = self.in_flight[0].first
+        elif self.queue:
+            first = self.queue[0][1].first
+        else:
+            first = self.next_fetch
+        return min(first, self.stall_offset) if self.stalled else first
+
+    def closed_syncs(self) -> list[tuple[int, int]]:
+        """``syncs`` closed with where the next record will land (as ``result`` closes them), unchanged."""
+        if self.run_next is not None and (not self.syncs or self.syncs[-1] != self.run_next):
+            return [*self.syncs, self.run_next]
+        return list(self.syncs)
+
     def result(self) -> RangeResult:
         # close with where the next record will land: the index then knows the run's end
         if self.run_next is not None and self.syncs[-1] != self.run_next:

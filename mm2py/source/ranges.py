@@ -75,6 +75,8 @@ class RangeResult:
     # records sent to the dead-letter topic instead of the remote topic (dead-letter)
     schema_passed: int = 0
     schema_dead_lettered: int = 0
+    # leading ``syncs`` the task already wrote while it tailed (mm2py.source.tail_commit)
+    syncs_written: int = 0
 
     @staticmethod
     def spark_schema() -> str:

@@ -124,6 +124,24 @@ def bridged(syncs: Sequence[tuple[int, int]], before: tuple[int, int] | None) ->
     return syncs
 
 
+def unwritten(results: Iterable[RangeResult],
+              last: Mapping[TP, tuple[int, int]]) -> tuple[list[RangeResult], dict[TP, tuple[int, int]]]:
+    """``results`` less the leading syncs their tasks wrote while tailing (mm2py.source.tail_commit).
+
+    Returns the results to write syncs for, and the last sync per partition to write them after:
+    a range's last sync written by its task stands first (so ``all_syncs`` leaves it out and
+    ``run_starts`` continues its run), and the syncs topic gets no sync twice.
+    """
+    before = dict(last)
+    out = []
+    for r in results:
+        if r.syncs_written:
+            before[(r.topic, r.partition)] = r.syncs[r.syncs_written - 1]
+            r = replace(r, syncs=r.syncs[r.syncs_written - 1:])
+        out.append(r)
+    return out, before
+
+
 def history_syncs(results: Iterable[RangeResult],
                   last: Mapping[TP, tuple[int, int]] | None = None) -> list[OffsetSync]:
     """The syncs of ``results`` that go to the history (``last``: each partition's last sync seen)."""

@@ -35,7 +35,48 @@ Invariants:
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
+from mm2py import worker
 from mm2py.config.model import FlowConfig
+from mm2py.source.stop_flag import StopFlag
+from mm2py.source.tail_commit import FlowProgressSink, TailProgress
+
+
+class TailWindow:
+    """How long one copy task tails, and what it records on the way. Constructor does no I/O.
+
+    ``open()`` is False for good once the window's end passed or the run's stop flag rose
+    (mm2py.source.stop_flag): a stopping run's tails end where they stand, so their micro-batch
+    commits at once. ``progress`` makes what the target acknowledged durable while the task
+    tails (mm2py.source.tail_commit).
+    """
+
+    def __init__(self, until: float, stop: StopFlag | None = None, progress: TailProgress | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.until = until
+        self.stop = stop
+        self.progress = progress
+        self.clock = clock
+        self._closed = False
+
+    def open(self) -> bool:
+        if not self._closed and (self.clock() >= self.until or (self.stop is not None and self.stop.raised())):
+            self._closed = True
+        return not self._closed
+
+
+def window_for(flow: FlowConfig, ms: int, stop: StopFlag | None) -> TailWindow | None:
+    """A copy task's tail window of ``ms`` from now (None: no tail), recording progress with the
+    worker's kept writers (mm2py.worker)."""
+    if not ms:
+        return None
+    sink = worker.kept_state(("tail progress", flow.name, flow.source.bootstrap_servers,
+                              flow.target.bootstrap_servers), lambda: FlowProgressSink(flow))
+    progress = TailProgress(sink, flow.copy_tail_commit_ms / 1000, syncs=flow.emit_offset_syncs_enabled,
+                            history=flow.offset_syncs_history_enabled)
+    return TailWindow(time.monotonic() + ms / 1000, stop, progress)
 
 
 def may_tail(flow: FlowConfig, provenance: bool) -> bool:

@@ -24,6 +24,7 @@ from mm2py.source.producer_slot import ProducerSlot
 from mm2py.source.provenance import ProducerIds, Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.source.rehash import RehashCopier
+from mm2py.source.tail import TailWindow
 from mm2py.source.transactional import ExactlyOnce, TaskTransaction
 from mm2py.types import TP
 from mm2py.worker import kept_state, kept_writer, task_clients
@@ -50,7 +51,7 @@ def copy_ranges(
     schemas: SchemaSettings | None = None,
     retry: bool = False,
     provenance: Provenance | None = None,
-    tail_until: float | None = None,
+    tail: TailWindow | None = None,
 ) -> list[RangeResult]:
     """Mirror every range in ``ranges``; return what was done per range.
 
@@ -61,8 +62,7 @@ def copy_ranges(
     committed before it died, so after fencing it the ranges start after the committed positions.
     ``provenance``: the flow is on an identity cycle (mm2py.source.provenance); batches first
     written on the target stay behind, others are written with producer ids registered for their origin.
-    ``tail_until``: at-least-once ranges copy what arrives after them until this monotonic time
-    (mm2py.source.tail).
+    ``tail``: at-least-once ranges copy what arrives after them while it is open (mm2py.source.tail).
     """
     hashed = [r for r in ranges if r.target_partitions]  # partition.mismatch = hash
     raw = [r for r in ranges if not r.target_partitions]
@@ -78,7 +78,7 @@ def copy_ranges(
             origins = None if provenance is None else _kept_producer_ids(provenance, dst, target, settings).for_task
             results += _copier(src, dst, target, raw, settings, principals, client_id, schemas,
                                provenance=provenance, producer_for=origins,
-                               tail_until=None if provenance is not None else tail_until).run()
+                               tail=None if provenance is not None else tail).run()
         elif raw and exactly_once is not None:
             sink = (kept_writer(exactly_once.source_syncs, exactly_once.timeout_ms / 1000)
                     if exactly_once.source_syncs is not None else None)
@@ -111,7 +111,7 @@ def _copier(src: RawClient, dst: RawClient, target: ClusterConfig, ranges: list[
             schemas: SchemaSettings | None, producer: ProducerState | None = None, *,
             provenance: Provenance | None = None,
             producer_for: Callable[[str], tuple[int, int]] | None = None,
-            tail_until: float | None = None) -> Copier:
+            tail: TailWindow | None = None) -> Copier:
     """The raw copier, or for a ``schemas.mode = translate`` flow the one rewriting schema ids.
 
     Idempotent (at-least-once) copiers share this worker's producer id for ``target``
@@ -124,9 +124,9 @@ def _copier(src: RawClient, dst: RawClient, target: ClusterConfig, ranges: list[
         if provenance is not None:
             raise ValueError("schemas.mode = translate has no provenance mode (refused at start)")
         return TranslatingCopier(src, dst, ranges, settings, principals, producer, target=target, schemas=schemas,
-                                 client_id=client_id, tail_until=tail_until, producer_slot=slot)
+                                 client_id=client_id, tail=tail, producer_slot=slot)
     return Copier(src, dst, ranges, settings, principals, producer, provenance, producer_for,
-                  tail_until=tail_until, producer_slot=slot)
+                  tail=tail, producer_slot=slot)
 
 
 def _kept_producer_ids(provenance: Provenance, dst: RawClient, target: ClusterConfig,

@@ -18,6 +18,7 @@ from mm2py.kafka.wire import ProducedPartition
 from mm2py.source.copier import Copier, CopySettings, ProducerState
 from mm2py.source.partition import PartitionCopy, Pending
 from mm2py.source.ranges import PartitionRange
+from mm2py.source.tail import TailWindow
 from mm2py.types import TP
 
 MESSAGE_TOO_LARGE = 10
@@ -461,7 +462,8 @@ class ArrivingSource(FakeSource):
 
 def tailing_copier(source: FakeSource, ranges: list[PartitionRange], target: FakeTarget,
                    tail_until: float | None) -> Copier:
-    c = Copier(source, target, ranges, CopySettings(offset_lag_max=1000), tail_until=tail_until)  # type: ignore[arg-type]
+    tail = TailWindow(tail_until) if tail_until is not None else None
+    c = Copier(source, target, ranges, CopySettings(offset_lag_max=1000), tail=tail)  # type: ignore[arg-type]
     c._target_leaders = lambda topics: {(r.target_topic, r.partition): 2 for r in ranges}  # type: ignore[method-assign]
     return c
 

@@ -1,0 +1,125 @@
+"""A tailing copy task's progress made durable while it tails, not only at its micro-batch's commit.
+
+A tailing task (mm2py.source.tail) copies for ``copy.tail.ms`` before its micro-batch commits. A
+process killed in that window would otherwise leave the positions where the last commit put
+them, and copy the whole window again after every restart: in a crash loop, the same growing
+window each time. ``TailProgress`` records, every ``copy.tail.commit.ms``, what the target has
+acknowledged so far, as the micro-batch's commit would (mm2py.source.commit); a kill then costs
+at most that interval copied again.
+
+Invariants:
+- a position written is ``acked_next - 1`` of its partition (mm2py.source.partition): every
+  offset below it was acknowledged by the target; never ahead of that, and only when it moved;
+- the syncs mapping the offsets below a position are written before it (syncs, then their
+  history, then positions), so translation never lacks the mapping of a mirrored record;
+- each of a partition's syncs is written once by the task: ``written`` says how many of its
+  leading syncs went out, so the micro-batch's commit writes only those after them and the syncs
+  topic never sees an older sync after a newer one;
+- a write refused for a retriable reason (an outage) is left for the next interval or the
+  micro-batch's commit, which writes everything; other errors fail the task, as the copy would;
+- only at-least-once flows tail; exactly-once tasks commit in their transactions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
+
+import structlog
+
+from mm2py.config.model import FlowConfig
+from mm2py.errors import KafkaError
+from mm2py.formats import OffsetSync
+from mm2py.source.partition import PartitionCopy
+from mm2py.source.positions import PositionStore
+from mm2py.source.sync_history import history_for, run_starts
+from mm2py.source.sync_writer import OffsetSyncWriter
+from mm2py.types import TP
+
+log = structlog.get_logger(__name__)
+
+
+class ProgressSink(Protocol):
+    """Where a task's progress goes: the flow's syncs topic (and history), and its positions."""
+
+    def write_syncs(self, syncs: Sequence[OffsetSync], history: Sequence[OffsetSync]) -> None: ...
+    def save_positions(self, positions: Mapping[TP, int]) -> None: ...
+
+
+class TailProgress:
+    """Records one task's acknowledged progress every ``interval_s``. Constructor does no I/O."""
+
+    def __init__(self, sink: ProgressSink, interval_s: float, *, syncs: bool = True, history: bool = True,
+                 clock: Callable[[], float] = time.monotonic):
+        self.sink = sink
+        self.interval_s = interval_s
+        self.syncs = syncs  # emit.offset-syncs.enabled
+        self.history = history and syncs  # offset-syncs.history.enabled
+        self.clock = clock
+        self._last = clock()
+        self.written: dict[TP, int] = {}  # per source partition: how many leading syncs went out
+        self.positions: dict[TP, int] = {}  # per source partition: the last position written
+        self._warned = False
+
+    def due(self) -> bool:
+        return self.clock() - self._last >= self.interval_s
+
+    def record(self, parts: Iterable[tuple[TP, PartitionCopy]]) -> None:
+        """Write the syncs, then the positions, of what the target acknowledged since the last call."""
+        self._last = self.clock()
+        syncs: list[OffsetSync] = []
+        history: list[OffsetSync] = []
+        positions: dict[TP, int] = {}
+        counts: dict[TP, int] = {}
+        for tp, part in parts:
+            at = part.acked_next() - 1
+            if at < part.range.start or at <= self.positions.get(tp, -1):
+                continue
+            positions[tp] = at
+            if not self.syncs:
+                continue
+            done = self.written.get(tp, 0)
+            pairs = part.closed_syncs()[done:]
+            before = part.syncs[done - 1] if done else None
+            syncs += [OffsetSync(tp[0], tp[1], up, down) for up, down in pairs]
+            if self.history:
+                history += [OffsetSync(tp[0], tp[1], up, down) for up, down in run_starts(pairs, before)]
+            counts[tp] = len(part.syncs)
+        if not positions:
+            return
+        try:
+            if syncs:
+                self.sink.write_syncs(syncs, history)
+            self.written.update(counts)
+            self.sink.save_positions(positions)
+        except KafkaError as e:
+            if not e.retriable:
+                raise
+            if not self._warned:
+                log.warning("a tailing task could not record its progress; its micro-batch's commit will",
+                            error=str(e))
+                self._warned = True
+            return
+        self.positions.update(positions)
+
+
+class FlowProgressSink:
+    """``ProgressSink`` over a flow's real clusters, with the committer's writers. Constructor does no I/O."""
+
+    def __init__(self, flow: FlowConfig):
+        timeout = flow.admin_timeout_ms
+        self.positions = PositionStore(flow.target, flow.source.alias, timeout_ms=timeout)
+        self.syncs = OffsetSyncWriter(flow) if flow.emit_offset_syncs_enabled else None
+        self.history = (history_for(flow) if flow.emit_offset_syncs_enabled and flow.offset_syncs_history_enabled
+                        else None)
+
+    def write_syncs(self, syncs: Sequence[OffsetSync], history: Sequence[OffsetSync]) -> None:
+        if self.syncs is None:
+            return
+        if self.history is not None and history:
+            self.history.cover({s.topic for s in syncs})
+        self.syncs.write(syncs, history)
+
+    def save_positions(self, positions: Mapping[TP, int]) -> None:
+        self.positions.save(positions)

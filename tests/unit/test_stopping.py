@@ -1,0 +1,150 @@
+"""The stop flag, the signal handling of a run, tail windows and the progress a tailing task records."""
+
+from __future__ import annotations
+
+import pickle
+import signal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from mm2py.engine.shutdown import Shutdown
+from mm2py.errors import KafkaError
+from mm2py.formats import OffsetSync
+from mm2py.source.partition import PartitionCopy, Pending
+from mm2py.source.ranges import PartitionRange, RangeResult
+from mm2py.source.stop_flag import StopFlag
+from mm2py.source.sync_history import all_syncs, history_syncs, unwritten
+from mm2py.source.tail import TailWindow
+from mm2py.source.tail_commit import TailProgress
+from mm2py.types import TP
+
+TP0: TP = ("t", 0)
+
+
+def test_a_raised_flag_is_seen_by_every_copy_of_it(tmp_path: Path) -> None:
+    flag = StopFlag.in_folder(str(tmp_path))
+    other = pickle.loads(pickle.dumps(flag))  # as a task or a planner process gets it
+    assert not other.raised()
+    flag.raise_()
+    other._checked_at = float("-inf")  # past its check interval
+    assert other.raised() and flag.raised()
+    assert not StopFlag(None).raised()
+
+
+def test_the_first_signal_asks_for_an_orderly_stop_and_the_second_forces_it(tmp_path: Path) -> None:
+    ended: list[int] = []
+    killed: list[tuple[int, int]] = []
+    shutdown = Shutdown(StopFlag.in_folder(str(tmp_path)), 60, end=ended.append,
+                        kill=lambda pid, sig: killed.append((pid, sig)))
+    shutdown.jvm_pid = 4242
+    shutdown.handle(signal.SIGTERM)
+    assert shutdown.stop.is_set() and shutdown.flag.raised() and not ended and not killed
+    shutdown.handle(signal.SIGINT)
+    assert killed == [(4242, signal.SIGKILL)] and ended == [128 + signal.SIGINT]
+    shutdown.done()
+
+
+def test_a_stop_past_its_bound_is_forced(tmp_path: Path) -> None:
+    ended: list[int] = []
+    shutdown = Shutdown(StopFlag.in_folder(str(tmp_path)), 0.0, end=ended.append, kill=lambda *_: None)
+    shutdown.handle(signal.SIGTERM)
+    assert shutdown._timer is not None
+    shutdown._timer.join(10)
+    assert ended == [1]
+
+
+def test_a_tail_window_closes_for_good_at_its_end_or_on_the_stop_flag(tmp_path: Path) -> None:
+    now = [0.0]
+    flag = StopFlag.in_folder(str(tmp_path))
+    window = TailWindow(10.0, flag, clock=lambda: now[0])
+    assert window.open()
+    flag.raise_()
+    assert not window.open()
+    timed = TailWindow(10.0, clock=lambda: now[0])
+    now[0] = 10.0
+    assert not timed.open()
+    now[0] = 0.0
+    assert not timed.open(), "closed for good"
+
+
+class Sink:
+    def __init__(self, fail: KafkaError | None = None):
+        self.calls: list[tuple[str, object]] = []
+        self.fail = fail
+
+    def write_syncs(self, syncs: Sequence[OffsetSync], history: Sequence[OffsetSync]) -> None:
+        if self.fail is not None:
+            raise self.fail
+        self.calls.append(("syncs", [(s.upstream_offset, s.downstream_offset) for s in syncs]))
+        self.calls.append(("history", [(s.upstream_offset, s.downstream_offset) for s in history]))
+
+    def save_positions(self, positions: Mapping[TP, int]) -> None:
+        self.calls.append(("positions", dict(positions)))
+
+
+def copy_of(start: int = 0) -> PartitionCopy:
+    return PartitionCopy.of(PartitionRange("t", 0, start, start + 30, "A.t"))
+
+
+def land(part: PartitionCopy, first: int, count: int, downstream: int) -> None:
+    """Queue, send and acknowledge a batch of ``count`` records from ``first`` landing at ``downstream``."""
+    part.enqueue((b"x",), Pending(first, count, 1), rebuilt=False)
+    part.send_next()
+    part.acked(downstream, 1000)
+    part.next_fetch = first + count
+
+
+def test_progress_writes_syncs_then_positions_of_acknowledged_records_only() -> None:
+    part = copy_of()
+    land(part, 0, 10, 100)
+    land(part, 10, 10, 110)
+    part.enqueue((b"x",), Pending(20, 10, 1), rebuilt=False)
+    part.send_next()  # in flight, not acknowledged
+    part.next_fetch = 30
+    sink = Sink()
+    progress = TailProgress(sink, 1.0)
+    progress.record([(TP0, part)])
+    assert sink.calls == [("syncs", [(0, 100), (20, 120)]), ("history", [(0, 100)]), ("positions", {TP0: 19})]
+    assert progress.written == {TP0: 1}
+
+
+def test_each_sync_goes_out_once_and_the_commit_writes_only_the_rest() -> None:
+    part = copy_of()
+    land(part, 0, 10, 100)
+    sink = Sink()
+    progress = TailProgress(sink, 1.0)
+    progress.record([(TP0, part)])
+    land(part, 10, 10, 200)  # the run breaks: a new sync
+    progress.record([(TP0, part)])
+    syncs = [c[1] for c in sink.calls if c[0] == "syncs"]
+    assert syncs == [[(0, 100), (10, 110)], [(10, 200), (20, 210)]]
+    # the micro-batch's commit: the syncs after those the task wrote, after its last one
+    result = RangeResult("t", 0, 0, 30, 20, syncs=tuple(part.closed_syncs()), syncs_written=progress.written[TP0])
+    pending, before = unwritten([result], {})
+    assert [(s.upstream_offset, s.downstream_offset) for s in all_syncs(pending, before)] == [(20, 210)]
+    assert history_syncs(pending, before) == []
+
+
+def test_nothing_moved_nothing_written_and_an_outage_is_left_to_the_commit() -> None:
+    part = copy_of(5)
+    sink = Sink()
+    TailProgress(sink, 1.0).record([(TP0, part)])
+    assert sink.calls == []
+    land(part, 5, 10, 0)
+    failing = TailProgress(Sink(KafkaError("down", retriable=True)), 1.0)
+    failing.record([(TP0, part)])
+    assert failing.written == {} and failing.positions == {}
+    with pytest.raises(KafkaError):
+        TailProgress(Sink(KafkaError("denied", retriable=False)), 1.0).record([(TP0, part)])
+
+
+def test_progress_is_due_every_interval() -> None:
+    now = [0.0]
+    progress = TailProgress(Sink(), 2.0, clock=lambda: now[0])
+    assert not progress.due()
+    now[0] = 2.0
+    assert progress.due()
+    progress.record([])
+    assert not progress.due()

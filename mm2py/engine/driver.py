@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -538,6 +539,9 @@ def run(
             spark = build_session(master, config.spark, extra_driver_options=options, output=output,
                                   archive=archive)
             session.append(spark)
+            # PySpark's SparkContext installs its own SIGINT handler (cancel every job, raise
+            # KeyboardInterrupt): Ctrl-C must stop in order as SIGTERM does
+            signal.signal(signal.SIGINT, shutdown.handle)
             gateway = getattr(spark.sparkContext._gateway, "proc", None)  # noqa: SLF001 - spark-submit exec'd the JVM
             shutdown.jvm_pid = getattr(gateway, "pid", None)
             return _serve(config, spark, root, flows, targets, shutdown, until_caught_up=until_caught_up,

@@ -74,8 +74,7 @@ def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
     policy = policy_for(flow)
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
     dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
-    topic = policy.checkpoints_topic(flow.source.alias)
-    ensure_compacted_topic(dst, topic, flow.checkpoints_topic_replication_factor)
+    topic = ensure_checkpoints_topic(flow, dst)
     group_filter = group_filter_for(flow)
     topic_filter = topic_filter_for(flow)
     listed = src.groups() if groups is None else groups
@@ -120,6 +119,19 @@ def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
         synced = sync_group_offsets(dst, latest)
     read = syncs.records_read + checkpoints.tail.records_read - read_before
     return CheckpointReport(len(groups), tuple(emitted), tuple(synced), read, evicted)
+
+
+def ensure_checkpoints_topic(flow: FlowConfig, dst: Admin | None = None) -> str:
+    """Create ``{source}.checkpoints.internal`` on the target as MM2 creates it (compacted, one
+    partition) unless it exists; returns its name.
+
+    Every pass calls it before writing, and the driver before any flow starts
+    (``mm2py.engine.prepare``): both through this one definition. ``dst``: an admin of the target.
+    """
+    topic = policy_for(flow).checkpoints_topic(flow.source.alias)
+    ensure_compacted_topic(dst or Admin(flow.target, timeout_ms=flow.admin_timeout_ms), topic,
+                           flow.checkpoints_topic_replication_factor)
+    return topic
 
 
 def evict_gone(index: SyncIndex, src: Admin) -> int:

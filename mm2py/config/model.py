@@ -179,6 +179,13 @@ class MirrorMakerConfig:
     def enabled_flows(self) -> tuple[FlowConfig, ...]:
         return tuple(f for f in self.flows if f.enabled)
 
+    def heartbeat_flows(self, targets: tuple[str, ...] | None) -> tuple[FlowConfig, ...]:
+        """Every flow into the listed targets (all clusters when none), enabled or not: as MM2's
+        herders do, each runs a heartbeat connector when ``emit.heartbeats.enabled``. B->A's beats
+        are what make A's ``heartbeats`` topic, mirrored as ``A.heartbeats`` by A->B."""
+        into = set(targets) if targets else set(self.clusters)
+        return tuple(f for f in self.flows if f.target.alias in into)
+
     def flows_into(self, targets: tuple[str, ...] | None) -> tuple[FlowConfig, ...]:
         """Enabled flows, limited to those whose target is listed (``--clusters``)."""
         if not targets:

@@ -528,8 +528,11 @@ def run(
             server.handle_error = lambda *_: None
 
     shutdown = Shutdown(StopFlag.in_folder(run_dir), config.shutdown_timeout_ms / 1000, on_first=quieten)
-    # remote topics are created while Spark starts (mm2py.engine.prepare)
-    preparation = TargetPreparation(flows, prepare_flow_target(lambda f: loop_guard(config, f))).start()
+    # internal and remote topics are created while Spark starts, before any source lists topics
+    # (mm2py.engine.prepare); a run that stops once caught up runs no heartbeats nor checkpoints
+    preparation = TargetPreparation(
+        flows, prepare_flow_target(lambda f: loop_guard(config, f), checkpoints=not until_caught_up),
+        heartbeats=() if until_caught_up else config.heartbeat_flows(targets)).start()
     # the driver JVM's class archive, kept only once a micro-batch was copied (mm2py.engine.jvmcache)
     archive = DriverArchive(JVM_OPTIONS, use_lean_spark_home())
 

@@ -2,14 +2,24 @@
 
 Starting Spark (its JVM, the Python workers, the warm-up) takes seconds, and so does creating a
 flow's remote topics: at thousands of partitions each is over ten seconds. ``TargetPreparation``
-creates the remote topics, the positions topic and the offset-syncs topic of every flow in a
-thread while Spark starts; the flows' planners and committers then find them made.
+creates, in a thread while Spark starts, the internal topics the process's own connectors write
+(``heartbeats`` on every cluster it beats into, each flow's checkpoints and offset-syncs topics)
+and then each flow's positions topic and remote topics; the connectors, planners and committers
+then find them made.
+
+A source lists its topics at its first plan and then only every ``refresh.topics.interval.seconds``
+(600 s by default). mm2py starts every connector itself, so it makes its internal topics before any
+source lists topics: ``heartbeats`` on A (written by B->A's heartbeat connector) is then mirrored
+by A->B from the first micro-batch, and hops and upstream clusters are known on B at once.
 
 Invariants:
-- it only creates what the first plan and commit would create themselves, by the same code
-  (``BatchPlanner.prepare_target``, ``OffsetSyncWriter.ensure_topic``), so nothing depends on
-  it: a failure is logged and the planner or committer meets the same error where it always did
-  (and reports it there);
+- it only creates what the connectors, first plan and commit would create themselves, by the same
+  code (``HeartbeatEmitter.ensure_topic``, ``ensure_checkpoints_topic``,
+  ``BatchPlanner.prepare_target``, ``OffsetSyncWriter.ensure_topic``), so nothing depends on it:
+  a failure is logged and the connector, planner or committer meets the same error where it
+  always did (and reports it there);
+- the heartbeats topics come first: a flow's preparation lists its source's topics (its remote
+  topics), and every flow's plans come after the whole preparation (``wait``);
 - ``wait`` returns by ``limit`` seconds, or at once on ``stop``: a cluster that does not answer
   delays the flows' start by at most that long (the planners then create what is still missing).
 """
@@ -22,7 +32,9 @@ from collections.abc import Callable, Sequence
 
 import structlog
 
+from mm2py.checkpoint.task import ensure_checkpoints_topic
 from mm2py.config.model import FlowConfig
+from mm2py.heartbeat.emitter import HeartbeatEmitter
 from mm2py.source.planner import planner_for
 from mm2py.source.sync_writer import OffsetSyncWriter
 from mm2py.topology import LoopGuard
@@ -33,11 +45,19 @@ Preparer = Callable[[FlowConfig], None]
 
 
 class TargetPreparation:
-    """Runs ``prepare`` for each flow, one after the other, in a daemon thread."""
+    """Runs ``prepare_heartbeats`` for each of ``heartbeats``, then ``prepare`` for each of ``flows``,
+    one after the other, in a daemon thread (``start``). The constructor does no I/O.
 
-    def __init__(self, flows: Sequence[FlowConfig], prepare: Preparer):
+    ``heartbeats``: the flows whose heartbeat connectors this process runs
+    (``MirrorMakerConfig.heartbeat_flows``), none in a run that stops once caught up.
+    """
+
+    def __init__(self, flows: Sequence[FlowConfig], prepare: Preparer, heartbeats: Sequence[FlowConfig] = (),
+                 prepare_heartbeats: Preparer | None = None):
         self.flows = tuple(flows)
         self.prepare = prepare
+        self.heartbeats = tuple(heartbeats)
+        self.prepare_heartbeats = prepare_heartbeats or prepare_heartbeats_topic
         self._thread = threading.Thread(target=self._run, name="mm2py-prepare-targets", daemon=True)
         self.seconds: float | None = None  # how long all flows took, once done
         self.prepared: set[str] = set()  # flows whose preparation went through: both clusters answered
@@ -48,6 +68,12 @@ class TargetPreparation:
 
     def _run(self) -> None:
         started = time.monotonic()
+        for flow in self.heartbeats:
+            try:
+                self.prepare_heartbeats(flow)
+            except Exception as e:  # noqa: BLE001 - the heartbeat connector meets it and reports it
+                log.info("heartbeats topic not prepared before the flows started; the heartbeat connector "
+                         "creates it", flow=flow.name, cluster=flow.target.alias, error=str(e))
         for flow in self.flows:
             try:
                 self.prepare(flow)
@@ -66,11 +92,21 @@ class TargetPreparation:
         return not self._thread.is_alive()
 
 
-def prepare_flow_target(guard_for: Callable[[FlowConfig], LoopGuard]) -> Preparer:
-    """The preparer of the real flows: their planners' ``prepare_target`` and their offset-syncs topic
-    (clients built in the thread)."""
+def prepare_flow_target(guard_for: Callable[[FlowConfig], LoopGuard], *, checkpoints: bool = True) -> Preparer:
+    """The preparer of the real flows: their planners' ``prepare_target``, their offset-syncs topic
+    and, with ``checkpoints`` (a run that does not stop once caught up), the checkpoints topic of
+    each flow whose checkpoint connector runs (clients built in the thread)."""
     def prepare(flow: FlowConfig) -> None:
         planner_for(flow, guard_for(flow)).prepare_target()
         if flow.emit_offset_syncs_enabled:
             OffsetSyncWriter(flow).ensure_topic()
+            if checkpoints and flow.emit_checkpoints_enabled:
+                ensure_checkpoints_topic(flow)
     return prepare
+
+
+def prepare_heartbeats_topic(flow: FlowConfig) -> None:
+    """The ``heartbeats`` topic on ``flow``'s target, made as its heartbeat connector makes it,
+    when that connector runs (``emit.heartbeats.enabled``)."""
+    if flow.emit_heartbeats_enabled:
+        HeartbeatEmitter(flow).ensure_topic()

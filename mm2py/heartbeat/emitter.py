@@ -15,7 +15,9 @@ class HeartbeatEmitter:
     """Writes one flow's heartbeats (source->target) to the target, one producer for all beats.
 
     A beat a second is MM2's default: making a client per beat cost more CPU than mirroring.
-    The topic is made sure of on the first beat and again after a failed one.
+    The topic is made sure of on the first beat and again after a failed one, by ``ensure_topic``,
+    which the driver also calls before any flow starts (``mm2py.engine.prepare``). The
+    constructor does no I/O.
     """
 
     def __init__(self, flow: FlowConfig):
@@ -23,11 +25,15 @@ class HeartbeatEmitter:
         self.topic = policy_for(flow).heartbeats_topic()
         self._writer: RecordWriter | None = None
 
+    def ensure_topic(self) -> None:
+        """Create the heartbeats topic on the target as MM2 creates it (compacted, one partition) unless it exists."""
+        ensure_compacted_topic(Admin(self.flow.target, timeout_ms=self.flow.admin_timeout_ms), self.topic,
+                               self.flow.heartbeats_topic_replication_factor)
+
     def beat(self, now_ms: int | None = None) -> Heartbeat:
         """Write a heartbeat stamped ``now_ms`` (default: now); its timestamp is the record's."""
         if self._writer is None:
-            ensure_compacted_topic(Admin(self.flow.target, timeout_ms=self.flow.admin_timeout_ms), self.topic,
-                                   self.flow.heartbeats_topic_replication_factor)
+            self.ensure_topic()
             self._writer = RecordWriter(self.flow.target, self.flow.admin_timeout_ms / 1000)
         beat = Heartbeat(self.flow.source.alias, self.flow.target.alias,
                          now_ms if now_ms is not None else int(time.time() * 1000))

@@ -171,6 +171,18 @@ def test_constructors_do_no_io_and_the_positions_topic_is_made_on_first_use():
     assert r.events.count(("store", "ensure_topic", "dst")) == 1
 
 
+def test_heartbeats_topics_are_mirrored_whatever_topics_says_as_mm2():
+    """MM2's shouldReplicateTopic: ``heartbeats.replication.enabled`` (default true) lets them past the filter."""
+    source = {"orders": 1, "payments": 1, "heartbeats": 1, "C.heartbeats": 1, "B.heartbeats": 1}
+    r = rig(source, extra="A->B.topics = orders\nA->B.topics.exclude = .*heartbeats\n")
+    r.planner.prepare_target()
+    # B.heartbeats came from B: sending it back would be a cycle
+    assert sorted(name for name, *_ in r.dst.created) == ["A.C.heartbeats", "A.heartbeats", "A.orders"]
+    off = rig(source, extra="A->B.topics = orders\nA->B.heartbeats.replication.enabled = false\n")
+    off.planner.prepare_target()
+    assert [name for name, *_ in off.dst.created] == ["A.orders"]
+
+
 def test_first_plan_starts_from_recorded_positions_exactly_else_earliest():
     r = rig({"orders": 2}, stored={("orders", 0): 41})
     r.src.earliest = {("orders", 1): 5}

@@ -60,7 +60,6 @@ def test_a_tailing_copy_fetches_in_a_session_and_copies_every_record(cluster_a, 
     import time
 
     from mm2py.source.copier import Copier, CopySettings
-    from mm2py.source.tail import TailWindow
     from mm2py.source.ranges import PartitionRange
     from tests.kafkautil import consume_all
 

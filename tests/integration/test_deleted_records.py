@@ -219,3 +219,33 @@ def test_delete_records_mid_flow_past_the_position_copies_the_rest_of_the_batch_
     lost = sorted((e["partition"], e["lost_from"], e["lost_to"]) for e in logs
                   if LOST_EVENT in e["event"] and e["topic"] == topic)
     assert lost == [(0, 1400, 2400), (1, 1400, 3000)]
+
+
+def test_a_topic_first_seen_by_a_running_flow_starts_inside_a_batch_without_loss(
+        spark, cluster_a, cluster_b, unique_name, tmp_path):
+    """A repartition topic a Kafka Streams app creates and purges while the flow runs: its
+    partitions are first seen by a micro-batch that plans them at once, from a log start inside
+    a batch. (The second run resumes the first one's Spark checkpoint, so the new topic's
+    partitions are new to a running flow's offsets, as when a refresh finds them.)"""
+    first, later = f"{unique_name}-first", f"{unique_name}-repartition"
+    create_topic(cluster_a.bootstrap, first, 1)
+    produce_batches(cluster_a.bootstrap, first, 0, None, chunks=(100,))
+    text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": f"{unique_name}.*"}})
+    mirror_once(spark, text, tmp_path)
+
+    create_topic(cluster_a.bootstrap, later, 2)
+    for p, codec in enumerate(("lz4", None)):
+        produce_batches(cluster_a.bootstrap, later, p, codec)
+    clusters = load_text(text).clusters
+    for p in (0, 1):
+        assert_inside_a_batch(clusters["A"], later, p, 500)
+    delete_records(cluster_a.bootstrap, {(later, p): 500 for p in (0, 1)})
+    with structlog.testing.capture_logs() as logs:
+        mirror_once(spark, text, tmp_path)  # the same Spark checkpoint
+
+    source, target = consume_all(cluster_a.bootstrap, later), consume_all(cluster_b.bootstrap, f"A.{later}")
+    for p in (0, 1):
+        assert_mirrored(source[p], target[p], f"partition {p}")
+        assert_syncs_exact(text, later, p, source[p], target[p])
+    assert not [e for e in logs if LOST_EVENT in e["event"]]
+    assert len(consume_all(cluster_b.bootstrap, f"A.{first}")[0]) == 100, "the first topic copied once"

@@ -13,7 +13,10 @@ Invariants:
 - a partition's first batch is alone in flight until acknowledged: a broker takes any
   sequence from a producer id new to a partition, so a refused first batch would otherwise
   let the next one land ahead of it;
-- a range ends only after every batch it owns (base offset in ``[start, end)``) is acked;
+- a range ends only after every batch it owns (base offset in ``[start, end)``) is acked; the
+  batch straddling an exact start (mm2py.source.ranges: a flow's first range, a restart) is
+  copied from ``start`` on, rebuilt without the records before it, while one straddling a
+  boundary start is left to the range before, which copied it whole (``owned_from``);
 - given a ``TailWindow`` (mm2py.source.tail), a partition that copied its range goes on copying
   what arrives after it while the window is open, and is then done with the batch it was at:
   ``next_offset`` is still the first offset not copied, so the sink records only acked data;
@@ -28,8 +31,10 @@ Invariants:
   at the refused batch (next_offset is its base offset, so nothing past it counts as
   mirrored), the rest of the task goes on, and the result row carries the offset, size and
   reason; the planner re-plans it from there (mm2py.source.stalls);
-- records deleted from the source before they were mirrored (retention) are skipped from the
-  log start on, and the lost range is reported in the result row rather than failing the flow;
+- records deleted from the source before they were mirrored (retention, DeleteRecords) are
+  skipped: the copy goes on from the log start, the batch holding it copied from there on
+  (rebuilt, so its offset syncs map each record it keeps), and the lost range (from where the
+  copy stood to the log start) is reported in the result row rather than failing the flow;
 - a partition whose fetch returned only part of a batch (a batch larger than
   max.partition.fetch.bytes, behind another partition's data) is asked for first in the next
   request to that broker, where the broker returns its first batch whole (KIP-74); the others
@@ -71,7 +76,7 @@ from mm2py.source.aborted import AbortedFilter
 from mm2py.source.partition import PartitionCopy, Pending
 from mm2py.source.producer_slot import KeptProducer, ProducerSlot
 from mm2py.source.provenance import Provenance
-from mm2py.source.ranges import PartitionRange, RangeResult
+from mm2py.source.ranges import PartitionRange, RangeResult, owned_from
 from mm2py.source.resend import ResendBook, resendable
 from mm2py.source.tail import TailWindow
 from mm2py.types import TP
@@ -478,15 +483,15 @@ class Copier:
             progressed = True
             if self.settings.verify_crc:
                 rb.verify_crc(buf, view)
-            trim_before = r.start if (r.exact and view.base_offset < r.start) else None
-            if part.lost and view.base_offset < part.lost[1]:
-                # the batch straddling the new log start: its records below it count as deleted
-                trim_before = part.lost[1]
-            if view.base_offset < r.start and trim_before is None:
+            # the batch straddling an exact start or the log start the copy skipped to is copied
+            # from there on, rebuilt without the records before; below a boundary start, not at all
+            first = owned_from(r, view.base_offset, part.lost[1] if part.lost else -1)
+            trim_before = first if first is not None and first > view.base_offset else None
+            if first is None:
                 pass  # owned by the previous range, which mirrored it whole
             elif left_out:
                 self._enqueue_run(part, buf, run)
-                part.dropped += view.record_count
+                part.dropped += min(view.record_count, view.next_offset - first)
             elif self.provenance is not None and not self._use_origin(part, buf, view, run):
                 part.went_home += view.record_count
             elif r.max_batch_bytes and view.size > r.max_batch_bytes:

@@ -57,7 +57,9 @@ class BatchPlanner:
       is planned: only partitions of the catalogue's topics are planned, after a refresh;
     - ends never pass the source's last stable offset, so only committed data is planned;
     - a partition's first start comes from the position recorded on the target (MM2 format),
-      else from ``auto.offset.reset`` (earliest by default, as MM2);
+      else from ``auto.offset.reset`` (earliest by default, as MM2); either is an exact record
+      position (mm2py.source.ranges), never a boundary: no range of this flow copied the batch
+      straddling it (an MM2 position, or a log start DeleteRecords moved, can lie inside one);
     - under a byte budget each partition gets a share in proportion to its backlog, at least
       one offset: none starves;
     - a partition whose copy stopped short starts again where it stopped, and one whose recorded
@@ -155,9 +157,9 @@ class BatchPlanner:
         committed = self.stalls.tail.refresh() if self.flow.exactly_once != "off" else {}
         for key, stop in end.positions.items():
             begin = start.start_of(key)
-            if begin is None:
-                begin = end.new.get(key, stop)
             exact = key in start.exact
+            if begin is None:  # first seen in this plan: its first start is exact (_initial_start)
+                begin, exact = end.new.get(key, stop), True
             if key in end.restart:
                 begin, exact = end.restart[key]
             done = committed.get(split_key(key), -1) + 1
@@ -236,23 +238,26 @@ class BatchPlanner:
     # -- planning ---------------------------------------------------------------------
 
     def _initial_start(self, tps: list[TP]) -> tuple[dict[str, int], set[str]]:
-        """First start of partitions new to this run: recorded position, else the reset policy."""
+        """First start of partitions new to this run, and those of them that are exact: every one.
+
+        The start is the record after the recorded position, else where the reset policy says.
+        Both are record positions, not boundaries of a range this flow copied: DeleteRecords
+        (a Kafka Streams repartition purge) leaves the log start inside a batch, and MM2 records
+        positions inside batches. The copy takes that batch from the start on.
+        """
         stored = self.recorded()
         starts: dict[str, int] = {}
-        exact: set[str] = set()
         missing = []
         for tp in tps:
             if tp in stored:
-                key = tp_key(*tp)
-                starts[key] = stored[tp] + 1
-                exact.add(key)
+                starts[tp_key(*tp)] = stored[tp] + 1
             else:
                 missing.append(tp)
         if missing:
             spec = "latest" if self.flow.auto_offset_reset == "latest" else "earliest"
             for tp, offset in self.offsets.list_offsets(missing, spec).items():
                 starts[tp_key(*tp)] = offset
-        return starts, exact
+        return starts, set(starts)
 
     def _plan(self, start: Offsets, restart: dict[str, tuple[int, bool]], stopped: dict[str, tuple[int, bool]],
               held: set[str], max_bytes: int | None, ahead: frozenset[str] = frozenset()) -> dict:

@@ -2,8 +2,16 @@
 
 A micro-batch is a set of ranges ``[start, end)`` of source partitions. A range owns every
 source batch whose *base offset* lies in it: the batch that straddles ``end`` is mirrored
-whole by this range, and skipped by the next one. Hence ranges planned from any offsets
-(admission control cuts mid-batch) never copy a batch twice nor miss one.
+whole by this range, and skipped by the next one. Hence consecutive ranges planned from any
+offsets (admission control cuts mid-batch) never copy a batch twice nor miss one.
+
+That holds where ``start`` is a *boundary*: the end of a range the flow copied before. Any
+other start is an *exact* record position (``exact``): a flow's first range (from a recorded
+position, or the log start or end by ``auto.offset.reset``), a restart where a copy stopped,
+a start after a committed or tailed position. There no earlier range took the batch that
+straddles ``start`` (DeleteRecords leaves a log start inside a batch, an MM2 position may lie
+inside one), so the range copies that batch from ``start`` on, the records before trimmed.
+``owned_from`` decides both cases, and the copier's skip past deleted records too.
 """
 
 from __future__ import annotations
@@ -23,8 +31,8 @@ class PartitionRange:
     start: int
     end: int
     target_topic: str
-    # True when ``start`` is an exact record position (first range after a restart from
-    # an MM2-written position): records before it inside the first batch are trimmed.
+    # True when ``start`` is an exact record position rather than the boundary of a range copied
+    # before (see the module docstring): records before it inside the first batch are trimmed.
     exact: bool = False
     # > 0 when the remote topic has fewer partitions than the source and partition.mismatch
     # is hash: records are spread over this many target partitions by key (mm2py.source.rehash)
@@ -101,6 +109,22 @@ class RangeResult:
 
 
 _FIELDS = tuple(f.name for f in fields(RangeResult))
+
+
+def owned_from(r: PartitionRange, base_offset: int, log_start: int = -1) -> int | None:
+    """The first offset range ``r`` copies of the batch at ``base_offset``; None when it copies none of it.
+
+    ``log_start`` is where the copy skipped to after records were deleted before it read them
+    (-1: it did not skip). A batch holding ``log_start`` is copied from there on, whatever the
+    start: the range before may have ended at that skip too, without the batch. Otherwise a
+    batch at or after ``start`` is copied whole, one below an exact start from ``start`` on,
+    and one below a boundary start not at all: the range before copied it whole.
+    """
+    if base_offset < log_start:
+        return log_start
+    if base_offset >= r.start:
+        return base_offset
+    return r.start if r.exact else None
 
 
 def tp_key(topic: str, partition: int) -> str:

@@ -4,7 +4,8 @@ The dict::
 
     {"p": {"orders:0": 1200, ...},     # next source offset to plan, per partition
      "exact": ["orders:0", ...],       # starts that are exact record positions (see ranges.py)
-     "new": {"refunds:0": 0},          # start of partitions first seen in this batch
+     "new": {"refunds:0": 0},          # start of partitions first seen in this batch (exact
+                                       # record positions, like every first start)
      "r": {"orders:1": [800, true]},   # restarts (offset, exact) of partitions whose last copy
                                        # stopped short (mm2py.source.stalls)
      "rn": 7}                          # a count of restarts, so that a retry with no new data

@@ -557,3 +557,109 @@ def test_fetches_go_in_a_session_only_once_every_partition_of_the_broker_tails()
     assert not any(session for session, _ in source.kinds[:first_session])
     assert all(session for session, _ in source.kinds[first_session:]), "tails stay in the session"
     assert first_session >= 2, "partition 0 still owed batches 10 and 20 when partition 1 began to tail"
+
+
+# -- the batch straddling a range's start (issue 45) -----------------------------------------------
+
+
+class KeepingTarget(FakeTarget):
+    """Also keeps the (source offset, value) of every record written, per partition, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: dict[TP, list[tuple[int, bytes | None]]] = {}
+
+    def produce(self, node: int, batches: dict[TP, tuple], **kw: object) -> Answer:
+        for tp, pieces in batches.items():
+            raw = b"".join(bytes(p) for p in pieces)
+            view = next(rb.split_batches(raw))
+            # the fake source writes each record's offset into its timestamp (1000 + offset)
+            self.records.setdefault(tp, []).extend((rec.timestamp - 1000, rec.value) for rec in rb.decode(raw, view))
+        return super().produce(node, batches, **kw)  # type: ignore[arg-type]
+
+
+class DeletedSource(FakeSource):
+    """A source whose log start DeleteRecords moved to ``log_start``: fetches below it are out of range."""
+
+    def __init__(self, logs: dict[TP, list[bytes]], log_start: int):
+        super().__init__(logs)
+        self.log_start = log_start
+
+    def fetch(self, node: int, positions: dict[TP, int], **kw: object) -> Answer:
+        below = {tp for tp, offset in positions.items() if offset < self.log_start}
+        answer = super().fetch(node, {tp: o for tp, o in positions.items() if tp not in below}, **kw)
+        answer.value.update({tp: FetchedPartition(1, 1000, 1000, self.log_start, (), b"") for tp in below})
+        return answer
+
+    def log_start_offset(self, node: int, tp: TP) -> int:
+        return self.log_start
+
+
+def straddled(source: FakeSource, r: PartitionRange) -> tuple[KeepingTarget, object]:
+    target = KeepingTarget()
+    c = Copier(source, target, [r], CopySettings(offset_lag_max=1000))  # type: ignore[arg-type]
+    c._target_leaders = lambda topics: {(r.target_topic, r.partition): 2}  # type: ignore[method-assign]
+    [result] = c.run()
+    return target, result
+
+
+def test_the_batch_straddling_an_exact_start_is_copied_from_the_start_with_exact_syncs() -> None:
+    """A flow's first range from a log start DeleteRecords moved inside a batch: nothing after it is lost."""
+    logs = {("t", 0): [batch(0, 10), batch(10, 10), batch(20, 10)]}
+    target, result = straddled(FakeSource(logs), PartitionRange("t", 0, 5, 30, "A.t", exact=True))
+    assert [o for o, _ in target.records[("A.t", 0)]] == list(range(5, 30)), "records 5-9 of the first batch too"
+    assert target.logs[("A.t", 0)] == [5, 10, 20]
+    assert result.records == 25 and result.rebuilt == 1 and result.next_offset == 30 and result.lost_start == -1
+    assert result.syncs == ((5, 0), (30, 25)), "source 5 is target 0: one linear run"
+
+
+def test_the_batch_straddling_a_boundary_start_is_left_to_the_range_before() -> None:
+    """Consecutive ranges of one run: the range before copied the straddling batch whole."""
+    logs = {("t", 0): [batch(0, 10), batch(10, 10), batch(20, 10)]}
+    target, result = straddled(FakeSource(logs), PartitionRange("t", 0, 5, 30, "A.t"))
+    assert [o for o, _ in target.records[("A.t", 0)]] == list(range(10, 30)), "no record twice"
+    assert result.records == 20 and result.rebuilt == 0 and result.syncs == ((10, 0), (30, 20))
+
+
+def test_a_log_start_moved_inside_a_batch_past_the_range_start_is_copied_from_there_and_reported() -> None:
+    """DeleteRecords mid-flow, past where the copy stood: the rest of the batch holding the new log
+    start is copied, and only the records deleted before being read count as lost."""
+    logs = {("t", 0): [batch(0, 10), batch(10, 10), batch(20, 10), batch(30, 10)]}
+    for exact in (False, True):
+        target, result = straddled(DeletedSource(logs, 25), PartitionRange("t", 0, 10, 40, "A.t", exact=exact))
+        assert [o for o, _ in target.records[("A.t", 0)]] == list(range(25, 40))
+        assert (result.lost_start, result.lost_end) == (10, 25)
+        assert result.records == 15 and result.next_offset == 40
+        assert result.syncs == ((25, 0), (40, 15))
+
+
+def test_a_first_range_below_a_log_start_inside_a_batch_loses_nothing_after_it() -> None:
+    """Planned from an older log start, then DeleteRecords moved it inside a batch: the skip copies
+    the rest of that batch, whatever the range's start was."""
+    logs = {("t", 0): [batch(0, 10), batch(10, 10)]}
+    target, result = straddled(DeletedSource(logs, 4), PartitionRange("t", 0, 0, 20, "A.t", exact=True))
+    assert [o for o, _ in target.records[("A.t", 0)]] == list(range(4, 20))
+    assert (result.lost_start, result.lost_end) == (0, 4) and result.syncs == ((4, 0), (20, 16))
+
+
+def test_aborted_records_below_an_exact_start_do_not_count_as_dropped() -> None:
+    producer = 5
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=producer,
+                                        producer_epoch=0, base_sequence=0, batch_size=1 << 20)
+    for i in range(10):
+        builder.append(i, timestamp=1000 + i, key=b"k", value=b"v", headers=[])
+    log = [bytes(builder.build()), batch(10, 10)]
+    source = FakeSource({("t", 0): log})
+    fetch = source.fetch
+
+    def fetch_aborted(node: int, positions: dict[TP, int], **kw: object) -> Answer:
+        answer = fetch(node, positions, **kw)
+        answer.value = {tp: FetchedPartition(d.error_code, d.high_watermark, d.last_stable_offset,
+                                             d.log_start_offset, ((producer, 0),), d.records)
+                        for tp, d in answer.value.items()}
+        return answer
+
+    source.fetch = fetch_aborted  # type: ignore[method-assign]
+    target, result = straddled(source, PartitionRange("t", 0, 6, 20, "A.t", exact=True))
+    assert result.dropped == 4, "records 6-9 of the aborted batch, not the 6 before the start"
+    assert [o for o, _ in target.records[("A.t", 0)]] == list(range(10, 20))

@@ -183,12 +183,42 @@ def test_heartbeats_topics_are_mirrored_whatever_topics_says_as_mm2():
     assert [name for name, *_ in off.dst.created] == ["A.orders"]
 
 
-def test_first_plan_starts_from_recorded_positions_exactly_else_earliest():
+def test_first_plan_starts_from_recorded_positions_else_earliest_both_exactly():
+    """A log start is a record position too: DeleteRecords leaves it inside a batch (issue 45)."""
     r = rig({"orders": 2}, stored={("orders", 0): 41})
     r.src.earliest = {("orders", 1): 5}
     r.src.latest = {("orders", 0): 100, ("orders", 1): 70}
-    assert r.planner.initial_offsets() == {"p": {"orders:0": 42, "orders:1": 5}, "exact": ["orders:0"], "new": {}}
+    assert r.planner.initial_offsets() == {"p": {"orders:0": 42, "orders:1": 5}, "exact": ["orders:0", "orders:1"],
+                                           "new": {}}
     assert r.store.loads == 1
+
+
+def test_a_first_range_from_the_log_start_is_exact_and_the_next_one_starts_at_its_boundary():
+    r = rig({"orders": 1})
+    r.src.earliest = {("orders", 0): 500}  # DeleteRecords moved it, maybe inside a batch
+    r.src.latest = {("orders", 0): 2000}
+    start = r.planner.initial_offsets()
+    end = r.planner.latest_offsets(start, None)
+    [first] = r.planner.ranges(start, end)
+    assert (first.start, first.end, first.exact) == (500, 2000, True)
+    r.tail.positions = {("orders", 0): 1999}
+    r.src.latest = {("orders", 0): 2500}
+    later = r.planner.latest_offsets(end, None)
+    [second] = r.planner.ranges(end, later)
+    assert (second.start, second.end, second.exact) == (2000, 2500, False), "the range before owns its batch"
+
+
+def test_a_partition_first_seen_mid_run_and_planned_at_once_starts_exactly():
+    r = rig({"orders": 1}, stored={("refunds", 1): 6}, extra="A->B.refresh.topics.interval.seconds = 0\n")
+    r.src.latest = {("orders", 0): 10}
+    start = r.planner.initial_offsets()
+    r.src.counts["refunds"] = 2
+    r.src.earliest.update({("refunds", 0): 3})
+    r.src.latest.update({("refunds", 0): 20, ("refunds", 1): 20})
+    end = r.planner.latest_offsets(start, None)
+    assert end["new"] == {"refunds:0": 3, "refunds:1": 7}
+    planned = {x.partition: (x.start, x.exact) for x in r.planner.ranges(start, end) if x.topic == "refunds"}
+    assert planned == {0: (3, True), 1: (7, True)}, "the log start and the recorded position are record positions"
 
 
 def test_first_plan_without_a_recorded_position_follows_auto_offset_reset_latest():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mm2py.source.ranges import PartitionRange, RangeResult, assign, split_key, tp_key
+from mm2py.source.ranges import PartitionRange, RangeResult, assign, owned_from, split_key, tp_key
 
 
 def rng(p: int, start: int, end: int) -> PartitionRange:
@@ -51,3 +51,18 @@ def test_a_tasks_results_round_trip_through_one_packed_row():
     assert len(row) == 1 and RangeResult.spark_schema() == "results binary"
     assert RangeResult.unpack(bytearray(row[0])) == results  # Spark hands binary cells back as bytearray
     assert RangeResult.unpack(RangeResult.pack([])[0]) == []
+
+
+def test_a_batch_straddling_an_exact_start_is_owned_from_the_start_and_one_below_a_boundary_not_at_all():
+    exact, boundary = PartitionRange("t", 0, 500, 900, "A.t", exact=True), rng(0, 500, 900)
+    assert owned_from(exact, 400) == 500, "a flow's first range: the records from its start"
+    assert owned_from(boundary, 400) is None, "consecutive ranges: the range before copied it whole"
+    assert owned_from(exact, 500) == owned_from(boundary, 500) == 500
+    assert owned_from(boundary, 700) == 700, "a batch inside the range: whole"
+
+
+def test_a_batch_holding_the_log_start_a_copy_skipped_to_is_owned_from_there_whatever_the_start():
+    exact, boundary = PartitionRange("t", 0, 500, 900, "A.t", exact=True), rng(0, 500, 900)
+    assert owned_from(exact, 600, log_start=650) == owned_from(boundary, 600, log_start=650) == 650
+    assert owned_from(boundary, 400, log_start=520) == 520, "the range before may have skipped past it"
+    assert owned_from(boundary, 700, log_start=650) == 700

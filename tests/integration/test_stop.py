@@ -212,9 +212,11 @@ def end_offsets_committed(bootstrap: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-def test_a_crash_loop_advances_positions_and_copies_little_twice(cluster_a, cluster_b, unique_name, tmp_path):
+@pytest.mark.parametrize("tail_ms", [10000, 60000])
+def test_a_crash_loop_advances_positions_and_copies_little_twice(cluster_a, cluster_b, unique_name, tmp_path,
+                                                                 tail_ms):
     rate = 4000
-    topic, remote, config = mirrored_flow(cluster_a, cluster_b, unique_name, tmp_path, 10000)
+    topic, remote, config = mirrored_flow(cluster_a, cluster_b, unique_name, tmp_path, tail_ms)
     log = tmp_path / "replicator.log"
     store = PositionStore(ClusterConfig("B", cluster_b.bootstrap), "A")
 
@@ -246,7 +248,7 @@ def test_a_crash_loop_advances_positions_and_copies_little_twice(cluster_a, clus
             replicator.kill()
     final = compare(cluster_b.bootstrap, remote, stream.snapshot())
     per_kill = final.duplicates / max(kills, 1)
-    print(f"crash loop: {kills} SIGKILLs to the group over {sent} records at {rate}/s; positions moved by {moved} "
+    print(f"crash loop, tail {tail_ms} ms: {kills} SIGKILLs to the group over {sent} records at {rate}/s; positions moved by {moved} "
           f"records between kills; {final.duplicates} copied twice ({per_kill:.0f} a kill, "
           f"{per_kill / rate:.1f} s of data)")
     assert final.missing == 0 and not final.out_of_order, final

@@ -248,8 +248,8 @@ def test_a_crash_loop_advances_positions_and_copies_little_twice(cluster_a, clus
             replicator.kill()
     final = compare(cluster_b.bootstrap, remote, stream.snapshot())
     per_kill = final.duplicates / max(kills, 1)
-    print(f"crash loop, tail {tail_ms} ms: {kills} SIGKILLs to the group over {sent} records at {rate}/s; positions moved by {moved} "
-          f"records between kills; {final.duplicates} copied twice ({per_kill:.0f} a kill, "
+    print(f"crash loop, tail {tail_ms} ms: {kills} SIGKILLs to the group over {sent} records at {rate}/s; "
+          f"positions moved by {moved} records between kills; {final.duplicates} copied twice ({per_kill:.0f} a kill, "
           f"{per_kill / rate:.1f} s of data)")
     assert final.missing == 0 and not final.out_of_order, final
     assert all(m > 0 for m in moved), f"positions advanced between kills: {moved}"

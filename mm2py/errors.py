@@ -49,6 +49,14 @@ class ConfigError(Mm2pyError):
         super().__init__("\n  ".join([head, *map(str, self.problems)]))
 
 
+class ConfigProviderError(Mm2pyError):
+    """A config provider (``config.providers``) could not give the values asked of it.
+
+    The message names the provider, the path and the keys asked for, never a value: callers put
+    it into a ConfigError beside the key and line that holds the reference.
+    """
+
+
 class KafkaError(Mm2pyError):
     """A failure talking to a Kafka cluster, with where it happened and why."""
 

@@ -2,7 +2,9 @@
 
 MM2 files carry Java client keys (``security.protocol``, ``sasl.jaas.config``,
 ``ssl.truststore.location`` ...). confluent-kafka (librdkafka) and kafka-python each want
-their own spelling; this module is the only place that knows both.
+their own spelling; this module is the only place that knows both. Java key and trust stores
+(JKS, PKCS12) become PEM files here (``tls_files``, by ``mm2py.kafka.stores``), on the driver and
+on every executor that builds a client, once per process.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import logging
 import re
 import socket
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from mm2py.errors import ConfigError, ConfigProblem
+from mm2py.kafka.stores import Store, pem_files
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -74,19 +78,43 @@ def _jaas_credentials(jaas: str, alias: str) -> tuple[str, str]:
     return options["username"], options["password"]
 
 
-def _pem_location(props: Mapping[str, str], kind: str, alias: str) -> str | None:
-    location = props.get(f"ssl.{kind}.location")
-    if location is None:
+@dataclass(frozen=True)
+class TlsFiles:
+    """The PEM files a client's TLS takes, whatever the stores the file names were."""
+
+    ca: str | None = None
+    certificate: str | None = None
+    key: str | None = None
+    key_password: str | None = None  # only for a key the file gives as PEM (a converted key is not encrypted)
+
+
+def _store(props: Mapping[str, str], kind: str, alias: str) -> Store | None:
+    location = props.get(f"ssl.{kind}.location", "").strip()
+    if not location:
         return None
-    store_type = props.get(f"ssl.{kind}.type", "PEM").upper()
-    if store_type != "PEM":
-        raise ConfigError(
-            ConfigProblem(
-                f"{alias}.ssl.{kind}.type",
-                f"{store_type} stores are Java-only; convert to PEM and set ssl.{kind}.type=PEM",
-            )
-        )
-    return location
+    return Store(alias, kind, location, props.get(f"ssl.{kind}.type"), props.get(f"ssl.{kind}.password"),
+                 props.get("ssl.key.password") if kind == "keystore" else None)
+
+
+def tls_files(props: Mapping[str, str], alias: str) -> TlsFiles:
+    """The stores of a client's settings as PEM files (``mm2py.kafka.stores``); none without TLS.
+
+    Java clients read no store unless ``security.protocol`` is SSL or SASL_SSL; neither does mm2py.
+    """
+    if not props.get("security.protocol", "PLAINTEXT").strip().upper().endswith("SSL"):
+        return TlsFiles()
+    ca = certificate = key = None
+    key_password = props.get("ssl.key.password")
+    if (trust := _store(props, "truststore", alias)) is not None:
+        files = pem_files(trust)
+        ca = files.certificates if files else trust.location
+    if (keystore := _store(props, "keystore", alias)) is not None:
+        files = pem_files(keystore)
+        if files is None:  # a PEM key store holds the key and its chain (KIP-651)
+            certificate, key = keystore.location, props.get("ssl.key.location", keystore.location)
+        else:
+            certificate, key, key_password = files.certificates, files.key, None
+    return TlsFiles(ca, certificate, key, key_password)
 
 
 RDKAFKA_LOGGER = logging.getLogger("rdkafka")
@@ -140,13 +168,14 @@ def rdkafka_config(bootstrap: str, props: Mapping[str, str], alias: str, kind: s
         user, password = _jaas_credentials(props["sasl.jaas.config"], alias)
         conf["sasl.username"] = user
         conf["sasl.password"] = password
-    if ca := _pem_location(props, "truststore", alias):
-        conf["ssl.ca.location"] = ca
-    if cert := _pem_location(props, "keystore", alias):
-        conf["ssl.certificate.location"] = cert
-        conf["ssl.key.location"] = props.get("ssl.key.location", cert)
-    if "ssl.key.password" in props:
-        conf["ssl.key.password"] = props["ssl.key.password"]
+    tls = tls_files(props, alias)
+    if tls.ca:
+        conf["ssl.ca.location"] = tls.ca
+    if tls.certificate:
+        conf["ssl.certificate.location"] = tls.certificate
+        conf["ssl.key.location"] = tls.key
+    if tls.key_password is not None:
+        conf["ssl.key.password"] = tls.key_password
     if props.get("ssl.endpoint.identification.algorithm", "https") == "":
         conf["ssl.endpoint.identification.algorithm"] = "none"
     return conf
@@ -169,13 +198,14 @@ def kafka_python_config(bootstrap: str, props: Mapping[str, str], alias: str) ->
         conf["sasl_plain_password"] = password
     if "sasl.kerberos.service.name" in props:
         conf["sasl_kerberos_service_name"] = props["sasl.kerberos.service.name"]
-    if ca := _pem_location(props, "truststore", alias):
-        conf["ssl_cafile"] = ca
-    if cert := _pem_location(props, "keystore", alias):
-        conf["ssl_certfile"] = cert
-        conf["ssl_keyfile"] = props.get("ssl.key.location", cert)
-    if "ssl.key.password" in props:
-        conf["ssl_password"] = props["ssl.key.password"]
+    tls = tls_files(props, alias)
+    if tls.ca:
+        conf["ssl_cafile"] = tls.ca
+    if tls.certificate:
+        conf["ssl_certfile"] = tls.certificate
+        conf["ssl_keyfile"] = tls.key
+    if tls.key_password is not None:
+        conf["ssl_password"] = tls.key_password
     if props.get("ssl.endpoint.identification.algorithm", "https") == "":
         conf["ssl_check_hostname"] = False
     if "client.id" in props:

@@ -1,0 +1,159 @@
+"""Issue 44, part 2: JKS and PKCS12 stores reach librdkafka and kafka-python as private PEM files.
+
+PKCS12 stores are made here with ``cryptography``; JKS stores with the JDK's ``keytool`` (the
+real format; skipped without a JDK), once for the module.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import pkcs12
+from cryptography.x509.oid import NameOID
+
+from mm2py.errors import ConfigError
+from mm2py.kafka import jks, stores
+from mm2py.kafka.clientconf import kafka_python_config, rdkafka_config, tls_files
+
+STORE_PW, KEY_PW = "store-Pa55", "key-Pa55w0rd"
+
+
+def self_signed(name: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now)
+            .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
+    return key, cert
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """client.p12 (key store), trust.p12 (a certificate only), and with keytool ks.jks (key password
+    differs from the store's) and ts.jks."""
+    folder = tmp_path_factory.mktemp("stores")
+    key, cert = self_signed("client")
+    (folder / "client.p12").write_bytes(pkcs12.serialize_key_and_certificates(
+        b"client", key, cert, None, serialization.BestAvailableEncryption(STORE_PW.encode())))
+    (folder / "trust.p12").write_bytes(pkcs12.serialize_key_and_certificates(
+        None, None, None, [cert], serialization.BestAvailableEncryption(STORE_PW.encode())))
+    (folder / "client.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    keytool = shutil.which("keytool")
+    if keytool:
+        env = dict(os.environ, SP=STORE_PW, KP=KEY_PW)
+        for cmd in (["-genkeypair", "-alias", "k", "-keyalg", "EC", "-dname", "CN=jks-client", "-storetype", "JKS",
+                     "-keystore", "ks.jks", "-storepass:env", "SP", "-keypass:env", "KP"],
+                    ["-importcert", "-alias", "ca", "-file", "client.pem", "-storetype", "JKS", "-keystore", "ts.jks",
+                     "-storepass:env", "SP", "-noprompt"]):
+            subprocess.run([keytool, *cmd], cwd=folder, env=env, check=True, capture_output=True)
+    return {p.name: p for p in folder.iterdir()}
+
+
+def tls(**props: str) -> dict[str, str]:
+    return {"security.protocol": "SSL", **props}
+
+
+def private(path: str) -> None:
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+
+
+def test_the_type_comes_from_the_content() -> None:
+    assert stores.detect(jks.MAGIC + b"\0\0\0\2") == "JKS" and stores.detect(b"\n-----BEGIN CERT") == "PEM"
+    assert stores.detect(b"\x30\x82") == "PKCS12" and stores.detect(jks.JCEKS_MAGIC) == "JCEKS"
+
+
+def test_a_pkcs12_key_store_and_trust_store_become_private_pem(made: dict[str, Path]) -> None:
+    files = tls_files(tls(**{"ssl.keystore.location": str(made["client.p12"]), "ssl.keystore.type": "PKCS12",
+                             "ssl.keystore.password": STORE_PW, "ssl.key.password": STORE_PW,
+                             "ssl.truststore.location": str(made["trust.p12"]),
+                             "ssl.truststore.password": STORE_PW}), "B")
+    assert files.ca and files.certificate and files.key and files.key_password is None
+    for path in (files.ca, files.certificate, files.key):
+        private(path)
+    assert Path(files.ca).read_bytes() == made["client.pem"].read_bytes()
+    assert Path(files.certificate).read_bytes() == made["client.pem"].read_bytes()
+    serialization.load_pem_private_key(Path(files.key).read_bytes(), None)  # not encrypted: only we can read it
+
+
+def test_conversion_is_cached_per_process(made: dict[str, Path]) -> None:
+    props = tls(**{"ssl.truststore.location": str(made["trust.p12"]), "ssl.truststore.password": STORE_PW})
+    first = rdkafka_config("b:1", props, "B")["ssl.ca.location"]
+    assert kafka_python_config("b:1", props, "B")["ssl_cafile"] == first
+    assert rdkafka_config("b:1", {**props, "ssl.truststore.type": "JKS"}, "B")["ssl.ca.location"] == first
+
+
+def test_pem_stays_as_it_is_and_nothing_is_read_without_tls(made: dict[str, Path]) -> None:
+    pem = str(made["client.pem"])
+    assert rdkafka_config("b:1", tls(**{"ssl.truststore.location": pem}), "B")["ssl.ca.location"] == pem
+    assert tls_files({"ssl.truststore.location": "/no/such/store.jks"}, "B").ca is None
+
+
+@pytest.mark.skipif(shutil.which("keytool") is None, reason="needs the JDK's keytool")
+def test_jks_stores_as_keytool_writes_them(made: dict[str, Path]) -> None:
+    parsed = jks.parse(made["ks.jks"].read_bytes(), STORE_PW)
+    assert [k.alias for k in parsed.keys] == ["k"] and parsed.certificates == ()
+    files = tls_files(tls(**{"ssl.keystore.location": str(made["ks.jks"]), "ssl.keystore.password": STORE_PW,
+                             "ssl.key.password": KEY_PW, "ssl.truststore.location": str(made["ts.jks"]),
+                             "ssl.truststore.password": STORE_PW}), "B")
+    assert files.ca and files.key and files.certificate
+    assert Path(files.ca).read_bytes() == made["client.pem"].read_bytes()
+    key = serialization.load_pem_private_key(Path(files.key).read_bytes(), None)
+    cert = x509.load_pem_x509_certificate(Path(files.certificate).read_bytes())
+    assert cert.subject.rfc4514_string() == "CN=jks-client" and key.public_key() == cert.public_key()
+    # Java reads a JKS trust store without its password (unchecked); so does mm2py
+    assert tls_files(tls(**{"ssl.truststore.location": str(made["ts.jks"])}), "B").ca
+
+
+def bad_stores(made: dict[str, Path], tmp: Path) -> dict[str, tuple[dict[str, str], str]]:
+    unreadable = tmp / "gone.jks"
+    jceks = tmp / "x.jceks"
+    jceks.write_bytes(jks.JCEKS_MAGIC + b"\0" * 40)
+    cases = {
+        "wrong PKCS12 password": ({"ssl.keystore.location": str(made["client.p12"]),
+                                   "ssl.keystore.password": "wrong-guess"}, "B.ssl.keystore.password"),
+        "unreadable store": ({"ssl.truststore.location": str(unreadable)}, "B.ssl.truststore.location"),
+        "PEM named PKCS12": ({"ssl.truststore.location": str(made["client.pem"]), "ssl.truststore.type": "PKCS12",
+                              "ssl.truststore.password": STORE_PW}, "B.ssl.truststore.type"),
+        "JCEKS": ({"ssl.truststore.location": str(jceks), "ssl.truststore.password": STORE_PW},
+                  "B.ssl.truststore.location"),
+        "a type mm2py cannot read": ({"ssl.keystore.location": str(made["client.p12"]), "ssl.keystore.type": "BCFKS",
+                                      "ssl.keystore.password": STORE_PW}, "B.ssl.keystore.type"),
+        "a PKCS12 store without its password": ({"ssl.keystore.location": str(made["client.p12"])},
+                                                "B.ssl.keystore.password"),
+    }
+    if "ks.jks" in made:
+        cases["wrong JKS store password"] = ({"ssl.keystore.location": str(made["ks.jks"]),
+                                              "ssl.keystore.password": "wrong-guess", "ssl.key.password": KEY_PW},
+                                             "B.ssl.keystore.password")
+        cases["wrong JKS key password"] = ({"ssl.keystore.location": str(made["ks.jks"]),
+                                            "ssl.keystore.password": STORE_PW, "ssl.key.password": "wrong-guess"},
+                                           "B.ssl.key.password")
+    return cases
+
+
+@pytest.mark.parametrize("case", ["wrong PKCS12 password", "unreadable store", "PEM named PKCS12", "JCEKS",
+                                  "a type mm2py cannot read", "a PKCS12 store without its password",
+                                  "wrong JKS store password", "wrong JKS key password"])
+def test_a_bad_store_is_one_line_naming_cluster_and_key_never_a_password(
+        case: str, made: dict[str, Path], tmp_path: Path) -> None:
+    cases = bad_stores(made, tmp_path)
+    if case not in cases:
+        pytest.skip("needs the JDK's keytool")
+    props, key = cases[case]
+    for build in (lambda p: rdkafka_config("b:1", p, "B"), lambda p: kafka_python_config("b:1", p, "B")):
+        with pytest.raises(ConfigError) as err:
+            build(tls(**props))
+        message = str(err.value)
+        assert "\n" not in message and f"key '{key}'" in message and "cluster B" in message, message
+        assert "wrong-guess" not in message and STORE_PW not in message and KEY_PW not in message

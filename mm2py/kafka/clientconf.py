@@ -3,8 +3,8 @@
 MM2 files carry Java client keys (``security.protocol``, ``sasl.jaas.config``,
 ``ssl.truststore.location`` ...). confluent-kafka (librdkafka) and kafka-python each want
 their own spelling; this module is the only place that knows both. Java key and trust stores
-(JKS, PKCS12) become PEM files here (``tls_files``, by ``mm2py.kafka.stores``), on the driver and
-on every executor that builds a client, once per process.
+(JKS, PKCS12) reach both through ``mm2py.kafka.tls``, on the driver and on every executor that
+builds a client, read once per process.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ import logging
 import re
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.kafka.stores import Store, pem_files
+from mm2py.kafka.tls import client_tls, ssl_context
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -78,45 +77,6 @@ def _jaas_credentials(jaas: str, alias: str) -> tuple[str, str]:
     return options["username"], options["password"]
 
 
-@dataclass(frozen=True)
-class TlsFiles:
-    """The PEM files a client's TLS takes, whatever the stores the file names were."""
-
-    ca: str | None = None
-    certificate: str | None = None
-    key: str | None = None
-    key_password: str | None = None  # only for a key the file gives as PEM (a converted key is not encrypted)
-
-
-def _store(props: Mapping[str, str], kind: str, alias: str) -> Store | None:
-    location = props.get(f"ssl.{kind}.location", "").strip()
-    if not location:
-        return None
-    return Store(alias, kind, location, props.get(f"ssl.{kind}.type"), props.get(f"ssl.{kind}.password"),
-                 props.get("ssl.key.password") if kind == "keystore" else None)
-
-
-def tls_files(props: Mapping[str, str], alias: str) -> TlsFiles:
-    """The stores of a client's settings as PEM files (``mm2py.kafka.stores``); none without TLS.
-
-    Java clients read no store unless ``security.protocol`` is SSL or SASL_SSL; neither does mm2py.
-    """
-    if not props.get("security.protocol", "PLAINTEXT").strip().upper().endswith("SSL"):
-        return TlsFiles()
-    ca = certificate = key = None
-    key_password = props.get("ssl.key.password")
-    if (trust := _store(props, "truststore", alias)) is not None:
-        files = pem_files(trust)
-        ca = files.certificates if files else trust.location
-    if (keystore := _store(props, "keystore", alias)) is not None:
-        files = pem_files(keystore)
-        if files is None:  # a PEM key store holds the key and its chain (KIP-651)
-            certificate, key = keystore.location, props.get("ssl.key.location", keystore.location)
-        else:
-            certificate, key, key_password = files.certificates, files.key, None
-    return TlsFiles(ca, certificate, key, key_password)
-
-
 RDKAFKA_LOGGER = logging.getLogger("rdkafka")
 # Broker connection retries are noise; failures reach the operator as mm2py errors.
 # ``--log-level DEBUG`` lowers this (mm2py.logs).
@@ -168,12 +128,17 @@ def rdkafka_config(bootstrap: str, props: Mapping[str, str], alias: str, kind: s
         user, password = _jaas_credentials(props["sasl.jaas.config"], alias)
         conf["sasl.username"] = user
         conf["sasl.password"] = password
-    tls = tls_files(props, alias)
-    if tls.ca:
-        conf["ssl.ca.location"] = tls.ca
-    if tls.certificate:
-        conf["ssl.certificate.location"] = tls.certificate
-        conf["ssl.key.location"] = tls.key
+    tls = client_tls(props, alias)
+    if tls.ca_pem is not None:
+        conf["ssl.ca.pem"] = tls.ca_pem.decode("ascii")
+    elif tls.ca_location:
+        conf["ssl.ca.location"] = tls.ca_location
+    if tls.certificate_pem is not None and tls.key_pem is not None:
+        conf["ssl.certificate.pem"] = tls.certificate_pem.decode("ascii")
+        conf["ssl.key.pem"] = tls.key_pem.decode("ascii")
+    elif tls.certificate_location:
+        conf["ssl.certificate.location"] = tls.certificate_location
+        conf["ssl.key.location"] = tls.key_location
     if tls.key_password is not None:
         conf["ssl.key.password"] = tls.key_password
     if props.get("ssl.endpoint.identification.algorithm", "https") == "":
@@ -198,15 +163,19 @@ def kafka_python_config(bootstrap: str, props: Mapping[str, str], alias: str) ->
         conf["sasl_plain_password"] = password
     if "sasl.kerberos.service.name" in props:
         conf["sasl_kerberos_service_name"] = props["sasl.kerberos.service.name"]
-    tls = tls_files(props, alias)
-    if tls.ca:
-        conf["ssl_cafile"] = tls.ca
-    if tls.certificate:
-        conf["ssl_certfile"] = tls.certificate
-        conf["ssl_keyfile"] = tls.key
-    if tls.key_password is not None:
-        conf["ssl_password"] = tls.key_password
-    if props.get("ssl.endpoint.identification.algorithm", "https") == "":
+    check_hostname = props.get("ssl.endpoint.identification.algorithm", "https") != ""
+    tls = client_tls(props, alias)
+    if tls.from_stores:  # kafka-python reads files only: a context built in memory instead
+        conf["ssl_context"] = ssl_context(tls, check_hostname, alias)
+    else:
+        if tls.ca_location:
+            conf["ssl_cafile"] = tls.ca_location
+        if tls.certificate_location:
+            conf["ssl_certfile"] = tls.certificate_location
+            conf["ssl_keyfile"] = tls.key_location
+        if tls.key_password is not None:
+            conf["ssl_password"] = tls.key_password
+    if not check_hostname:
         conf["ssl_check_hostname"] = False
     if "client.id" in props:
         conf["client_id"] = props["client.id"]

@@ -1,4 +1,4 @@
-"""Java trust and key stores (JKS, PKCS12) as the PEM files librdkafka and kafka-python read.
+"""Java trust and key stores (JKS, PKCS12) read into the PEM that librdkafka and kafka-python take.
 
 An MM2 file names stores as Java clients take them: ``ssl.truststore.location`` / ``.type`` /
 ``.password``, ``ssl.keystore.location`` / ``.type`` / ``.password`` and ``ssl.key.password``.
@@ -9,22 +9,22 @@ type too, so the content decides how it is read. A trust store gives every certi
 first private key with that key's certificate chain. JKS is read by ``mm2py.kafka.jks``,
 PKCS12 by ``cryptography``.
 
-Invariants: key material written out lives in one folder per process, created with mode 0700
-and removed at exit, in files of mode 0600; a store is converted once per process (the cache
-is keyed by its path, size, modification time, type and passwords), so Spark's Python workers,
-which build clients for every task, convert once each; a store that cannot be read, or a wrong
-password, is a one-line ConfigError naming the cluster and the key, never a password.
+Invariants: key material never lies on disk beyond the moment a client library loads it.
+librdkafka takes the PEM text itself; kafka-python takes an ``ssl.SSLContext`` built here
+(``ssl_context``), whose certificate chain and key pass through one file of mode 0600 in a
+folder of mode 0700 made for it and removed as soon as the context has read it (so nothing is
+left behind even by Spark's Python workers, which leave with ``os._exit``). A store is read
+once per process (the cache is keyed by its path, size, modification time, type and
+passwords), so the workers, which build clients for every task, convert once each. A store
+that cannot be read, or a wrong password, is a one-line ConfigError naming the cluster and the
+key, never a password.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import os
-import re
-import shutil
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +37,6 @@ from mm2py.errors import ConfigError, ConfigProblem
 from mm2py.kafka import jks
 
 TYPES = ("JKS", "PKCS12", "PEM")
-_FOLDER_PREFIX = "mm2py-stores-"
-_FOLDER = re.compile(re.escape(_FOLDER_PREFIX) + r"(\d+)-")
 
 
 @dataclass(frozen=True)
@@ -60,11 +58,11 @@ class Store:
 
 
 @dataclass(frozen=True)
-class PemFiles:
-    """What a store became: a CA file (trust stores), or a certificate chain and key file (key stores)."""
+class Pem:
+    """What a store became, in memory: its certificates (a trust store's, or a key's chain) and the key."""
 
-    certificates: str
-    key: str | None = None
+    certificates: bytes
+    key: bytes | None = None  # PKCS#8, not encrypted
 
 
 def detect(data: bytes) -> str:
@@ -131,59 +129,18 @@ def _key_and_chain(store: Store, data: bytes, content: str) -> tuple[bytes, list
     return pem, chain
 
 
-class _Folder:
-    """This process's private folder for converted stores, made on first use, removed at exit."""
-
-    def __init__(self) -> None:
-        self.path: Path | None = None
-        self.pid = 0
-        self.count = 0
-
-    def write(self, name: str, data: bytes) -> str:
-        if self.path is None or self.pid != os.getpid():  # a forked child makes its own
-            _sweep()
-            self.path = Path(tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{os.getpid()}-"))  # mode 0700
-            self.pid, self.count = os.getpid(), 0
-            atexit.register(shutil.rmtree, self.path, True)
-        self.count += 1
-        file = self.path / f"{self.count}-{name}"
-        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        return str(file)
-
-
-def _sweep() -> None:
-    """Remove the folders of our processes that ended without running their exit handlers
-    (Spark's forked Python workers leave with ``os._exit``)."""
-    root = Path(tempfile.gettempdir())
-    for folder in root.glob(f"{_FOLDER_PREFIX}*"):
-        match = _FOLDER.match(folder.name)
-        if not match or int(match.group(1)) == os.getpid():
-            continue
-        try:
-            if folder.stat().st_uid != os.getuid():
-                continue
-            os.kill(int(match.group(1)), 0)
-        except ProcessLookupError:
-            shutil.rmtree(folder, ignore_errors=True)
-        except OSError:
-            continue
-
-
-_FOLDER_OF_PROCESS = _Folder()
-_CACHE: dict[tuple[object, ...], PemFiles] = {}
+_CACHE: dict[tuple[object, ...], Pem] = {}
 _LOCK = threading.Lock()
 
 
 def _fingerprint(store: Store, stat: os.stat_result, content: str) -> tuple[object, ...]:
     secrets = hashlib.sha256(repr((store.password, store.key_password)).encode()).hexdigest()
-    return (os.getpid(), store.kind, os.path.realpath(store.location), stat.st_size, stat.st_mtime_ns, content,
+    return (store.kind, os.path.realpath(store.location), stat.st_size, stat.st_mtime_ns, content,
             secrets)
 
 
-def pem_files(store: Store) -> PemFiles | None:
-    """The PEM files for ``store``: None when it is PEM already (the location is used as it is)."""
+def pem(store: Store) -> Pem | None:
+    """``store`` as PEM: None when it is a PEM file already (its location is used as it is)."""
     named = named_type(store)
     if named == "PEM":
         return None
@@ -210,11 +167,10 @@ def pem_files(store: Store) -> PemFiles | None:
                 certs = _certificates(store, data, content)
                 if not certs:
                     raise jks.JksError("holds no certificate")
-                files = PemFiles(_FOLDER_OF_PROCESS.write("ca.pem", _pem(certs)))
+                converted = Pem(_pem(certs))
             else:
                 key, chain = _key_and_chain(store, data, content)
-                files = PemFiles(_FOLDER_OF_PROCESS.write("chain.pem", _pem(chain)),
-                                 _FOLDER_OF_PROCESS.write("key.pem", key))
+                converted = Pem(_pem(chain), key)
         except jks.WrongPassword:
             setting = f"{store.kind}.password"
             if store.password is None and store.key_password is None:
@@ -228,8 +184,8 @@ def pem_files(store: Store) -> PemFiles | None:
                                        f"(or the store is damaged)") from None
         except (jks.JksError, ValueError) as e:
             raise store.error(location, f"cannot read {content} {store.kind} {store.location!r}: {e}") from None
-        _CACHE[cache_key] = files
-        return files
+        _CACHE[cache_key] = converted
+        return converted
 
 
 def _pem(certs: list[x509.Certificate]) -> bytes:

@@ -1,4 +1,4 @@
-"""Issue 44, part 2: JKS and PKCS12 stores reach librdkafka and kafka-python as private PEM files.
+"""Issue 44, part 2: JKS and PKCS12 stores reach librdkafka and kafka-python as PEM, the key kept in memory.
 
 PKCS12 stores are made here with ``cryptography``; JKS stores with the JDK's ``keytool`` (the
 real format; skipped without a JDK), once for the module.
@@ -9,8 +9,10 @@ from __future__ import annotations
 import datetime
 import os
 import shutil
+import ssl
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,9 @@ from cryptography.x509.oid import NameOID
 
 from mm2py.errors import ConfigError
 from mm2py.kafka import jks, stores
-from mm2py.kafka.clientconf import kafka_python_config, rdkafka_config, tls_files
+from mm2py.kafka import tls as tls_module
+from mm2py.kafka.clientconf import kafka_python_config, rdkafka_config
+from mm2py.kafka.tls import ClientTls, client_tls
 
 STORE_PW, KEY_PW = "store-Pa55", "key-Pa55w0rd"
 
@@ -63,56 +67,81 @@ def tls(**props: str) -> dict[str, str]:
     return {"security.protocol": "SSL", **props}
 
 
-def private(path: str) -> None:
-    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
-
-
 def test_the_type_comes_from_the_content() -> None:
     assert stores.detect(jks.MAGIC + b"\0\0\0\2") == "JKS" and stores.detect(b"\n-----BEGIN CERT") == "PEM"
     assert stores.detect(b"\x30\x82") == "PKCS12" and stores.detect(jks.JCEKS_MAGIC) == "JCEKS"
 
 
-def test_a_pkcs12_key_store_and_trust_store_become_private_pem(made: dict[str, Path]) -> None:
-    files = tls_files(tls(**{"ssl.keystore.location": str(made["client.p12"]), "ssl.keystore.type": "PKCS12",
-                             "ssl.keystore.password": STORE_PW, "ssl.key.password": STORE_PW,
-                             "ssl.truststore.location": str(made["trust.p12"]),
-                             "ssl.truststore.password": STORE_PW}), "B")
-    assert files.ca and files.certificate and files.key and files.key_password is None
-    for path in (files.ca, files.certificate, files.key):
-        private(path)
-    assert Path(files.ca).read_bytes() == made["client.pem"].read_bytes()
-    assert Path(files.certificate).read_bytes() == made["client.pem"].read_bytes()
-    serialization.load_pem_private_key(Path(files.key).read_bytes(), None)  # not encrypted: only we can read it
+def pkcs12_client(made: dict[str, Path]) -> dict[str, str]:
+    return tls(**{"ssl.keystore.location": str(made["client.p12"]), "ssl.keystore.type": "PKCS12",
+                  "ssl.keystore.password": STORE_PW, "ssl.key.password": STORE_PW,
+                  "ssl.truststore.location": str(made["trust.p12"]), "ssl.truststore.password": STORE_PW})
 
 
-def test_conversion_is_cached_per_process(made: dict[str, Path]) -> None:
-    props = tls(**{"ssl.truststore.location": str(made["trust.p12"]), "ssl.truststore.password": STORE_PW})
-    first = rdkafka_config("b:1", props, "B")["ssl.ca.location"]
-    assert kafka_python_config("b:1", props, "B")["ssl_cafile"] == first
-    assert rdkafka_config("b:1", {**props, "ssl.truststore.type": "JKS"}, "B")["ssl.ca.location"] == first
+def test_pkcs12_stores_reach_librdkafka_as_pem_text(made: dict[str, Path]) -> None:
+    found = client_tls(pkcs12_client(made), "B")
+    assert found.ca_pem == found.certificate_pem == made["client.pem"].read_bytes()
+    assert found.key_pem and found.key_password is None
+    serialization.load_pem_private_key(found.key_pem, None)  # plain: it never leaves memory
+    conf = rdkafka_config("b:1", pkcs12_client(made), "B")
+    assert conf["ssl.ca.pem"] == made["client.pem"].read_text() and conf["ssl.key.pem"] == found.key_pem.decode()
+    assert not {"ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password"} & set(conf)
+
+
+def test_kafka_python_gets_a_context_and_no_file_is_left(made: dict[str, Path]) -> None:
+    before = set(Path(tempfile.gettempdir()).glob("mm2py-tls-*"))
+    conf = kafka_python_config("b:1", pkcs12_client(made), "B")
+    context = conf["ssl_context"]
+    assert isinstance(context, ssl.SSLContext) and context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert not {"ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password"} & set(conf)
+    assert set(Path(tempfile.gettempdir()).glob("mm2py-tls-*")) == before
+    unchecked = {**pkcs12_client(made), "ssl.endpoint.identification.algorithm": ""}
+    assert not kafka_python_config("b:1", unchecked, "B")["ssl_context"].check_hostname
+
+
+def test_the_key_passes_through_a_private_file_only_while_it_is_loaded() -> None:
+    seen: list[tuple[int, int, bytes]] = []
+
+    class Context:
+        path = ""
+
+        def load_cert_chain(self, path: str) -> None:
+            seen.append((stat.S_IMODE(os.stat(path).st_mode), stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode),
+                         Path(path).read_bytes()))
+            self.path = path
+
+    context = Context()
+    tls_module._load_chain(context, b"chain and key")  # type: ignore[arg-type]
+    assert seen == [(0o600, 0o700, b"chain and key")] and not os.path.exists(os.path.dirname(context.path))
+
+
+def test_a_store_is_read_once_per_process(made: dict[str, Path]) -> None:
+    store = stores.Store("B", "truststore", str(made["trust.p12"]), None, STORE_PW)
+    assert stores.pem(store) is stores.pem(stores.Store("B", "truststore", str(made["trust.p12"]), "JKS", STORE_PW))
+    first, again = (kafka_python_config("b:1", pkcs12_client(made), "B")["ssl_context"] for _ in range(2))
+    assert first is again
 
 
 def test_pem_stays_as_it_is_and_nothing_is_read_without_tls(made: dict[str, Path]) -> None:
     pem = str(made["client.pem"])
     assert rdkafka_config("b:1", tls(**{"ssl.truststore.location": pem}), "B")["ssl.ca.location"] == pem
-    assert tls_files({"ssl.truststore.location": "/no/such/store.jks"}, "B").ca is None
+    assert kafka_python_config("b:1", tls(**{"ssl.truststore.location": pem}), "B")["ssl_cafile"] == pem
+    assert client_tls({"ssl.truststore.location": "/no/such/store.jks"}, "B") == ClientTls()
 
 
 @pytest.mark.skipif(shutil.which("keytool") is None, reason="needs the JDK's keytool")
 def test_jks_stores_as_keytool_writes_them(made: dict[str, Path]) -> None:
     parsed = jks.parse(made["ks.jks"].read_bytes(), STORE_PW)
     assert [k.alias for k in parsed.keys] == ["k"] and parsed.certificates == ()
-    files = tls_files(tls(**{"ssl.keystore.location": str(made["ks.jks"]), "ssl.keystore.password": STORE_PW,
-                             "ssl.key.password": KEY_PW, "ssl.truststore.location": str(made["ts.jks"]),
-                             "ssl.truststore.password": STORE_PW}), "B")
-    assert files.ca and files.key and files.certificate
-    assert Path(files.ca).read_bytes() == made["client.pem"].read_bytes()
-    key = serialization.load_pem_private_key(Path(files.key).read_bytes(), None)
-    cert = x509.load_pem_x509_certificate(Path(files.certificate).read_bytes())
+    found = client_tls(tls(**{"ssl.keystore.location": str(made["ks.jks"]), "ssl.keystore.password": STORE_PW,
+                              "ssl.key.password": KEY_PW, "ssl.truststore.location": str(made["ts.jks"]),
+                              "ssl.truststore.password": STORE_PW}), "B")
+    assert found.ca_pem == made["client.pem"].read_bytes() and found.key_pem and found.certificate_pem
+    key = serialization.load_pem_private_key(found.key_pem, None)
+    cert = x509.load_pem_x509_certificate(found.certificate_pem)
     assert cert.subject.rfc4514_string() == "CN=jks-client" and key.public_key() == cert.public_key()
     # Java reads a JKS trust store without its password (unchecked); so does mm2py
-    assert tls_files(tls(**{"ssl.truststore.location": str(made["ts.jks"])}), "B").ca
+    assert client_tls(tls(**{"ssl.truststore.location": str(made["ts.jks"])}), "B").ca_pem
 
 
 def bad_stores(made: dict[str, Path], tmp: Path) -> dict[str, tuple[dict[str, str], str]]:

@@ -9,15 +9,11 @@ type too, so the content decides how it is read. A trust store gives every certi
 first private key with that key's certificate chain. JKS is read by ``mm2py.kafka.jks``,
 PKCS12 by ``cryptography``.
 
-Invariants: key material never lies on disk beyond the moment a client library loads it.
-librdkafka takes the PEM text itself; kafka-python takes an ``ssl.SSLContext`` built here
-(``ssl_context``), whose certificate chain and key pass through one file of mode 0600 in a
-folder of mode 0700 made for it and removed as soon as the context has read it (so nothing is
-left behind even by Spark's Python workers, which leave with ``os._exit``). A store is read
-once per process (the cache is keyed by its path, size, modification time, type and
-passwords), so the workers, which build clients for every task, convert once each. A store
-that cannot be read, or a wrong password, is a one-line ConfigError naming the cluster and the
-key, never a password.
+Invariants: what a store holds is returned in memory (``Pem``) and never written out here
+(``mm2py.kafka.tls`` hands it to the clients). A store is read once per process (the cache is
+keyed by its path, size, modification time, type and passwords), so Spark's Python workers,
+which build clients for every task, read it once each. A store that cannot be read, or a wrong
+password, is a one-line ConfigError naming the cluster and the key, never a password.
 """
 
 from __future__ import annotations

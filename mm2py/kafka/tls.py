@@ -19,11 +19,15 @@ import os
 import shutil
 import ssl
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mm2py.errors import ConfigError, ConfigProblem
 from mm2py.kafka.stores import Store, pem
+
+if TYPE_CHECKING:  # mm2py.config imports this module (through clientconf)
+    from mm2py.config.model import ClusterConfig
 
 
 @dataclass(frozen=True)
@@ -109,3 +113,17 @@ def _load_chain(context: ssl.SSLContext, chain_and_key: bytes) -> None:
         context.load_cert_chain(path)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def check_stores(clusters: Iterable[ClusterConfig]) -> None:
+    """Read every store the clients of ``clusters`` name, now, so that a bad one stops a run before
+    Spark starts: one ConfigError lists each problem once. Reading here fills the per-process cache."""
+    problems: list[ConfigProblem] = []
+    for cluster in clusters:
+        for settings in (cluster.client, cluster.consumer, cluster.producer, cluster.admin):
+            try:
+                client_tls(settings, cluster.alias)
+            except ConfigError as e:
+                problems += [p for p in e.problems if p not in problems]
+    if problems:
+        raise ConfigError(problems)

@@ -22,11 +22,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
+from mm2py.config.model import ClusterConfig
 from mm2py.errors import ConfigError
 from mm2py.kafka import jks, stores
 from mm2py.kafka import tls as tls_module
 from mm2py.kafka.clientconf import kafka_python_config, rdkafka_config
-from mm2py.kafka.tls import ClientTls, client_tls
+from mm2py.kafka.tls import ClientTls, check_stores, client_tls
 
 STORE_PW, KEY_PW = "store-Pa55", "key-Pa55w0rd"
 
@@ -186,3 +187,12 @@ def test_a_bad_store_is_one_line_naming_cluster_and_key_never_a_password(
         message = str(err.value)
         assert "\n" not in message and f"key '{key}'" in message and "cluster B" in message, message
         assert "wrong-guess" not in message and STORE_PW not in message and KEY_PW not in message
+
+
+def test_every_bad_store_of_a_run_is_named_before_spark_starts(made: dict[str, Path], tmp_path: Path) -> None:
+    wrong = tls(**{"ssl.keystore.location": str(made["client.p12"]), "ssl.keystore.password": "wrong-guess"})
+    gone = tls(**{"ssl.truststore.location": str(tmp_path / "gone.p12")})
+    with pytest.raises(ConfigError) as err:
+        check_stores([ClusterConfig("A", "a:1", consumer=wrong, producer=wrong), ClusterConfig("B", "b:1", admin=gone),
+                      ClusterConfig("C", "c:1", client=pkcs12_client(made))])
+    assert [p.key for p in err.value.problems] == ["A.ssl.keystore.password", "B.ssl.truststore.location"]

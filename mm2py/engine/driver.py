@@ -33,6 +33,7 @@ from mm2py.engine.shutdown import Shutdown, signals_to
 from mm2py.engine.sparkhome import use_lean_spark_home
 from mm2py.engine.supervisor import State, Supervisor
 from mm2py.errors import Mm2pyError, from_task_failure
+from mm2py.kafka.tls import check_stores
 from mm2py.metrics import Metrics, MetricsServer
 from mm2py.schemas.check import check_schemas
 from mm2py.source.commit import committer_for
@@ -504,6 +505,8 @@ def run(
         )
     check_topology(config)  # refuse a looping topology before paying for Spark
     check_schemas(flows)  # schemas.mode: registries configured and answering
+    # JKS / PKCS12 stores readable with their passwords (mm2py.kafka.tls)
+    check_stores(c for f in flows for c in (f.source, f.target, f.offset_syncs))
     master = master or config.spark.get("spark.master") or DEFAULT_MASTER
     # Without a configured directory each run plans from the positions on the target, so a
     # lost or stale checkpoint can never disagree with what was really copied.

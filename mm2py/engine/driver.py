@@ -286,6 +286,7 @@ class Engine:
         # each tailing flow holds task slots for its tail window (mm2py.source.tail)
         self.tailing = frozenset() if until_caught_up else frozenset(
             f.name for f in flows if may_tail(f, loop_guard(self.config, f).provenance))
+        # every source first: copying starts before the other connectors' queries are made
         for flow in flows:
             committer = committer_for(flow, self.metrics)
             committer.open()  # its producers get their ids while the first micro-batch copies
@@ -293,16 +294,17 @@ class Engine:
             running = RunningFlow(flow, sink, ever_ran=flow.name in reached)
             running.connectors.append(self._connector(flow, MirrorSourceDataSource, "source", sink,
                                                       every(flow.trigger_interval_ms / 1000)))
-            if flow.emit_checkpoints_enabled and flow.emit_offset_syncs_enabled and not until_caught_up:
-                running.connectors.append(self._connector(flow, CheckpointDataSource, "checkpoint",
-                                                          log_rows(flow, "checkpoints", self.metrics),
-                                                          every(flow.emit_checkpoints_interval_seconds)))
             self.flows.append(running)
             by_name[flow.name] = running
             self.supervisor.add(flow.name)
             log.info("flow started", flow=flow.name, source=flow.source.bootstrap_servers,
                      target=flow.target.bootstrap_servers,
                      delivery="exactly-once" if flow.exactly_once != "off" else "at-least-once")
+        for flow in flows:
+            if flow.emit_checkpoints_enabled and flow.emit_offset_syncs_enabled and not until_caught_up:
+                by_name[flow.name].connectors.append(self._connector(
+                    flow, CheckpointDataSource, "checkpoint", log_rows(flow, "checkpoints", self.metrics),
+                    every(flow.emit_checkpoints_interval_seconds)))
         if not until_caught_up:
             for flow in heartbeat_flows:
                 if not flow.emit_heartbeats_enabled:

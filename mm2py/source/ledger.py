@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
-from mm2py.config.model import ClusterConfig
+from mm2py.config.model import ClusterConfig, FlowConfig
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import RecordWriter, ensure_compacted_topic, read_all
 
@@ -141,6 +141,14 @@ class Ledger:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+def ledger_entries(flow: FlowConfig, target: Admin) -> list[LedgerEntry]:
+    """Every ledger event of ``flow``, read now from its target; none when the topic does not exist."""
+    topic = ledger_topic(flow.source.alias)
+    if topic not in target.topics():
+        return []
+    return Ledger(flow.target, flow.source.alias, flow.name, timeout_s=flow.admin_timeout_ms / 1000).load().entries
 
 
 def now_ms() -> int:

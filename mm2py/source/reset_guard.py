@@ -30,7 +30,7 @@ import structlog
 
 from mm2py.config.model import FlowConfig
 from mm2py.formats import OffsetSync
-from mm2py.source.ledger import LedgerEntry, LedgerState
+from mm2py.source.ledger import GAP, LedgerEntry, LedgerState
 from mm2py.source.resets import CONTINUE, RECREATE, STOP, Reset, decide, describe, detect, entry_for, from_entry
 from mm2py.types import TP
 
@@ -85,6 +85,7 @@ class ResetGuard:
         self.sleep = sleep
         self._state: LedgerState | None = None
         self._stopped: dict[TP, Reset] = {}
+        self._stops: dict[TP, LedgerEntry] = {}  # stops the ledger holds, by partition (``_note``)
 
     def prepare(self, admin: object) -> None:
         """Before the first plan: the ledger topic exists on the target."""
@@ -102,9 +103,8 @@ class ResetGuard:
         seen = {r.tp for r in found}
         # a stop outlives a restart: the ledger's last event of the partition says so
         recorded = set()
-        for tp in begin:
-            last = state.last_of(*tp)
-            if tp not in seen and tp not in self._stopped and last is not None and last.action == STOP:
+        for tp, last in sorted(self._stops.items()):
+            if tp in begin and tp not in seen and tp not in self._stopped:
                 found.append(from_entry(last))
                 recorded.add(tp)
         if unknown and not found:
@@ -117,7 +117,18 @@ class ResetGuard:
     def _load(self) -> LedgerState:
         if self._state is None:
             self._state = self.ledger.load()
+            self._note(self._state.entries)
         return self._state
+
+    def _note(self, entries: Iterable[LedgerEntry]) -> None:
+        """Keep each partition's standing stop: its last event (a gap aside) when that is a stop."""
+        for e in entries:
+            if e.kind == GAP:
+                continue
+            if e.action == STOP:
+                self._stops[(e.topic, e.partition)] = e
+            else:
+                self._stops.pop((e.topic, e.partition), None)
 
     def _act(self, found: list[Reset], state: LedgerState, unknown: dict[str, str],
              recorded: set[TP]) -> ResetOutcome:
@@ -138,6 +149,7 @@ class ResetGuard:
         new = [e for r, e in zip(found, entries, strict=True) if not (r.tp in recorded and actions[r.tp] == STOP)]
         self.ledger.append(new, ids)  # recorded before the flow acts on it
         state.entries.extend(new)
+        self._note(new)
         state.topic_ids.update(ids)
         for topic in sorted({r.topic for r in found if actions[r.tp] == RECREATE}):
             self._recreate(topic)

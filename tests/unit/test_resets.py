@@ -38,8 +38,8 @@ class Guarded:
     """A planner rig with a ResetGuard over fakes; ``ids`` are the source's topic ids now."""
 
     def __init__(self, source: dict[str, int], policy: str = "continue", ledger: FakeLedger | None = None,
-                 stored: dict[TP, int] | None = None):
-        self.r: Rig = rig(source, stored=stored)
+                 stored: dict[TP, int] | None = None, extra: str = ""):
+        self.r: Rig = rig(source, stored=stored, extra=extra)
         self.ids: dict[str, str] = {t: f"{t}-1" for t in source}
         self.ledger = ledger or FakeLedger()
         self.saved: list[dict[TP, int]] = []
@@ -140,6 +140,22 @@ def test_an_empty_new_log_keeps_its_new_start_until_records_come():
     last = g.r.planner.latest_offsets(nxt, None)
     assert [(x.start, x.end) for x in g.r.planner.ranges(nxt, last)] == [(0, 30)]
     assert len([e for es, _ in g.ledger.appended for e in es]) == 1, "found once"
+
+
+def test_a_topic_seen_gone_then_back_with_a_new_id_starts_from_its_new_log_start():
+    """The deletion seen by a refresh drops the topic; back, it is first seen again, from the recorded
+    position of the old topic (read at the run's start): the new id sends it to the new log start."""
+    g = Guarded({"orders": 1}, stored={("orders", 0): 1999}, extra="A->B.refresh.topics.interval.seconds = 0\n")
+    g.r.src.latest = {("orders", 0): 2000}
+    end = advance(g, g.r.planner.initial_offsets())
+    del g.r.src.counts["orders"]
+    gone = advance(g, end)
+    assert gone["p"] == {}
+    g.r.src.counts["orders"], g.ids["orders"] = 1, "orders-2"
+    g.r.src.latest, g.r.src.earliest = {("orders", 0): 2400}, {("orders", 0): 0}
+    back = g.r.planner.latest_offsets(gone, None)
+    assert [(x.start, x.end, x.exact) for x in g.r.planner.ranges(gone, back)] == [(0, 2400, True)]
+    assert [(e.kind, e.action) for e in g.ledger.appended[-1][0]] == [(RECREATED, CONTINUE)]
 
 
 def test_stop_holds_the_partition_with_an_error_while_other_topics_go_on():

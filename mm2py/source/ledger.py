@@ -119,9 +119,11 @@ class Ledger:
         self.timeout = timeout_s
         self.replication_factor = replication_factor
         self._writer: RecordWriter | None = None
+        self._ready = False  # the topic is known to exist
 
     def ensure_topic(self, admin: Admin) -> None:
         ensure_compacted_topic(admin, self.topic, self.replication_factor)
+        self._ready = True
 
     def load(self) -> LedgerState:
         return parse(read_all(self.target, self.topic, self.timeout), self.flow)
@@ -133,6 +135,8 @@ class Ledger:
                     for t, i in sorted((topic_ids or {}).items())]
         if not records:
             return
+        if not self._ready:  # a writer that did not make the topic (the committer) makes sure of it once
+            self.ensure_topic(Admin(self.target, timeout_ms=int(self.timeout * 1000)))
         if self._writer is None:
             self._writer = RecordWriter(self.target, self.timeout)
         self._writer.write(self.topic, records)

@@ -70,6 +70,9 @@ class BatchPlanner:
       more budget's worth behind (never in a --once run): only then may its copy tasks tail, and
       a tail takes what was left along with what arrives (``idle_ranges`` adds the partitions
       with nothing planned, so every partition of the flow is tailed);
+    - a partition gone back (its topic re-created, its log truncated below its start) is planned
+      from its new log start, or not at all, by ``source.reset.policy``, once the case is in the
+      ledger on the target (mm2py.source.reset_guard);
     - exactly-once: a range starts after its partition's committed position, so a micro-batch
       that Spark runs again (a restarted query) copies nothing a committed transaction holds.
     """

@@ -13,9 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from mm2py.checkpoint.task import load_syncs
 from mm2py.config import load_text
+from mm2py.kafka.admin import Admin
+from mm2py.ops.failover import plan_failover
 from mm2py.source.ledger import RECREATED, Ledger
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.kafkautil import consume_all, create_topic, delete_topic, end_offsets, list_topics, produce
@@ -49,6 +52,15 @@ def recreate(bootstrap: str, topic: str) -> None:
     while topic in list_topics(bootstrap) and time.monotonic() < deadline:
         time.sleep(0.5)
     create_topic(bootstrap, topic, PARTITIONS)
+
+
+def commit_offsets(bootstrap: str, group: str, topic: str, offset: int) -> None:
+    """Commit ``offset`` for every partition of ``topic`` in ``group``, as a consumer of the new topic would."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, offset) for p in range(PARTITIONS)], asynchronous=False)
+    finally:
+        consumer.close()
 
 
 def lines_with(log: Path, text: str) -> list[str]:
@@ -163,10 +175,17 @@ def test_a_restarted_flow_finds_a_topic_recreated_meanwhile_in_its_first_plan(
     write(cluster_a.bootstrap, topic, "old", OLD)
     path = config_for(tmp_path, cluster_a, cluster_b, topic)
     log = tmp_path / "mm2.log"
-    for _ in range(2):
-        if _:  # while mm2py is down: re-created with fewer records than the recorded positions
+    config = load_text(path.read_text())
+    group = f"{unique_name}-g"
+    for run in range(2):
+        if run:  # while mm2py is down: re-created with fewer records than the recorded positions
             recreate(cluster_a.bootstrap, topic)
             write(cluster_a.bootstrap, topic, "new", NEW)
+            commit_offsets(cluster_a.bootstrap, group, topic, 300)
+            # not taken up yet: only the old topic's syncs exist, so a failover is refused with the reason
+            refused = plan_failover(config, group, "A", "B").partitions
+            assert {(r.partition, r.target_offset) for r in refused} == {(p, None) for p in range(PARTITIONS)}
+            assert all("re-created" in r.how for r in refused), refused
         rep = Replicator(path, log, "--once").start()
         assert rep.proc is not None
         rep.proc.wait(300)
@@ -174,9 +193,13 @@ def test_a_restarted_flow_finds_a_topic_recreated_meanwhile_in_its_first_plan(
     got = values(cluster_b.bootstrap, f"A.{topic}")
     for p in range(PARTITIONS):
         assert got[p] == both_generations(p), f"partition {p}"
-    ledger = Ledger(load_text(path.read_text()).clusters["B"], "A", "A->B").load()
+    ledger = Ledger(config.clusters["B"], "A", "A->B").load()
     assert sorted((e.partition, e.kind) for e in ledger.entries if e.topic == topic) == [
         (p, RECREATED) for p in range(PARTITIONS)]
+    # the ledger's id (from the planner's Metadata) and the admin's (DescribeTopics) are spelled alike
+    assert Admin(config.clusters["A"]).topic_ids([topic]) == {topic: ledger.topic_ids[topic]}
+    placed = plan_failover(config, group, "A", "B").offsets
+    assert placed == {(f"A.{topic}", p): OLD + 300 for p in range(PARTITIONS)}, "exact once taken up"
 
 
 def test_recreate_mirrors_the_new_topic_offset_for_offset_from_zero(cluster_a, cluster_b, unique_name, tmp_path):

@@ -50,6 +50,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from mm2py.config.model import FlowConfig
 from mm2py.policy import policy_for
+from mm2py.source.ledger import KINDS as LEDGER_KINDS
 
 log = structlog.get_logger(__name__)
 
@@ -135,6 +136,8 @@ class FlowState:
     status_at: float | None = None  # wall clock of the last successful read of the clusters
     fetched_bytes: int = 0
     produced_bytes: int = 0
+    # source partitions found gone back or with a gap, per kind, as the flow's ledger counts them
+    ledger: dict[str, int] = field(default_factory=dict)
 
 
 class Metrics:
@@ -228,6 +231,8 @@ class Metrics:
                         if p is None:
                             p = self._partitions[key] = PartitionState(t.topic)
                         p.lag_records, p.lag_seconds = records, seconds
+                kinds = [e["kind"] for e in getattr(fs, "ledger", ())]
+                f.ledger = {kind: kinds.count(kind) for kind in set(kinds)}
                 age = fs.last_heartbeat_age_s  # type: ignore[attr-defined]
                 if age is not None:
                     f.heartbeat_at = wall - age
@@ -401,6 +406,12 @@ class Metrics:
             if f.status_at is not None:
                 g.gauge("mm2py_status_timestamp_seconds", "When lag and heartbeats were last read from the "
                         "clusters (epoch s).", FLOW_LABELS, fl, f.status_at)
+            if f.status_at is not None:
+                for kind in LEDGER_KINDS:
+                    g.counter("mm2py_source_resets", "Source partitions the flow found gone back (kind recreated: "
+                              "topic re-created; truncated: log ends below the position) or with records deleted "
+                              "before they were mirrored (gap), as recorded in mm2py-ledger.{source}.internal.",
+                              [*FLOW_LABELS, "kind"], [*fl, kind], f.ledger.get(kind, 0))
             if f.fetched_bytes or f.connectors:
                 g.counter("kafka_consumer_incoming_byte", "Record-batch bytes fetched from the source.",
                           ["clientid", *FLOW_LABELS], [f"{source}->{target}|MirrorSourceConnector-0|"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import structlog
 
 from mm2py.checkpoint.both_ways import BothWays
+from mm2py.checkpoint.generations import REASON, untaken
 from mm2py.checkpoint.state import CheckpointLog, Key, SyncLog, checkpoint_log_for, sync_log_for
 from mm2py.checkpoint.translation import SyncIndex
 from mm2py.config.model import FlowConfig
@@ -88,12 +89,16 @@ def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
         index = syncs.refresh()
         translate = index.translate
     evicted = evict_gone(index, src)
+    # a topic re-created on the source and not yet taken up has only the old topic's syncs
+    held = untaken(flow, src, dst, {t for committed in offsets.values() for t, _ in committed})
+    for name in sorted(held):
+        log.warning(REASON, flow=flow.name, topic=name)
     previous = dict(checkpoints.refresh())
     emitted: list[Checkpoint] = []
     for group in groups:
         for (upstream_topic, partition), upstream in sorted(offsets[group].items()):
-            if not policy.should_replicate_topic(upstream_topic, flow.target.alias, topic_filter,
-                                                 flow.heartbeats_replication_enabled):
+            if upstream_topic in held or not policy.should_replicate_topic(
+                    upstream_topic, flow.target.alias, topic_filter, flow.heartbeats_replication_enabled):
                 continue
             downstream = translate(upstream_topic, partition, upstream)
             if downstream is None:

@@ -43,6 +43,9 @@ def render(flows: list[FlowStatus], rates: dict[RateKey, float] | None = None) -
             lines.append(f"flow {f.flow}: schemas: untranslatable records " + ", ".join(
                 f"{count:,} {'written as they were' if action == 'pass' else 'dead-lettered'}"
                 for action, count in f.replicator_schema_errors))
+        for e in f.ledger[-5:]:  # the newest cases the ledger holds (all in --json)
+            lines.append(f"flow {f.flow}: ledger: {e['kind']} {e['topic']} partition {e['partition']}: "
+                         f"source {e['source_old']} -> {e['source_new']}, action {e['action']}")
         if f.error:
             lines.append(f"flow {f.flow}: UNAVAILABLE: {f.error}")
             continue

@@ -138,6 +138,8 @@ class FlowConfig:
     # mm2py additions (not in MM2)
     partition_mismatch: str = "error"  # "error" | "hash"
     sync_topic_deletes_enabled: bool = False
+    # a source partition gone back (topic re-created, log truncated): mm2py.source.resets
+    source_reset_policy: str = "continue"  # "continue" | "stop" | "recreate"
     max_batch_bytes: int = 1024 * 1024 * 1024  # admission control: most source bytes per micro-batch
     batch_duration_ms: int = 2000  # ... and about this much time of data at the measured rate
     batch_coalesce_bytes: int = 0  # runs of small source batches written as one batch of up to this size

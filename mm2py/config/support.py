@@ -67,7 +67,8 @@ SUPPORT: dict[str, Support] = {
     "exactly.once.support": Support(Status.HONOURED, "'required' refuses to start when the target cannot "
                                     "commit transactions; 'enabled' (mm2py's) falls back to at-least-once with a "
                                     "warning; 'requested' follows exactly.once.source.support"),
-    "partition.mismatch": X, "sync.topic.deletes.enabled": X, "max.batch.bytes": X, "batch.duration.ms": X,
+    "partition.mismatch": X, "source.reset.policy": X, "sync.topic.deletes.enabled": X, "max.batch.bytes": X,
+    "batch.duration.ms": X,
     "trigger.interval.ms": X, "copy.tail.ms": X, "copy.tail.commit.ms": X, "metrics.port": X, "metrics.bind.address": X,
     "audit.interval.seconds": X, "shutdown.timeout.ms": X,
     "auto.offset.reset": Support(Status.HONOURED, "'{source}.consumer.auto.offset.reset'; 'latest' as MM2 3.7+"),

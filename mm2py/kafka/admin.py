@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
@@ -182,6 +183,28 @@ class Admin:
             if error is None:
                 continue
             out[name] = "unauthorized" if error.code() == CKafkaError.TOPIC_AUTHORIZATION_FAILED else "missing"
+        return out
+
+    def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
+        """The topic id of each of ``names`` that exists, as ``uuid.UUID`` text (as mm2py.kafka.wire gives it).
+
+        A re-created topic has a new id (mm2py.source.resets); a topic missing or hidden is left out.
+        """
+        from confluent_kafka import TopicCollection
+
+        wanted = sorted(set(names))
+        if not wanted:
+            return {}
+        futures = self._client.describe_topics(TopicCollection(wanted), request_timeout=self.timeout)
+        out = {}
+        for name, future in futures.items():
+            try:
+                tid = future.result(self.timeout).topic_id
+            except KafkaException:
+                continue
+            bits = ((tid.get_most_significant_bits() & (1 << 64) - 1) << 64
+                    | tid.get_least_significant_bits() & (1 << 64) - 1)
+            out[name] = str(uuid.UUID(int=bits))
         return out
 
     def broker_count(self) -> int:

@@ -276,6 +276,10 @@ class RawClient:
                 leaders[(topic.name, part.partition_index)] = part.leader_id
         return leaders
 
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """The ids of ``topics`` as the newest metadata answer (``leaders``) gave them; unknown ones left out."""
+        return {t: str(self._topic_ids.id_of(t)) for t in topics if self._topic_ids.knows(t)}
+
     # -- fetch ------------------------------------------------------------------------
 
     def fetch(

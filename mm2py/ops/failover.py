@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import structlog
 
 from mm2py.checkpoint.both_ways import BothWays
+from mm2py.checkpoint.generations import REASON, untaken
 from mm2py.checkpoint.state import sync_log_for
 from mm2py.checkpoint.task import load_syncs
 from mm2py.client import MirrorClient
@@ -86,16 +87,17 @@ def plan_failover(config: MirrorMakerConfig, group: str, from_alias: str, to_ali
             translate, how_found = both.translate, "syncs both ways"
         else:
             translate, how_found = load_syncs(flow).translate, "syncs"
+        held = untaken(flow, src, Admin(flow.target, timeout_ms=flow.admin_timeout_ms), {t for t, _ in committed})
         for (topic, partition), offset in sorted(committed.items()):
             remote = policy.format_remote_topic(from_alias, topic)
-            target = translate(topic, partition, offset)
-            how = how_found
+            target = None if topic in held else translate(topic, partition, offset)
+            how = f"refused: {REASON}" if topic in held else how_found
             if target is None and offset == 0:
                 target, how = 0, "start"
             mirrored = positions.get((topic, partition))
             behind = None if mirrored is None else max(0, ends.get((topic, partition), 0) - (mirrored + 1))
-            rows.append(PartitionPlan(topic, remote, partition, offset, target, how if target is not None else "none",
-                                      behind))
+            rows.append(PartitionPlan(topic, remote, partition, offset, target,
+                                      how if target is not None or topic in held else "none", behind))
     else:
         checkpoints = MirrorClient.for_cluster(config, to_alias).remote_consumer_offsets(group, from_alias)
         for (remote, partition), target in sorted(checkpoints.items()):
@@ -141,7 +143,8 @@ def apply_plan(config: MirrorMakerConfig, plan: Plan) -> None:
     if members:
         raise Mm2pyError(f"group {plan.group} has {members} active member(s) on {plan.to_alias} (state {state}); "
                          "stop its consumers there first")
-    missing = [f"{p.target_topic}-{p.partition}" for p in plan.partitions if p.target_offset is None]
+    missing = [f"{p.target_topic}-{p.partition}" + (f" ({p.how})" if p.how.startswith("refused") else "")
+               for p in plan.partitions if p.target_offset is None]
     if missing:
         raise Mm2pyError(f"no translated offset for {', '.join(missing)}; use --to-time to place them by time")
     admin.alter_group_offsets(plan.group, plan.offsets)

@@ -21,6 +21,7 @@ from mm2py.kafka.admin import Admin, translate
 from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.ops.replicator import replicator_health
 from mm2py.policy import policy_for
+from mm2py.source.ledger import ledger_entries
 from mm2py.source.positions import PositionStore
 from mm2py.types import TP
 
@@ -53,6 +54,9 @@ class FlowStatus:
     replicator_audit: tuple[tuple[str, int, int, int], ...] = ()
     # records whose schema ids could not be translated, per schemas.on.error action (mm2py.schemas)
     replicator_schema_errors: tuple[tuple[str, int], ...] = ()
+    # source partitions found gone back (re-created, truncated) or with a gap, and what the flow did:
+    # mm2py-ledger.{source}.internal's events of this flow, oldest first (mm2py.source.ledger)
+    ledger: tuple[dict, ...] = ()
 
     @property
     def lag_records(self) -> int:
@@ -172,7 +176,8 @@ def flow_status(flow: FlowConfig, now_ms: int | None = None) -> FlowStatus:
                                 round(max(ages, default=0.0), 1), per))
     checkpoint = newest_timestamp(flow.target, policy.checkpoints_topic(flow.source.alias))
     heartbeat = newest_timestamp(flow.target, policy.heartbeats_topic(), match=_heartbeat_of(flow))
-    return FlowStatus(flow.name, rows, _age(checkpoint, now_ms), _age(heartbeat, now_ms))
+    ledger = tuple(e.to_json() for e in ledger_entries(flow, Admin(flow.target, timeout_ms=flow.admin_timeout_ms)))
+    return FlowStatus(flow.name, rows, _age(checkpoint, now_ms), _age(heartbeat, now_ms), ledger=ledger)
 
 
 def _age(ts: int | None, now_ms: int) -> float | None:

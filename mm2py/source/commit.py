@@ -30,9 +30,11 @@ from mm2py.formats import OffsetSync
 from mm2py.kafka.admin import Admin
 from mm2py.metrics import Metrics
 from mm2py.policy import ReplicationPolicy, policy_for
+from mm2py.source.ledger import Ledger
 from mm2py.source.listing import OffsetLister, SourceListing
 from mm2py.source.positions import PositionStore
 from mm2py.source.ranges import RangeResult
+from mm2py.source.resets import gap_entry
 from mm2py.source.sync_history import all_syncs, history_for, history_syncs, unwritten
 from mm2py.source.sync_writer import OffsetSyncWriter
 from mm2py.types import TP
@@ -76,8 +78,9 @@ class FlowCommitter:
 
     def __init__(self, flow: FlowConfig, policy: ReplicationPolicy, positions: PositionSaver | None,
                  syncs: SyncSaver | None, source: OffsetLister, target: Admin | None = None,
-                 metrics: Metrics | None = None, history: HistoryKeeper | None = None):
+                 metrics: Metrics | None = None, history: HistoryKeeper | None = None, ledger: Ledger | None = None):
         self.flow = flow
+        self.ledger = ledger  # records lost ranges (mm2py.source.ledger)
         self.history = history
         self.policy = policy
         self.positions = positions
@@ -119,6 +122,11 @@ class FlowCommitter:
             history = history_syncs(pending, before) if self.history is not None else []
             self._durably("offset syncs", lambda: self.syncs.write(syncs, history))  # type: ignore[union-attr]
         self.last_sync.update({(r.topic, r.partition): r.syncs[-1] for r in results if r.syncs})
+        gaps = [gap_entry(self.flow.name, r.topic, r.partition, r.lost_start, r.lost_end)
+                for r in results if r.lost_start >= 0]
+        if self.ledger is not None and gaps:  # recorded before the positions move past them
+            ledger = self.ledger
+            self._durably("ledger", lambda: ledger.append(gaps))
         if self.positions is not None:
             self._durably("positions", lambda: self.positions.save(positions))  # type: ignore[union-attr]
         self._report_trouble(results)
@@ -242,6 +250,8 @@ class FlowCommitter:
             self.positions.close()
         if self.syncs is not None:
             self.syncs.close()
+        if self.ledger is not None:
+            self.ledger.close()
         if isinstance(self.source, SourceListing):
             self.source.close()
 
@@ -259,4 +269,5 @@ def committer_for(flow: FlowConfig, metrics: Metrics | None = None) -> FlowCommi
         Admin(flow.target, timeout_ms=timeout),
         metrics,
         history_for(flow) if flow.emit_offset_syncs_enabled and flow.offset_syncs_history_enabled else None,
+        Ledger(flow.target, flow.source.alias, flow.name, timeout_s=timeout / 1000),
     )

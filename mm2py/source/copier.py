@@ -451,7 +451,12 @@ class Copier:
         if data.error_code == OFFSET_OUT_OF_RANGE:
             start = self.src.log_start_offset(self.src_leaders[tp], tp)
             if start <= part.next_fetch:
-                return  # the log moved under us (leader change): fetch again
+                if self.src.list_offsets([tp], "latest").get(tp, part.next_fetch) < part.next_fetch:
+                    # the log went back (topic re-created, truncated): the planner finds it and acts
+                    # by source.reset.policy (mm2py.source.resets); waiting here would never end
+                    part.stall(part.next_fetch, -1, "source log ends below the position (topic re-created "
+                               "or log truncated)")
+                return  # else the log moved under us (leader change): fetch again
             # gone for good: waiting cannot bring them back, and failing would stop every other
             # partition too. Skip to the log start (as MM2 does, silently) and report the range.
             lost_from = part.lost[0] if part.lost else part.next_fetch

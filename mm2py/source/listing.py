@@ -44,6 +44,10 @@ class SourceListing:
         wanted = list(tps)
         return retrying(lambda: self._raw().list_offsets(wanted, spec), self.flow.admin_timeout_ms / 1000)
 
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """Topic ids as the last listing's metadata answer gave them (a re-created topic has a new one)."""
+        return self._raw().topic_ids(topics)
+
     def log_sizes(self, topics: set[str]) -> dict[TP, int]:
         """Bytes on the source's disk per partition of ``topics`` (DescribeLogDirs), not retried:
         sizes only tune planning, and the caller plans with a default when they fail."""

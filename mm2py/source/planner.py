@@ -27,10 +27,12 @@ from mm2py.metadata.sync import MetadataSync
 from mm2py.policy import policy_for
 from mm2py.source.ahead import AheadWork, ahead_delay
 from mm2py.source.catalogue import TopicCatalogue
+from mm2py.source.ledger import Ledger
 from mm2py.source.listing import OffsetLister, SourceListing
 from mm2py.source.positions import PositionStore, PositionTail
 from mm2py.source.provenance import REGISTRY_TOPIC, Provenance, RegistryTail
 from mm2py.source.ranges import PartitionRange, split_key, tp_key
+from mm2py.source.reset_guard import ResetGuard, reset_sync_writer
 from mm2py.source.sizing import BatchSizer
 from mm2py.source.spark_offsets import Offsets
 from mm2py.source.stalls import PlannedRange, StallBook
@@ -68,14 +70,18 @@ class BatchPlanner:
       more budget's worth behind (never in a --once run): only then may its copy tasks tail, and
       a tail takes what was left along with what arrives (``idle_ranges`` adds the partitions
       with nothing planned, so every partition of the flow is tailed);
+    - a partition gone back (its topic re-created, its log truncated below its start) is planned
+      from its new log start, or not at all, by ``source.reset.policy``, once the case is in the
+      ledger on the target (mm2py.source.reset_guard);
     - exactly-once: a range starts after its partition's committed position, so a micro-batch
       that Spark runs again (a restarted query) copies nothing a committed transaction holds.
     """
 
     def __init__(self, flow: FlowConfig, *, catalogue: TopicCatalogue, source: Admin, target: Admin,
                  store: PositionStore, stalls: StallBook, sizer: BatchSizer, registry: RegistryTail | None = None,
-                 offsets: OffsetLister | None = None):
+                 offsets: OffsetLister | None = None, resets: ResetGuard | None = None):
         self.flow = flow
+        self.resets = resets  # partitions gone back (mm2py.source.reset_guard); None: not checked
         self.registry = registry  # the source's provenance registry, for a flow on an identity cycle
         self.catalogue = catalogue
         self.src = source
@@ -110,6 +116,8 @@ class BatchPlanner:
         """On first use: the positions topic exists on the target before anything is planned."""
         if not self._ready:
             self.store.ensure_topic(self.dst)
+            if self.resets is not None:
+                self.resets.prepare(self.dst)
             if self.registry is not None:  # the registry this flow's tasks write to
                 ensure_compacted_topic(self.dst, REGISTRY_TOPIC, 3)
             self._ready = True
@@ -212,7 +220,7 @@ class BatchPlanner:
         out = []
         idle = {}
         for key, stop in end.positions.items():
-            if key in taken or self.stalls.held(key):
+            if key in taken or self.stalls.held(key) or self._stopped(key):
                 continue
             begin = start.start_of(key)
             begin = self.stalls.next_offset(key, stop if begin is None else max(begin, stop))
@@ -220,6 +228,10 @@ class BatchPlanner:
             idle[key] = PlannedRange(begin, begin, True)
         self.stalls.also_planned(idle)
         return out
+
+    def _stopped(self, key: str) -> bool:
+        """Whether ``key`` was stopped by ``source.reset.policy = stop`` (never planned nor tailed)."""
+        return self.resets is not None and split_key(key) in self.resets.stopped()
 
     def provenance(self) -> Provenance | None:
         """The origins of the source's batches, read to the registry's end now; None without provenance.
@@ -283,9 +295,16 @@ class BatchPlanner:
             if not self.catalogue.deleted_on_source(e.topic):
                 raise
             return self._plan(start, restart, stopped, held, max_bytes, ahead)  # planned again without it
+        begin = {k: known.get(k, new.get(k, 0)) for k in keys}
+        if self.resets is not None:  # partitions gone back (re-created, truncated): mm2py.source.reset_guard
+            outcome = self.resets.review({tp: begin[k] for k, tp in keys.items()}, latest)
+            for tp, offset in outcome.restart.items():
+                k = tp_key(*tp)
+                begin[k], restart[k] = offset, (offset, True)
+                exact.add(k)
+            held = held | {tp_key(*tp) for tp in outcome.stopped}
         if self._available_now is not None:
             latest = {tp: min(off, self._available_now.get(tp_key(*tp), 0)) for tp, off in latest.items()}
-        begin = {k: known.get(k, new.get(k, 0)) for k in keys}
         lag = {k: 0 if k in held else max(0, latest[tp] - begin[k]) for k, tp in keys.items()}
         now = time.monotonic()
         budget = min(self.sizer.next_budget(now), max_bytes) if max_bytes else None
@@ -336,7 +355,12 @@ def planner_for(flow: FlowConfig, guard: LoopGuard | None = None) -> BatchPlanne
     catalogue = TopicCatalogue(flow, policy, topic_filter_for(flow), src, dst, metadata,
                                stored=lambda: planner.recorded(), log_sizes=listing.log_sizes,
                                guard=guard, offsets=listing)
-    planner = BatchPlanner(flow, catalogue=catalogue, source=src, target=dst, store=store,
+    ledger = Ledger(flow.target, flow.source.alias, flow.name, timeout_s=flow.admin_timeout_ms / 1000)
+    resets = ResetGuard(flow.name, flow.source_reset_policy, ledger=ledger,
+                        source=listing, target=dst, remote_topic=lambda topic: catalogue.remote_topic(topic),
+                        topic_ids=listing.topic_ids, save_positions=store.save, write_syncs=reset_sync_writer(flow),
+                        recreate_remote=lambda topic: catalogue.refresh_topics(force=True))
+    planner = BatchPlanner(flow, catalogue=catalogue, source=src, target=dst, store=store, resets=resets,
                            stalls=StallBook(flow.name, PositionTail(store, dst)),
                            sizer=BatchSizer(flow.max_batch_bytes, flow.batch_duration_ms / 1000),
                            registry=RegistryTail(flow.source, flow.admin_timeout_ms / 1000)

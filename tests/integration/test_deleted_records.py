@@ -23,6 +23,7 @@ from mm2py.engine.driver import Engine
 from mm2py.kafka import batches as rb
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.wire import RawClient
+from mm2py.source.ledger import Ledger
 from mm2py.source.positions import PositionStore
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
 from tests.kafkautil import TS0, Record, consume_all, create_topic, end_offsets, produce
@@ -163,6 +164,9 @@ def test_a_restart_from_positions_inside_a_batch_copies_the_rest_of_it_and_repor
     lost = [(e["partition"], e["lost_from"], e["lost_to"]) for e in logs
             if LOST_EVENT in e["event"] and e["topic"] == topic]
     assert lost == [(1, 300, 1000)], "only what was deleted after the position and before the copy"
+    gaps = [(e.partition, e.kind, e.action, e.source_old) for e in Ledger(clusters["B"], "A", "A->B").load().entries
+            if e.topic == topic]
+    assert gaps == [(1, "gap", "skipped", {"start": 300, "end": 1000})], "the ledger keeps the gap"
 
 
 def test_delete_records_mid_flow_past_the_position_copies_the_rest_of_the_batch_holding_the_log_start(

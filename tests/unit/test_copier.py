@@ -595,6 +595,29 @@ class DeletedSource(FakeSource):
         return self.log_start
 
 
+class RecreatedSource(FakeSource):
+    """A source whose topic was re-created under a planned range: its new log ends at ``log_end``, below it."""
+
+    def __init__(self, logs: dict[TP, list[bytes]], log_end: int):
+        super().__init__(logs)
+        self.log_end = log_end
+
+    def fetch(self, node: int, positions: dict[TP, int], **kw: object) -> Answer:
+        return Answer({tp: FetchedPartition(1, self.log_end, self.log_end, 0, (), b"") for tp in positions},
+                      is_done=True)
+
+    def list_offsets(self, tps: list[TP], spec: str = "latest") -> dict[TP, int]:
+        return {tp: self.log_end if spec == "latest" else 0 for tp in tps}
+
+
+def test_a_log_gone_back_under_a_planned_range_stalls_the_partition_where_it_stood() -> None:
+    """Out of range with the log start below the offset is a leader move, unless the log now ends
+    below it (issue 45): fetching again would never end; the planner finds the reset next."""
+    target, result = straddled(RecreatedSource({("t", 0): []}, 600), PartitionRange("t", 0, 2000, 2500, "A.t"))
+    assert (result.next_offset, result.stall_offset, result.records) == (2000, 2000, 0)
+    assert "re-created" in result.stall_reason and result.lost_start == -1
+
+
 def straddled(source: FakeSource, r: PartitionRange) -> tuple[KeepingTarget, object]:
     target = KeepingTarget()
     c = Copier(source, target, [r], CopySettings(offset_lag_max=1000))  # type: ignore[arg-type]

@@ -198,3 +198,14 @@ def test_spark_phases_of_the_source_query_s_last_trigger():
     assert got[("mm2py_micro_batch_phase_seconds", flow)] == 10.512
     assert got[("mm2py_micro_batch_phase_seconds", (("phase", "walCommit"), ("source", "A"), ("target", "B")))] \
         == 0.058
+
+
+def test_source_resets_are_counted_per_kind_from_the_ledger_status_reads():
+    m = Metrics(process=False)
+    ledger = ({"kind": "recreated"}, {"kind": "recreated"}, {"kind": "gap"})
+    m.observe_status([FlowStatus("A->B", [], ledger=ledger)])
+    got = scrape(m)
+    flow = (("source", "A"), ("target", "B"))
+    assert got[("mm2py_source_resets_total", (("kind", "recreated"), *flow))] == 2
+    assert got[("mm2py_source_resets_total", (("kind", "gap"), *flow))] == 1
+    assert got[("mm2py_source_resets_total", (("kind", "truncated"), *flow))] == 0

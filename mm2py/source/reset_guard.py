@@ -1,0 +1,206 @@
+"""The planner's check for source partitions gone back, and the actions it takes (mm2py.source.resets).
+
+``ResetGuard.review`` runs in every plan, over what the plan read anyway; only when a partition
+went back does it ask more (the new log starts, the remote topics' ends) and write (the ledger,
+the positions, an offset sync).
+
+Invariants:
+- a case is recorded in the ledger (acks=all) before the flow acts on it, and a topic's id is
+  recorded before a plan of that topic generation is returned;
+- ``continue``: the partition's recorded position moves to just before its new log start and an
+  offset sync ``(new log start, remote end)`` is written before any record of the new log is
+  planned: a restart resumes from the new log, and a group offset of the new log never
+  translates through a sync of the old one (a later sync at or below an upstream offset
+  supersedes every earlier one above it: mm2py.checkpoint.translation);
+- ``stop``: the partition is never planned again in this run, nor after a restart while the
+  ledger's last event of it is that stop; other partitions go on;
+- ``recreate``: the remote topic is deleted and created again before its partitions are planned
+  from the new log start; positions and syncs restart at 0;
+- the constructor does no I/O.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import structlog
+
+from mm2py.config.model import FlowConfig
+from mm2py.formats import OffsetSync
+from mm2py.source.ledger import GAP, LedgerEntry, LedgerState
+from mm2py.source.resets import CONTINUE, RECREATE, STOP, Reset, decide, describe, detect, entry_for, from_entry
+from mm2py.types import TP
+
+log = structlog.get_logger(__name__)
+
+# the remote topic being deleted is waited for this long before it is created again
+RECREATE_WAIT_SECONDS = 60
+
+
+class LedgerIO(Protocol):
+    def ensure_topic(self, admin: object) -> None: ...
+    def load(self) -> LedgerState: ...
+    def append(self, entries: Iterable[LedgerEntry] = (), topic_ids: Mapping[str, str] | None = None) -> None: ...
+
+
+class Offsets(Protocol):
+    def list_offsets(self, tps: list[TP], spec: str) -> dict[TP, int]: ...
+
+
+class TargetIO(Protocol):
+    def list_offsets(self, tps: Iterable[TP], spec: str = "latest") -> dict[TP, int]: ...
+    def topics(self) -> dict[str, int]: ...
+    def delete_topic(self, name: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class ResetOutcome:
+    """What the plan does: partitions to start again at an exact offset, and partitions not to plan."""
+
+    restart: dict[TP, int] = field(default_factory=dict)
+    stopped: frozenset[TP] = frozenset()
+
+
+class ResetGuard:
+    """Finds source partitions gone back in each plan and acts by the flow's ``source.reset.policy``.
+
+    ``topic_ids`` gives the source's topic ids as the plan's last metadata answer had them;
+    ``save_positions`` and ``write_syncs`` record positions and offset syncs; ``recreate_remote``
+    creates a deleted remote topic again (the catalogue's refresh).
+    """
+
+    def __init__(self, flow_name: str, policy: str, *, ledger: LedgerIO, source: Offsets, target: TargetIO,
+                 remote_topic: Callable[[str], str], topic_ids: Callable[[Iterable[str]], dict[str, str]],
+                 save_positions: Callable[[Mapping[TP, int]], None],
+                 write_syncs: Callable[[Sequence[OffsetSync]], None] | None = None,
+                 recreate_remote: Callable[[str], None] | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.flow_name, self.policy = flow_name, policy
+        self.ledger, self.source, self.target = ledger, source, target
+        self.remote_topic, self.topic_ids = remote_topic, topic_ids
+        self.save_positions, self.write_syncs, self.recreate_remote = save_positions, write_syncs, recreate_remote
+        self.sleep = sleep
+        self._state: LedgerState | None = None
+        self._stopped: dict[TP, Reset] = {}
+        self._stops: dict[TP, LedgerEntry] = {}  # stops the ledger holds, by partition (``_note``)
+
+    def prepare(self, admin: object) -> None:
+        """Before the first plan: the ledger topic exists on the target."""
+        self.ledger.ensure_topic(admin)
+
+    def stopped(self) -> frozenset[TP]:
+        return frozenset(self._stopped)
+
+    def review(self, begin: Mapping[TP, int], log_ends: Mapping[TP, int]) -> ResetOutcome:
+        """Check every partition of a plan (``begin``: next offset to copy; ``log_ends``: the source's ends)."""
+        state = self._load()
+        ids = self.topic_ids({t for t, _ in begin})
+        unknown = {t: i for t, i in ids.items() if t not in state.topic_ids}
+        found = [r for r in detect(begin, log_ends, state.topic_ids, ids) if r.tp not in self._stopped]
+        seen = {r.tp for r in found}
+        # a stop outlives a restart: the ledger's last event of the partition says so
+        recorded = set()
+        for tp, last in sorted(self._stops.items()):
+            if tp in begin and tp not in seen and tp not in self._stopped:
+                found.append(from_entry(last))
+                recorded.add(tp)
+        if unknown and not found:
+            state.topic_ids.update(unknown)
+            self.ledger.append(topic_ids=unknown)
+        if not found:
+            return ResetOutcome(stopped=self.stopped())
+        return self._act(found, state, unknown, recorded)
+
+    def _load(self) -> LedgerState:
+        if self._state is None:
+            self._state = self.ledger.load()
+            self._note(self._state.entries)
+        return self._state
+
+    def _note(self, entries: Iterable[LedgerEntry]) -> None:
+        """Keep each partition's standing stop: its last event (a gap aside) when that is a stop."""
+        for e in entries:
+            if e.kind == GAP:
+                continue
+            if e.action == STOP:
+                self._stops[(e.topic, e.partition)] = e
+            else:
+                self._stops.pop((e.topic, e.partition), None)
+
+    def _act(self, found: list[Reset], state: LedgerState, unknown: dict[str, str],
+             recorded: set[TP]) -> ResetOutcome:
+        """Record ``found`` in the ledger (but stops it holds already: ``recorded``), then act on each."""
+        tps = [r.tp for r in found]
+        starts = self.source.list_offsets(tps, "earliest")
+        remote = {r.tp: (self.remote_topic(r.topic), r.partition) for r in found}
+        remote_ends = self.target.list_offsets(list(remote.values()), "latest")
+        actions = {r.tp: decide(self.policy, r) for r in found}
+        entries, ids = [], dict(unknown)
+        for r in found:
+            action, start = actions[r.tp], starts.get(r.tp, 0)
+            end = remote_ends.get(remote[r.tp])
+            lands = None if action == STOP else 0 if action == RECREATE else end
+            entries.append(entry_for(self.flow_name, r, action, log_start=start, remote_end=end, lands_at=lands))
+            if action != STOP and r.new_id:
+                ids[r.topic] = r.new_id
+        new = [e for r, e in zip(found, entries, strict=True) if not (r.tp in recorded and actions[r.tp] == STOP)]
+        self.ledger.append(new, ids)  # recorded before the flow acts on it
+        state.entries.extend(new)
+        self._note(new)
+        state.topic_ids.update(ids)
+        for topic in sorted({r.topic for r in found if actions[r.tp] == RECREATE}):
+            self._recreate(topic)
+        restart: dict[TP, int] = {}
+        for r, entry in zip(found, entries, strict=True):
+            action = actions[r.tp]
+            fields = dict(flow=self.flow_name, topic=r.topic, partition=r.partition, kind=r.kind,
+                          old_range=entry.source_old, new_range=entry.source_new, target_before=entry.target_old,
+                          target_after=entry.target_new, action=action, ledger="mm2py-ledger")
+            if action == STOP:
+                self._stopped[r.tp] = r
+                log.error(f"{describe(r)}: partition stopped (source.reset.policy = stop); other partitions go "
+                          "on. Set source.reset.policy = continue and restart to copy its new records", **fields)
+                continue
+            restart[r.tp] = starts.get(r.tp, 0)
+            log.warning(f"{describe(r)}: copying its records from the new log start, after what the remote "
+                        f"topic holds (source.reset.policy = {self.policy})" if action == CONTINUE else
+                        f"{describe(r)}: remote topic deleted and created again; mirroring from offset 0",
+                        **fields)
+        if restart:
+            self.save_positions({tp: offset - 1 for tp, offset in restart.items()})
+            if self.write_syncs is not None:
+                self.write_syncs([OffsetSync(tp[0], tp[1], offset,
+                                             0 if actions[tp] == RECREATE else max(remote_ends.get(remote[tp], 0), 0))
+                                  for tp, offset in sorted(restart.items())])
+        return ResetOutcome(restart, self.stopped())
+
+    def _recreate(self, topic: str) -> None:
+        """Delete the remote topic of ``topic`` and create it again (its partitions planned after)."""
+        name = self.remote_topic(topic)
+        self.target.delete_topic(name)
+        deadline = time.monotonic() + RECREATE_WAIT_SECONDS
+        while name in self.target.topics() and time.monotonic() < deadline:
+            self.sleep(0.5)
+        if self.recreate_remote is not None:
+            self.recreate_remote(topic)
+
+
+def reset_sync_writer(flow: FlowConfig) -> Callable[[Sequence[OffsetSync]], None] | None:
+    """Writes the syncs a reset starts a partition's new runs with (syncs topic and history); None without syncs."""
+    if not flow.emit_offset_syncs_enabled:
+        return None
+    from mm2py.source.sync_history import history_for
+    from mm2py.source.sync_writer import OffsetSyncWriter
+
+    writer = OffsetSyncWriter(flow)
+    history = history_for(flow) if flow.offset_syncs_history_enabled else None
+
+    def write(syncs: Sequence[OffsetSync]) -> None:
+        if history is not None:
+            history.cover({s.topic for s in syncs})
+        writer.write(syncs, syncs if history is not None else ())
+
+    return write

@@ -1,0 +1,230 @@
+"""Source partitions gone back (issue 45): detection at plan time, source.reset.policy, the ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from structlog.testing import capture_logs
+
+from mm2py.formats import OffsetSync
+from mm2py.source.ledger import GAP, RECREATED, TRUNCATED, LedgerEntry, LedgerState, parse
+from mm2py.source.reset_guard import ResetGuard
+from mm2py.source.resets import CONTINUE, RECREATE, STOP, Reset, decide, detect, gap_entry
+from mm2py.types import TP
+from tests.unit.test_planner import Rig, rig
+
+
+class FakeLedger:
+    def __init__(self, state: LedgerState | None = None):
+        self.state = state or LedgerState()
+        self.appended: list[tuple[list[LedgerEntry], dict[str, str]]] = []
+        self.loads = 0
+
+    def ensure_topic(self, admin: object) -> None:
+        pass
+
+    def load(self) -> LedgerState:
+        self.loads += 1
+        return LedgerState(list(self.state.entries), dict(self.state.topic_ids))
+
+    def append(self, entries: Iterable[LedgerEntry] = (), topic_ids: Mapping[str, str] | None = None) -> None:
+        entries = list(entries)
+        self.appended.append((entries, dict(topic_ids or {})))
+        self.state.entries.extend(entries)
+        self.state.topic_ids.update(topic_ids or {})
+
+
+class Guarded:
+    """A planner rig with a ResetGuard over fakes; ``ids`` are the source's topic ids now."""
+
+    def __init__(self, source: dict[str, int], policy: str = "continue", ledger: FakeLedger | None = None,
+                 stored: dict[TP, int] | None = None, extra: str = ""):
+        self.r: Rig = rig(source, stored=stored, extra=extra)
+        self.ids: dict[str, str] = {t: f"{t}-1" for t in source}
+        self.ledger = ledger or FakeLedger()
+        self.saved: list[dict[TP, int]] = []
+        self.syncs: list[OffsetSync] = []
+        self.guard = ResetGuard(self.r.flow.name, policy, ledger=self.ledger, source=self.r.src, target=self.r.dst,
+                                remote_topic=lambda t: f"A.{t}",
+                                topic_ids=lambda topics: {t: self.ids[t] for t in topics if t in self.ids},
+                                save_positions=lambda p: self.saved.append(dict(p)),
+                                write_syncs=lambda s: self.syncs.extend(s), sleep=lambda _: None)
+        self.r.planner.resets = self.guard
+
+
+def advance(g: Guarded, start: dict) -> dict:
+    end = g.r.planner.latest_offsets(start, None)
+    g.r.planner.ranges(start, end)
+    return end
+
+
+# -- detection ---------------------------------------------------------------------------------
+
+
+def test_detect_a_new_topic_id_as_recreated_and_a_log_end_below_the_position_as_truncated():
+    begin = {("a", 0): 2000, ("b", 0): 2000, ("c", 0): 2000}
+    ends = {("a", 0): 2500, ("b", 0): 1500, ("c", 0): 2000}
+    found = detect(begin, ends, {"a": "old", "b": "b1", "c": "c1"}, {"a": "new", "b": "b1", "c": "c1"})
+    assert [(r.kind, r.topic) for r in found] == [(RECREATED, "a"), (TRUNCATED, "b")]
+    assert found[0].old_id == "old" and found[0].new_id == "new"
+    # an unknown id (first run, or a broker without ids) still finds the log end below the position
+    assert [r.kind for r in detect({("b", 0): 10}, {("b", 0): 3}, {}, {})] == [TRUNCATED]
+
+
+def test_recreate_applies_to_a_recreated_topic_only():
+    recreated = Reset(RECREATED, "t", 0, 10, 5, "x", "y")
+    truncated = Reset(TRUNCATED, "t", 0, 10, 5)
+    assert decide(RECREATE, recreated) == RECREATE and decide(RECREATE, truncated) == CONTINUE
+    assert decide(STOP, truncated) == STOP and decide(CONTINUE, recreated) == CONTINUE
+
+
+# -- policies through the planner --------------------------------------------------------------
+
+
+def test_first_plan_records_the_topic_ids_and_plans_as_before():
+    g = Guarded({"orders": 1})
+    g.r.src.latest = {("orders", 0): 100}
+    start = g.r.planner.initial_offsets()
+    end = g.r.planner.latest_offsets(start, None)
+    assert end["p"] == {"orders:0": 100}
+    assert g.ledger.appended == [([], {"orders": "orders-1"})]
+    g.r.planner.latest_offsets(end, None)
+    assert len(g.ledger.appended) == 1, "recorded once"
+
+
+def test_continue_copies_a_recreated_topic_from_its_new_log_start_and_says_so():
+    g = Guarded({"orders": 1}, stored={("orders", 0): 1999})
+    g.r.src.latest = {("orders", 0): 2000}
+    start = g.r.planner.initial_offsets()
+    end = advance(g, start)
+    assert end["p"] == {"orders:0": 2000}
+    g.ids["orders"] = "orders-2"  # deleted and created again; already past the old position
+    g.r.src.latest, g.r.src.earliest = {("orders", 0): 2500}, {("orders", 0): 0}
+    g.r.dst.latest = {("A.orders", 0): 2000}
+    with capture_logs() as logs:
+        nxt = g.r.planner.latest_offsets(end, None)
+    ranges = g.r.planner.ranges(end, nxt)
+    assert [(x.start, x.end, x.exact) for x in ranges] == [(0, 2500, True)]
+    [(entries, ids)] = g.ledger.appended[1:]
+    assert ids == {"orders": "orders-2"}
+    [entry] = entries
+    assert (entry.kind, entry.action, entry.topic, entry.partition) == (RECREATED, CONTINUE, "orders", 0)
+    assert entry.source_old == {"end": 2000, "topic_id": "orders-1"}
+    assert entry.source_new == {"start": 0, "end": 2500, "topic_id": "orders-2"}
+    assert entry.target_old == {"end": 2000} and entry.target_new == {"start": 2000}
+    assert g.saved == [{("orders", 0): -1}], "a restart resumes from the new log"
+    assert g.syncs == [OffsetSync("orders", 0, 0, 2000)], "new-log offsets never translate through old syncs"
+    [line] = [x for x in logs if x["log_level"] == "warning" and x.get("kind") == RECREATED]
+    assert line["action"] == CONTINUE and line["topic"] == "orders" and line["partition"] == 0
+
+
+def test_a_log_end_below_the_position_is_found_within_one_plan_and_copied_from_its_start():
+    g = Guarded({"orders": 1}, stored={("orders", 0): 1999})
+    g.r.src.latest = {("orders", 0): 2000}
+    end = advance(g, g.r.planner.initial_offsets())
+    g.r.src.latest, g.r.src.earliest = {("orders", 0): 1500}, {("orders", 0): 0}  # same id: truncated
+    nxt = g.r.planner.latest_offsets(end, None)
+    assert [(x.start, x.end, x.exact) for x in g.r.planner.ranges(end, nxt)] == [(0, 1500, True)]
+    assert [e.kind for e in g.ledger.appended[-1][0]] == [TRUNCATED]
+
+
+def test_an_empty_new_log_keeps_its_new_start_until_records_come():
+    g = Guarded({"orders": 1}, stored={("orders", 0): 1999})
+    g.r.src.latest = {("orders", 0): 2000}
+    end = advance(g, g.r.planner.initial_offsets())
+    g.ids["orders"] = "orders-2"
+    g.r.src.latest = {("orders", 0): 0}
+    nxt = advance(g, end)
+    assert nxt["p"] == {"orders:0": 0} and "orders:0" in nxt["exact"]
+    g.r.src.latest = {("orders", 0): 30}
+    last = g.r.planner.latest_offsets(nxt, None)
+    assert [(x.start, x.end) for x in g.r.planner.ranges(nxt, last)] == [(0, 30)]
+    assert len([e for es, _ in g.ledger.appended for e in es]) == 1, "found once"
+
+
+def test_a_topic_seen_gone_then_back_with_a_new_id_starts_from_its_new_log_start():
+    """The deletion seen by a refresh drops the topic; back, it is first seen again, from the recorded
+    position of the old topic (read at the run's start): the new id sends it to the new log start."""
+    g = Guarded({"orders": 1}, stored={("orders", 0): 1999}, extra="A->B.refresh.topics.interval.seconds = 0\n")
+    g.r.src.latest = {("orders", 0): 2000}
+    end = advance(g, g.r.planner.initial_offsets())
+    del g.r.src.counts["orders"]
+    gone = advance(g, end)
+    assert gone["p"] == {}
+    g.r.src.counts["orders"], g.ids["orders"] = 1, "orders-2"
+    g.r.src.latest, g.r.src.earliest = {("orders", 0): 2400}, {("orders", 0): 0}
+    back = g.r.planner.latest_offsets(gone, None)
+    assert [(x.start, x.end, x.exact) for x in g.r.planner.ranges(gone, back)] == [(0, 2400, True)]
+    assert [(e.kind, e.action) for e in g.ledger.appended[-1][0]] == [(RECREATED, CONTINUE)]
+
+
+def test_stop_holds_the_partition_with_an_error_while_other_topics_go_on():
+    g = Guarded({"orders": 1, "refunds": 1}, policy="stop", stored={("orders", 0): 1999, ("refunds", 0): 9})
+    g.r.src.latest = {("orders", 0): 2000, ("refunds", 0): 10}
+    end = advance(g, g.r.planner.initial_offsets())
+    g.ids["orders"] = "orders-2"
+    g.r.src.latest = {("orders", 0): 2600, ("refunds", 0): 50}
+    with capture_logs() as logs:
+        nxt = g.r.planner.latest_offsets(end, None)
+    assert [(x.topic, x.start, x.end) for x in g.r.planner.ranges(end, nxt)] == [("refunds", 10, 50)]
+    [error] = [x for x in logs if x["log_level"] == "error"]
+    assert error["action"] == STOP and error["topic"] == "orders" and "stopped" in error["event"]
+    assert g.saved == [] and g.syncs == []
+    assert g.ledger.state.topic_ids["orders"] == "orders-1", "the id it was copied under stays"
+    # still stopped at the next plans, even once the new log passes the old position; never tailed
+    later = g.r.planner.latest_offsets(nxt, None)
+    assert [x.topic for x in g.r.planner.ranges(nxt, later)] == ["refunds"]
+    assert [x.topic for x in g.r.planner.idle_ranges(nxt, later, [])] == ["refunds"]
+    assert len(g.ledger.appended) == 2, "one event, not one per plan"
+
+
+def test_a_stop_outlives_a_restart_and_the_policy_then_in_force_resolves_it():
+    first = Guarded({"orders": 1}, policy="stop", stored={("orders", 0): 1999})
+    first.r.src.latest = {("orders", 0): 2000}
+    end = advance(first, first.r.planner.initial_offsets())
+    first.r.src.latest = {("orders", 0): 10}
+    advance(first, end)
+    # restarted with the new log already past the old position: the ledger's stop still holds
+    again = Guarded({"orders": 1}, policy="stop", ledger=first.ledger, stored={("orders", 0): 1999})
+    again.r.src.latest = {("orders", 0): 3000}
+    start = again.r.planner.initial_offsets()
+    assert again.r.planner.ranges(start, again.r.planner.latest_offsets(start, None)) == []
+    # restarted with continue: copied from the log start
+    after = Guarded({"orders": 1}, policy="continue", ledger=first.ledger, stored={("orders", 0): 1999})
+    after.r.src.latest, after.r.src.earliest = {("orders", 0): 3000}, {("orders", 0): 0}
+    start = after.r.planner.initial_offsets()
+    assert [(x.start, x.end) for x in after.r.planner.ranges(start, after.r.planner.latest_offsets(start, None))] \
+        == [(0, 3000)]
+    assert [e.action for e in first.ledger.state.entries] == [STOP, CONTINUE]
+
+
+def test_recreate_deletes_the_remote_topic_and_mirrors_from_offset_zero():
+    g = Guarded({"orders": 1}, policy="recreate", stored={("orders", 0): 1999})
+    g.r.src.latest = {("orders", 0): 2000}
+    g.r.planner.prepare_target()
+    end = advance(g, g.r.planner.initial_offsets())
+    made = []
+    g.guard.recreate_remote = lambda topic: made.append(topic)
+    g.ids["orders"] = "orders-2"
+    g.r.src.latest, g.r.src.earliest = {("orders", 0): 700}, {("orders", 0): 0}
+    nxt = g.r.planner.latest_offsets(end, None)
+    assert g.r.dst.deleted == ["A.orders"] and made == ["orders"]
+    assert [(x.start, x.end) for x in g.r.planner.ranges(end, nxt)] == [(0, 700)]
+    assert g.syncs == [OffsetSync("orders", 0, 0, 0)]
+    assert g.ledger.appended[-1][0][0].target_new == {"start": 0}
+
+
+# -- the ledger's records ----------------------------------------------------------------------
+
+
+def test_ledger_records_round_trip_and_a_stop_is_the_partitions_last_word():
+    stop = LedgerEntry(TRUNCATED, "A->B", "t", 0, STOP, {"end": 10}, {"start": 0, "end": 3}, {}, {}, 5)
+    gap = gap_entry("A->B", "t", 0, 3, 7)
+    other = LedgerEntry(TRUNCATED, "A->C", "t", 0, CONTINUE, at_ms=6)
+    records = [(0, e.key_bytes(), e.value_bytes()) for e in (stop, gap, other)]
+    records.append((3, b'["topic-id","A->B","t"]', b'{"topic_id":"abc"}'))
+    records.append((4, b"junk", b"junk"))
+    state = parse(records, "A->B")
+    assert state.entries == [stop, gap] and state.topic_ids == {"t": "abc"}
+    assert state.last_of("t", 0) == stop, "a gap resolves nothing"
+    assert gap.kind == GAP and gap.source_old == {"start": 3, "end": 7}

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mm2py.dev.brokercds import BrokerArchive, broker_java
+from mm2py.dev.oidc_process import stop_oidc
 from mm2py.errors import DevClusterError
 
 if TYPE_CHECKING:
@@ -944,6 +945,7 @@ def stop_cluster(name: str, workdir: Path | None = None, *, keep_data: bool = Fa
         (node.directory / "broker.pid").unlink(missing_ok=True)
         if not keep_data:
             shutil.rmtree(node.data, ignore_errors=True)
+    stop_oidc(cluster.directory)  # the OIDC provider of an OAUTHBEARER cluster (dev-cluster up)
     return was_running
 
 

@@ -17,6 +17,9 @@ import argparse
 import base64
 import hmac
 import json
+import os
+import signal
+import sys
 import threading
 import time
 import urllib.parse
@@ -154,13 +157,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lifetime", type=float, default=3600.0, help="token lifetime in seconds")
     parser.add_argument("--client", action="append", default=[], metavar="ID=SECRET")
     args = parser.parse_args(argv)
-    clients = dict(item.split("=", 1) for item in args.client) or {"mm2": "mm2-secret"}
+    # secrets from the environment keep them off the command line (mm2py.dev.oidc_process)
+    spelled = [*args.client, *filter(None, os.environ.get("MM2PY_DEV_OIDC_CLIENTS", "").split(","))]
+    clients = dict(item.split("=", 1) for item in spelled) or {"mm2": "mm2-secret"}
     server = OidcServer(clients, port=args.port, lifetime_s=args.lifetime).start()
     print(f"token endpoint {server.token_url}, JWKS {server.jwks_url}", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         while True:
             time.sleep(3600)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):
         server.stop()
 
 

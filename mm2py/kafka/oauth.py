@@ -152,12 +152,8 @@ def token_source(props: Mapping[str, str], alias: str) -> TokenSource | None:
 
 def check_tokens(config: MirrorMakerConfig) -> None:
     """``preflight`` for every client of the flows that run (named by cluster) and of each cluster."""
-    clients: dict[tuple[str, int], Mapping[str, str]] = {}
-    for flow in config.enabled_flows:
-        for cluster in (flow.source, flow.target):
-            for role in (cluster.consumer, cluster.producer, cluster.admin, cluster.client):
-                clients[(cluster.alias, len(clients))] = role
-    preflight([(alias, props) for (alias, _), props in clients.items()])
+    preflight([(cluster.alias, props) for flow in config.enabled_flows for cluster in (flow.source, flow.target)
+               for props in (cluster.consumer, cluster.producer, cluster.admin, cluster.client)])
 
 
 def preflight(clients: Iterable[tuple[str, Mapping[str, str]]]) -> None:

@@ -10,8 +10,10 @@ send the next task's first request on an expired session and lose the connection
 ``renew_ending_session`` is called before every request a ``RawClient`` sends: an idle connection
 past ``SHARE`` of its session is closed there, so the request goes out on a new connection that
 authenticates afresh (with a fresh token). A busy connection is polled, so kafka-python's own
-re-authentication runs in time; a request that still meets a closed session fails as a
-connection error, which every caller treats as retriable (mm2py.kafka.classify's ``_TRANSPORT``).
+re-authentication runs in time. A request that still meets an expired session was not processed
+by the broker: it fails as a lost connection, which ``RawClient`` reports as a retriable
+``KafkaError`` (as librdkafka's ``_TRANSPORT`` in mm2py.kafka.classify), and the copier sends it
+again in place (a fetch to the current leader, a produce with its sequence numbers unchanged).
 """
 
 from __future__ import annotations

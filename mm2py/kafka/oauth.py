@@ -8,8 +8,9 @@ one token and the token endpoint is asked once per refresh, not once per connect
 
 Invariants:
 - a token is handed out only while it is valid; it is replaced at ``RefreshPolicy.refresh_at``
-  (Kafka's ``sasl.login.refresh.*`` semantics), so connections authenticating with it get a
-  session that outlives a task's requests;
+  (Kafka's ``sasl.login.refresh.*`` semantics), and at the latest while it still has
+  ``SIGN_IN_FLOOR_S`` (at most half its life) to live, so a connection signing in with it gets a
+  session long enough for its first requests;
 - a failed refresh keeps the current token while it is still valid and tries again 10 s later
   (as Java's refresh thread); an expired token is never handed out;
 - no error message or ``repr`` carries the client secret or a token.
@@ -35,6 +36,11 @@ if TYPE_CHECKING:
 
 # Java's ExpiringCredentialRefreshingLogin: the pause before a failed refresh is tried again
 RETRY_AFTER_FAILURE_S = 10.0
+# A connection signing in gets a session that ends with its token: a token with only seconds
+# left would give a session that ends before the connection's first requests arrive (seen with
+# 20 s tokens on a loaded machine). Tokens are replaced while they still have this long (at most
+# half their life) to live; tokens living minutes or hours keep Java's timing.
+SIGN_IN_FLOOR_S = 10.0
 Fetch = Callable[[], Token]
 
 
@@ -74,7 +80,9 @@ class RefreshingToken:
                     return self._token
                 raise
             self._token = token
-            self._refresh_at = self._policy.refresh_at(now, token.start, token.expiry, self._draw())
+            floor = min(SIGN_IN_FLOOR_S, (token.expiry - token.start) / 2)
+            self._refresh_at = min(self._policy.refresh_at(now, token.start, token.expiry, self._draw()),
+                                   token.expiry - floor)
             return token
 
 

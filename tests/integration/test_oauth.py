@@ -21,10 +21,16 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
+from mm2py.config.model import ClusterConfig
+from mm2py.config.oauth import problems
 from mm2py.dev import cluster as devcluster
 from mm2py.dev.oidc import OidcServer
 from mm2py.formats import Heartbeat
+from mm2py.kafka.clientconf import rdkafka_config
+from mm2py.kafka.oidc_client import jwt_claims
+from mm2py.kafka.wire import RawClient
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import REPO, SINGLE_BROKER, Replicator, wait_for
 from tests.kafkautil import consume_all, create_topic, produce
@@ -36,19 +42,45 @@ LIFETIME_S = 20
 WAVES, WAVE_GAP_S, PER_WAVE = 9, 15, 200  # ~2.3 minutes of arrivals: 6+ token lifetimes
 SECRET = "oauth-test-secret-9f3c"
 # what a client that lost its session or its token would say (kafka-python's log, mm2py's errors)
+_OIDC: OidcServer | None = None  # the module's provider, for ``dev_token``
 AUTH_TROUBLE = re.compile(r"authenticat|SaslAuthentication|re-authentication failed|socket disconnected|"
                           r"Connection lost|OAuth token|no OAUTHBEARER token", re.I)
 
 
+def jmx_options(port: int) -> tuple[str, ...]:
+    """A broker's JMX on 127.0.0.1:``port`` (no authentication: loopback, tests only)."""
+    return (f"-Dcom.sun.management.jmxremote.port={port}", f"-Dcom.sun.management.jmxremote.rmi.port={port}",
+            "-Dcom.sun.management.jmxremote.authenticate=false", "-Dcom.sun.management.jmxremote.ssl=false",
+            "-Dcom.sun.management.jmxremote.host=127.0.0.1", "-Djava.rmi.server.hostname=127.0.0.1")
+
+
+def socket_totals(jmx_port: int) -> dict[str, float]:
+    """The client listener's connection counters, summed over network threads (Kafka's JmxTool)."""
+    attributes = ("expired-connections-killed-count", "successful-authentication-total",
+                  "successful-reauthentication-total", "failed-authentication-total")
+    out = subprocess.run(
+        ["java", "-XX:TieredStopAtLevel=1", "-cp", f"{devcluster.libs_dir()}/*", "org.apache.kafka.tools.JmxTool",
+         "--one-time", "--report-format", "properties", "--attributes", ",".join(attributes),
+         "--object-name", "kafka.server:type=socket-server-metrics,listener=SASL_PLAINTEXT,networkProcessor=*",
+         "--jmx-url", f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{jmx_port}/jmxrmi"],
+        capture_output=True, text=True, timeout=120)
+    totals = dict.fromkeys(attributes, 0.0)
+    for name, value in re.findall(r":([\w-]+)=([\d.E]+)$", out.stdout, re.M):
+        totals[name] += float(value)
+    assert out.returncode == 0 and "time=" in out.stdout, out.stdout + out.stderr
+    return totals
+
+
 @pytest.fixture(scope="module")
 def oauth_clusters(cluster_workdir: Path) -> Iterator[tuple[OidcServer, devcluster.DevCluster, devcluster.DevCluster]]:
-    oidc = OidcServer({"mm2": SECRET}, lifetime_s=LIFETIME_S).start()
+    global _OIDC
+    oidc = _OIDC = OidcServer({"mm2": SECRET}, lifetime_s=LIFETIME_S).start()
     login = devcluster.OAuthLogin(oidc.token_url, oidc.jwks_url, "mm2", SECRET)
     try:
         a = devcluster.start_cluster("oauth-a", A_PORT, workdir=cluster_workdir, listeners_security="SASL_PLAINTEXT",
-                                     oauth=login)
+                                     oauth=login, jvm_options=jmx_options(A_PORT + 5))
         b = devcluster.start_cluster("oauth-b", B_PORT, workdir=cluster_workdir, listeners_security="SASL_PLAINTEXT",
-                                     oauth=login)
+                                     oauth=login, jvm_options=jmx_options(B_PORT + 5))
         yield oidc, a, b
     finally:
         for name in ("oauth-a", "oauth-b"):
@@ -83,6 +115,7 @@ def test_a_flow_between_oauth_clusters_outlives_many_token_lifetimes(oauth_clust
                                      "refresh.groups.interval.seconds = 5\n"))
     log = tmp_path / "replicator.log"
     issued_before = oidc.issued
+    sockets_before = [socket_totals(A_PORT + 5), socket_totals(B_PORT + 5)]
     sent: list[tuple[bytes, bytes]] = []
     started = time.time()
     replicator = Replicator(config, log).start()
@@ -109,6 +142,8 @@ def test_a_flow_between_oauth_clusters_outlives_many_token_lifetimes(oauth_clust
     finally:
         code = replicator.stop() if replicator.alive() else replicator.proc.returncode
     text = log.read_text(errors="replace")
+    sockets = [{k: v - before[k] for k, v in socket_totals(port).items()}
+               for port, before in zip((A_PORT + 5, B_PORT + 5), sockets_before, strict=True)]
     got = [(r.key, r.value) for p in consume_all(b.bootstrap, remote, client=dst).values() for r in p]
     beats = [Heartbeat.from_record(r.key, r.value).timestamp / 1000 for p in consume_all(
         b.bootstrap, "heartbeats", client=dst).values() for r in p]
@@ -116,17 +151,47 @@ def test_a_flow_between_oauth_clusters_outlives_many_token_lifetimes(oauth_clust
     syncs = consume_all(a.bootstrap, "mm2-offset-syncs.B.internal", client=src)
     lifetimes = seconds / LIFETIME_S
     print(f"oauth: {seconds:.0f} s = {lifetimes:.1f} token lifetimes; {len(got)} of {len(sent)} records on B, "
-          f"{oidc.issued - issued_before} tokens issued, {len(beats)} heartbeats, exit {code}")
+          f"{oidc.issued - issued_before} tokens issued, {len(beats)} heartbeats, exit {code}; brokers A, B: "
+          f"{sockets}")
     assert lifetimes >= 5
     assert sorted(got) == sorted(sent), "every record exactly once, key and value kept"
     assert code == 0, text[-3000:]
     trouble = [line for line in text.splitlines() if AUTH_TROUBLE.search(line)]
     assert not trouble, trouble[:5]
     assert oidc.issued - issued_before >= lifetimes - 1, "tokens were renewed along the way"
+    for cluster, counts in zip("AB", sockets, strict=True):
+        # no client sent a request on an expired session; every one signed in again in time
+        assert counts["expired-connections-killed-count"] == 0, (cluster, counts)
+        assert counts["failed-authentication-total"] == 0, (cluster, counts)
+        assert counts["successful-authentication-total"] + counts["successful-reauthentication-total"] >= lifetimes
     assert max(beats) > started + 5 * LIFETIME_S, "heartbeats kept coming after five token lifetimes"
     assert any(group.encode() in r.key for p in checkpoints.values() for r in p), "checkpoints written to B"
     assert any(topic.encode() in r.key for p in syncs.values() for r in p), "offset syncs written to A"
     assert SECRET not in text
+
+
+def dev_token() -> tuple[str, float]:
+    """A ``sasl.oauthbearer.token.provider`` callable, as an MSK IAM signer would be: (token, expiry)."""
+    assert _OIDC is not None
+    token = _OIDC.issue("mm2", "kafka")
+    return token, float(jwt_claims(token)["exp"])  # type: ignore[arg-type]
+
+
+def test_a_python_token_provider_stands_in_for_a_java_login_handler(oauth_clusters):
+    _oidc, a, _b = oauth_clusters
+    props = {**a.client_properties, "sasl.oauthbearer.token.provider": f"{__name__}:dev_token",
+             "sasl.login.callback.handler.class": "software.amazon.msk.auth.iam.IAMClientCallbackHandler",
+             "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"}
+    del props["sasl.oauthbearer.token.endpoint.url"]
+    assert problems(props) == {}
+    cluster = ClusterConfig("A", a.bootstrap, consumer=props)
+    raw = RawClient(cluster, client_id="provider-test", timeout_ms=30000)  # kafka-python
+    try:
+        assert raw.init_producer_id()[0] >= 0
+    finally:
+        raw.close()
+    admin = AdminClient(rdkafka_config(a.bootstrap, props, "A", "admin"))  # librdkafka, oauth_cb
+    assert admin.list_topics(timeout=30).brokers
 
 
 def test_a_refused_client_secret_stops_the_start_naming_the_key_without_the_secret(oauth_clusters, unique_name,

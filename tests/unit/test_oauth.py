@@ -68,23 +68,38 @@ def test_a_token_is_fetched_once_and_replaced_at_its_refresh_time():
 
     def fetch() -> Token:
         fetched.append(clock.now)
-        return Token(f"t{len(fetched)}", clock.now, clock.now + 20)
+        return Token(f"t{len(fetched)}", clock.now, clock.now + 100)
 
     token = RefreshingToken(fetch, oauth_settings(oauth_props()), clock=clock, draw=lambda: 0.0)
     assert fetched == [], "nothing is fetched before first use"
-    assert token.current().value == "t1" and token.refresh_at == pytest.approx(1016)
-    for step in range(15):
+    assert token.current().value == "t1" and token.refresh_at == pytest.approx(1080)
+    for step in range(80):
         clock.now = 1000 + step
         assert token.current().value == "t1"
-    clock.now = 1016
-    assert token.current().value == "t2" and fetched == [1000, 1016]
-    assert token.refresh_at == pytest.approx(1032)
-    # five lifetimes: one fetch per 16 s, never an expired token
-    for second in range(1016, 1100):
+    clock.now = 1080
+    assert token.current().value == "t2" and fetched == [1000, 1080]
+    assert token.refresh_at == pytest.approx(1160)
+    # five lifetimes: one fetch per 80 s, never an expired token
+    for second in range(1080, 1500):
         clock.now = second
         current = token.current()
         assert current.expiry > clock.now
-    assert len(fetched) == 1 + (1100 - 1 - 1000) // 16
+    assert len(fetched) == 1 + (1500 - 1 - 1000) // 80
+
+
+def test_short_tokens_are_replaced_while_a_sign_in_still_gets_a_useful_session():
+    clock, fetched = FakeClock(), []
+
+    def fetch() -> Token:
+        fetched.append(clock.now)
+        return Token("t", clock.now, clock.now + 20)
+
+    token = RefreshingToken(fetch, oauth_settings(oauth_props()), clock=clock, draw=lambda: 1.0)
+    token.current()
+    assert token.refresh_at == pytest.approx(1010), "Java's 85 % would leave 3 s: 10 s (half its life) are kept"
+    for second in range(1000, 1200):
+        clock.now = second
+        assert token.current().expiry - clock.now >= 10
 
 
 def test_a_failed_refresh_keeps_the_valid_token_and_retries_later_but_never_hands_out_an_expired_one():

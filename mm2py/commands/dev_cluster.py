@@ -16,6 +16,9 @@ def _oauth(args: argparse.Namespace) -> devcluster.OAuthLogin | None:
         return None
     if not args.security.startswith("SASL_"):
         raise DevClusterError("--sasl-mechanism OAUTHBEARER needs --security SASL_PLAINTEXT or SASL_SSL")
+    running = devcluster.cluster_status(args.name)
+    if running is not None and running.running:
+        return None  # up again: the running cluster and its provider are returned as they are
     directory = devcluster.default_workdir() / args.name
     token_url, jwks_url, secret = start_oidc(directory, args.oidc_port or args.port + 2, args.token_lifetime)
     return devcluster.OAuthLogin(token_url, jwks_url, CLIENT_ID, secret)

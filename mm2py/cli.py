@@ -31,10 +31,12 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def run_mirror_maker(args: argparse.Namespace) -> int:
     from mm2py.config import load
     from mm2py.engine.driver import run
+    from mm2py.kafka.oauth import check_tokens
     from mm2py.logs import configure
 
     configure(args.log_level)
     config = load(args.config)
+    check_tokens(config)
     return run(
         config,
         targets=tuple(args.clusters) if args.clusters else None,

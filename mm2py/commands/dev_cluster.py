@@ -6,13 +6,34 @@ import argparse
 import sys
 
 from mm2py.dev import cluster as devcluster
+from mm2py.dev.oidc_process import CLIENT_ID, start_oidc, stop_oidc
 from mm2py.errors import DevClusterError
 
 
+def _oauth(args: argparse.Namespace) -> devcluster.OAuthLogin | None:
+    """With --sasl-mechanism OAUTHBEARER: the cluster's own OIDC provider, started (mm2py.dev.oidc_process)."""
+    if args.sasl_mechanism.upper() != "OAUTHBEARER":
+        return None
+    if not args.security.startswith("SASL_"):
+        raise DevClusterError("--sasl-mechanism OAUTHBEARER needs --security SASL_PLAINTEXT or SASL_SSL")
+    running = devcluster.cluster_status(args.name)
+    if running is not None and running.running:
+        return None  # up again: the running cluster and its provider are returned as they are
+    directory = devcluster.default_workdir() / args.name
+    token_url, jwks_url, secret = start_oidc(directory, args.oidc_port or args.port + 2, args.token_lifetime)
+    return devcluster.OAuthLogin(token_url, jwks_url, CLIENT_ID, secret)
+
+
 def _up(args: argparse.Namespace) -> int:
-    cluster = devcluster.start_cluster(args.name, args.port, listeners_security=args.security,
-                                       controller_port=args.controller_port, wait_timeout=args.timeout,
-                                       brokers=args.brokers)
+    oauth = _oauth(args)
+    try:
+        cluster = devcluster.start_cluster(args.name, args.port, listeners_security=args.security,
+                                           controller_port=args.controller_port, wait_timeout=args.timeout,
+                                           brokers=args.brokers, oauth=oauth)
+    except BaseException:
+        if oauth is not None:
+            stop_oidc(devcluster.default_workdir() / args.name)
+        raise
     if cluster.protocol != "PLAINTEXT":
         # stdout carries only the address, so scripts can use $(mm2py dev-cluster up ...)
         print(f"client settings: {cluster.directory / 'client.properties'}", file=sys.stderr)
@@ -79,6 +100,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--controller-port", type=int, help="KRaft controller port (default: port+1; one broker only)")
     up.add_argument("--security", default="PLAINTEXT", choices=devcluster.SECURITY_PROTOCOLS,
                     help="client listener protocol; SASL user admin/admin-secret, a self-signed TLS certificate")
+    up.add_argument("--sasl-mechanism", default="PLAIN", choices=("PLAIN", "OAUTHBEARER"),
+                    help="how clients sign in on a SASL listener: PLAIN (admin/admin-secret), or OAUTHBEARER: "
+                         "RS256 tokens of an OIDC provider started beside the brokers (client credentials in "
+                         "client.properties)")
+    up.add_argument("--oidc-port", type=int, help="the OIDC provider's port (default: port+2)")
+    up.add_argument("--token-lifetime", type=float, default=3600, help="OAUTHBEARER token lifetime in seconds")
     up.add_argument("--timeout", type=float, default=90, help="seconds to wait for the brokers (default 90)")
     up.set_defaults(func=_up)
 

@@ -67,6 +67,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from mm2py.config.keys import CLIENT_TYPES, FLOW_KEYS_BY_NAME, TOP_LEVEL_CLIENT
+from mm2py.config.oauth import problems as oauth_problems
 from mm2py.kafka.clientconf import RDKAFKA_ADMIN, RDKAFKA_CONSUMER, RDKAFKA_PRODUCER
 
 # MM2's MirrorClientConfig.CLIENT_CONFIG_DEF: what a cluster's clients inherit from '{alias}.' and the top level
@@ -355,7 +356,6 @@ _REFUSED_SECURITY = {
     "ssl.truststore.certificates": "inline PEM certificates are not supported; use ssl.truststore.location "
                                    "with ssl.truststore.type=PEM",
     "sasl.client.callback.handler.class": JAVA_CLASSES,
-    "sasl.login.callback.handler.class": JAVA_CLASSES,
     "sasl.login.class": JAVA_CLASSES,
 }
 
@@ -367,8 +367,10 @@ def _security_problem(name: str, value: str) -> str | None:
         enabled = {p.strip().upper() for p in value.split(",") if p.strip()}
         if "TLSV1.2" not in enabled or "TLSV1.3" not in enabled:
             return "mm2py's clients speak TLS 1.2 and 1.3 and cannot be limited to fewer (or older) protocols"
-    if name == "sasl.mechanism" and value.strip().upper() not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", ""):
-        return f"SASL mechanism {value.strip()} is not supported (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)"
+    if name == "sasl.mechanism" and value.strip().upper() not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512",
+                                                                  "OAUTHBEARER", ""):
+        return (f"SASL mechanism {value.strip()} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and "
+                "OAUTHBEARER are)")
     return None
 
 
@@ -426,6 +428,9 @@ class Review:
 
     def add(self, clients: FlowClients) -> None:
         for rank, (role, kind, layer) in enumerate(clients.roles()):
+            # how the client signs in depends on several keys together (mm2py.config.oauth)
+            for name, why in oauth_problems(values(layer)).items():
+                self.refused.setdefault((layer.get(name) or layer["sasl.mechanism"]).key, why)
             for name, setting in layer.items():
                 problem = _security_problem(name, setting.value) if is_security(name) else _value_problem(
                     name, setting.value.strip())

@@ -127,6 +127,16 @@ OTHER: tuple[Other, ...] = (
                                    "(mm2py.config.providers); a reference that cannot be resolved is refused, "
                                    "where Kafka would keep it as text")),
     Other("task.* / worker.*", r"(task|worker)\..+", Support(Status.DIFFERENT, "no Connect worker")),
+    Other("{alias}.sasl.oauthbearer.token.provider", r"sasl\.oauthbearer\.token\.provider",
+          Support(Status.EXTENSION, "package.module:callable returning (token, expiry epoch seconds): signs "
+                                    "OAUTHBEARER clients in where MM2 names a Java login callback handler (MSK IAM's "
+                                    "Python signer fits here); another handler class is refused naming this key")),
+    Other("{alias}.sasl.mechanism = OAUTHBEARER, sasl.oauthbearer.*, sasl.login.*",
+          r"sasl\.(oauthbearer|login)\..+",
+          Support(Status.HONOURED, "OIDC client credentials (KIP-768) on every client: tokens from "
+                                   "sasl.oauthbearer.token.endpoint.url for the JAAS clientId/clientSecret/scope, "
+                                   "replaced at the sasl.login.refresh.* time; a client secret the endpoint refuses "
+                                   "stops the start naming the key (mm2py.config.oauth)")),
     Other("{alias}.consumer.* / .producer.* / .admin.*, {src}->{tgt}.consumer.* ...",
           r"(consumer|producer|admin)\..+",
           Support(Status.HONOURED, "by MM2's precedence (mm2py.config.clients); settings a client cannot apply "

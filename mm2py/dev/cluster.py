@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mm2py.dev.brokercds import BrokerArchive, broker_java
+from mm2py.dev.oidc_process import stop_oidc
 from mm2py.errors import DevClusterError
 
 if TYPE_CHECKING:
@@ -331,12 +332,55 @@ def _ssl_material(directory: Path) -> dict[str, str]:
     return {"keystore": str(keystore), "truststore": str(pem)}
 
 
+@dataclass(frozen=True)
+class OAuthLogin:
+    """An OIDC provider (mm2py.dev.oidc) whose RS256 tokens a dev cluster's client listener takes
+    (SASL/OAUTHBEARER), and the client credentials its clients sign in with."""
+
+    token_url: str
+    jwks_url: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    audience: str = "kafka"
+
+    @property
+    def jvm_options(self) -> tuple[str, ...]:
+        """Kafka 4 brokers fetch only the OAUTHBEARER URLs this system property allows."""
+        return (f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.jwks_url},{self.token_url}",)
+
+
+def _oauth_properties(protocol: str, oauth: OAuthLogin) -> tuple[dict[str, str], dict[str, str]]:
+    """OAUTHBEARER beside PLAIN on the client listener: brokers validate JWTs against the JWKS URL."""
+    prefix = f"listener.name.{protocol.lower()}.oauthbearer."
+    server = {
+        # the controller listener keeps PLAIN alone (it has no OAUTHBEARER login module)
+        f"listener.name.{protocol.lower()}.sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
+        prefix + "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
+        prefix + "sasl.server.callback.handler.class":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        "sasl.oauthbearer.jwks.endpoint.url": oauth.jwks_url,
+        "sasl.oauthbearer.expected.audience": oauth.audience,
+    }
+    client = {
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.login.callback.handler.class":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+        "sasl.oauthbearer.token.endpoint.url": oauth.token_url,
+        "sasl.jaas.config": ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                             f'clientId="{oauth.client_id}" clientSecret="{oauth.client_secret}" scope="kafka";'),
+    }
+    return server, client
+
+
 def listener_properties(
-    protocol: str, port: int, controller_port: int, directory: Path, sasl_users: Mapping[str, str] | None = None
+    protocol: str, port: int, controller_port: int, directory: Path, sasl_users: Mapping[str, str] | None = None,
+    oauth: OAuthLogin | None = None,
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Broker and client settings for a client listener speaking ``protocol``.
 
     The one place listeners are composed, so SASL and TLS are a parameter rather than a copy.
+    With ``oauth`` (SASL protocols only) the client listener also takes OAUTHBEARER tokens and
+    clients use them; the brokers' own connections stay PLAIN.
     Returns (server properties, Java client properties).
     """
     protocol = protocol.upper()
@@ -370,6 +414,12 @@ def listener_properties(
             "sasl.jaas.config": (f'org.apache.kafka.common.security.plain.PlainLoginModule required '
                                  f'username="{ADMIN_USER}" password="{users[ADMIN_USER]}";'),
         })
+    if oauth is not None:
+        if not sasl:
+            raise DevClusterError(f"OAUTHBEARER needs a SASL protocol, not {protocol}")
+        server_oauth, client_oauth = _oauth_properties(protocol, oauth)
+        server.update(server_oauth)
+        client.update(client_oauth)
     if tls:
         stores = _ssl_material(directory)
         server.update({
@@ -594,6 +644,7 @@ def start_cluster(
     extra_properties: Mapping[str, object] | None = None,
     listeners_security: str = "PLAINTEXT",
     sasl_users: Mapping[str, str] | None = None,
+    oauth: OAuthLogin | None = None,
     controller_port: int | None = None,
     heap: str = "512m",
     jvm_options: tuple[str, ...] = (),
@@ -609,7 +660,8 @@ def start_cluster(
     ``brokers`` N > 1 starts N nodes forming one KRaft quorum (all N voters): node i serves clients
     on ``port + 2*i`` and its controller on ``port + 2*i + 1``; the call returns once every node is
     a live broker. Internal and default topics get replication factor min(3, N) (transaction log
-    min.insync.replicas min(2, N)). Such clusters speak PLAINTEXT only. Nodes of a running
+    min.insync.replicas min(2, N)). Such clusters speak PLAINTEXT only. ``oauth`` (with a SASL
+    ``listeners_security``) makes clients sign in with OAUTHBEARER tokens of that OIDC provider. Nodes of a running
     multi-broker cluster that are down (``stop_broker``, a crash) are started again.
     """
     workdir = Path(workdir) if workdir is not None else default_workdir()
@@ -655,7 +707,9 @@ def start_cluster(
         if brokers == 1:
             (directory / "brokers").unlink(missing_ok=True)
             (directory / "broker.pid").unlink(missing_ok=True)
-            listeners, client = listener_properties(listeners_security, port, controller_port, directory, sasl_users)
+            listeners, client = listener_properties(listeners_security, port, controller_port, directory, sasl_users,
+                                                    oauth)
+            jvm_options = (*jvm_options, *(oauth.jvm_options if oauth else ()))
             server_file = directory / "server.properties"
             _write_properties(server_file, _server_properties(directory, port, controller_port, listeners,
                                                               dict(extra_properties or {})))
@@ -891,6 +945,7 @@ def stop_cluster(name: str, workdir: Path | None = None, *, keep_data: bool = Fa
         (node.directory / "broker.pid").unlink(missing_ok=True)
         if not keep_data:
             shutil.rmtree(node.data, ignore_errors=True)
+    stop_oidc(cluster.directory)  # the OIDC provider of an OAUTHBEARER cluster (dev-cluster up)
     return was_running
 
 

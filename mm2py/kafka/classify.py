@@ -60,6 +60,8 @@ TABLE: dict[int, tuple[str, Action]] = {
     47: ("INVALID_PRODUCER_EPOCH", Action.RESTART),
     51: ("CONCURRENT_TRANSACTIONS", Action.RETRY),
     53: ("TRANSACTIONAL_ID_AUTHORIZATION_FAILED", Action.FATAL),
+    # a refused sign-in or re-authentication (KIP-368): credentials or token no longer accepted
+    58: ("SASL_AUTHENTICATION_FAILED", Action.FATAL),
     56: ("KAFKA_STORAGE_ERROR", Action.REFRESH),
     59: ("UNKNOWN_PRODUCER_ID", Action.RESTART),
     74: ("FENCED_LEADER_EPOCH", Action.REFRESH),

@@ -77,6 +77,13 @@ def _jaas_credentials(jaas: str, alias: str) -> tuple[str, str]:
     return options["username"], options["password"]
 
 
+def _token_source(props: Mapping[str, str], alias: str) -> object | None:
+    """The OAUTHBEARER token source of a client (mm2py.kafka.oauth), None for other mechanisms."""
+    from mm2py.kafka.oauth import token_source  # imported here: mm2py.config imports this module
+
+    return token_source(props, alias)
+
+
 RDKAFKA_LOGGER = logging.getLogger("rdkafka")
 # Broker connection retries are noise; failures reach the operator as mm2py errors.
 # ``--log-level DEBUG`` lowers this (mm2py.logs).
@@ -124,7 +131,9 @@ def rdkafka_config(bootstrap: str, props: Mapping[str, str], alias: str, kind: s
         if key in same:
             conf[key] = value
     _rdkafka_renamed(conf, props, kind)
-    if "sasl.jaas.config" in props:
+    if oauth := _token_source(props, alias):
+        conf["oauth_cb"] = oauth  # librdkafka asks again before the token expires (and re-authenticates)
+    elif "sasl.jaas.config" in props:
         user, password = _jaas_credentials(props["sasl.jaas.config"], alias)
         conf["sasl.username"] = user
         conf["sasl.password"] = password
@@ -157,7 +166,9 @@ def kafka_python_config(bootstrap: str, props: Mapping[str, str], alias: str) ->
         conf["security_protocol"] = props["security.protocol"].upper()
     if "sasl.mechanism" in props:
         conf["sasl_mechanism"] = props["sasl.mechanism"].upper()
-    if "sasl.jaas.config" in props:
+    if oauth := _token_source(props, alias):
+        conf["sasl_oauth_token_provider"] = oauth
+    elif "sasl.jaas.config" in props:
         user, password = _jaas_credentials(props["sasl.jaas.config"], alias)
         conf["sasl_plain_username"] = user
         conf["sasl_plain_password"] = password

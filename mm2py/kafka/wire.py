@@ -35,6 +35,7 @@ from mm2py.kafka.classify import is_retriable
 from mm2py.kafka.clientconf import kafka_python_config
 from mm2py.kafka.fetch_response import FetchedPartition
 from mm2py.kafka.fetch_session import FetchSession
+from mm2py.kafka.reauth import renew_ending_session
 from mm2py.types import TP
 
 FETCH = FetchRequest[12]  # topics by name
@@ -203,6 +204,7 @@ class RawClient:
         while len(pending) >= self.max_in_flight:
             self._net.poll(timeout_ms=self.timeout_ms, future=pending[0])
             pending[:] = [f for f in pending if not f.is_done]
+        renew_ending_session(self._net._manager._conns.get(node))  # a kept connection's SASL session (KIP-368)
         self._await_ready(node)
         fastio.adapt(self._net._manager._conns.get(node))
         future = self._net.send(node, request)

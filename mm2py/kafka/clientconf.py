@@ -13,6 +13,7 @@ import socket
 from collections.abc import Mapping
 
 from mm2py.errors import ConfigError, ConfigProblem
+from mm2py.kafka.krb5conf import is_gssapi, kafka_python_kerberos, rdkafka_kerberos
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -136,10 +137,11 @@ def rdkafka_config(bootstrap: str, props: Mapping[str, str], alias: str, kind: s
         if key in same:
             conf[key] = value
     _rdkafka_renamed(conf, props, kind)
-    if "sasl.jaas.config" in props:
+    if "sasl.jaas.config" in props and not is_gssapi(props):
         user, password = _jaas_credentials(props["sasl.jaas.config"], alias)
         conf["sasl.username"] = user
         conf["sasl.password"] = password
+    conf.update(rdkafka_kerberos(props, alias))
     if ca := _pem_location(props, "truststore", alias):
         conf["ssl.ca.location"] = ca
     if cert := _pem_location(props, "keystore", alias):
@@ -163,12 +165,13 @@ def kafka_python_config(bootstrap: str, props: Mapping[str, str], alias: str) ->
         conf["security_protocol"] = props["security.protocol"].upper()
     if "sasl.mechanism" in props:
         conf["sasl_mechanism"] = props["sasl.mechanism"].upper()
-    if "sasl.jaas.config" in props:
+    if "sasl.jaas.config" in props and not is_gssapi(props):
         user, password = _jaas_credentials(props["sasl.jaas.config"], alias)
         conf["sasl_plain_username"] = user
         conf["sasl_plain_password"] = password
     if "sasl.kerberos.service.name" in props:
         conf["sasl_kerberos_service_name"] = props["sasl.kerberos.service.name"]
+    conf.update(kafka_python_kerberos(props, alias))
     if ca := _pem_location(props, "truststore", alias):
         conf["ssl_cafile"] = ca
     if cert := _pem_location(props, "keystore", alias):

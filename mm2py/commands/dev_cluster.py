@@ -12,10 +12,12 @@ from mm2py.errors import DevClusterError
 def _up(args: argparse.Namespace) -> int:
     cluster = devcluster.start_cluster(args.name, args.port, listeners_security=args.security,
                                        controller_port=args.controller_port, wait_timeout=args.timeout,
-                                       brokers=args.brokers)
+                                       brokers=args.brokers, sasl_mechanism=args.sasl_mechanism)
     if cluster.protocol != "PLAINTEXT":
         # stdout carries only the address, so scripts can use $(mm2py dev-cluster up ...)
         print(f"client settings: {cluster.directory / 'client.properties'}", file=sys.stderr)
+    if args.sasl_mechanism == "GSSAPI":
+        print(f"Kerberos realm: export KRB5_CONFIG={cluster.directory / 'kdc' / 'krb5.conf'}", file=sys.stderr)
     print(cluster.bootstrap, flush=True)
     return 0
 
@@ -79,6 +81,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--controller-port", type=int, help="KRaft controller port (default: port+1; one broker only)")
     up.add_argument("--security", default="PLAINTEXT", choices=devcluster.SECURITY_PROTOCOLS,
                     help="client listener protocol; SASL user admin/admin-secret, a self-signed TLS certificate")
+    up.add_argument("--sasl-mechanism", default="PLAIN", choices=("PLAIN", "GSSAPI"),
+                    help="with a SASL protocol: PLAIN, or GSSAPI (Kerberos, from a KDC of its own on port+2)")
     up.add_argument("--timeout", type=float, default=90, help="seconds to wait for the brokers (default 90)")
     up.set_defaults(func=_up)
 

@@ -17,6 +17,7 @@ the cluster and key, within a bounded time.
 from __future__ import annotations
 
 import os
+import struct
 import tempfile
 import threading
 from pathlib import Path
@@ -58,6 +59,31 @@ def use_login(login: Krb5Login, alias: str, key: str = "sasl.jaas.config") -> st
         return os.environ["KRB5CCNAME"]
 
 
+def keytab_principals(path: Path) -> set[str] | None:
+    """The principals a keytab file (MIT format 0x0502) holds keys of; None when it does not read as one."""
+    data = path.read_bytes()
+    if data[:2] != b"\x05\x02":
+        return None
+    found, pos = set(), 2
+    try:
+        while pos + 4 <= len(data):
+            size = struct.unpack_from(">i", data, pos)[0]
+            pos += 4
+            if size > 0:
+                entry, at = data[pos:pos + size], 2
+                count = struct.unpack_from(">H", entry, 0)[0]
+                parts = []
+                for _ in range(count + 1):  # the realm, then the name's components
+                    length = struct.unpack_from(">H", entry, at)[0]
+                    parts.append(entry[at + 2:at + 2 + length].decode())
+                    at += 2 + length
+                found.add("/".join(parts[1:]) + "@" + parts[0])
+            pos += abs(size)
+    except (struct.error, UnicodeDecodeError):
+        return None
+    return found
+
+
 def _gss_reason(error: BaseException) -> str:
     """The informative part of a GSSAPI error: its minor (mechanism) message when there is one."""
     text = " ".join(str(error).split())
@@ -91,6 +117,11 @@ def check_login(login: Krb5Login, alias: str, service: str, host: str, *, key: s
             raise refuse(f"keytab {keytab} does not exist")
         if not os.access(keytab, os.R_OK):
             raise refuse(f"keytab {keytab} is not readable by this user")
+        held = keytab_principals(keytab)
+        if held is None:
+            raise refuse(f"keytab {keytab} is not a Kerberos keytab file")
+        if login.principal not in held:
+            raise refuse(f"keytab {keytab} holds no key of {login.principal} (it holds {', '.join(sorted(held))})")
     try:
         import gssapi  # noqa: F401 - the Python binding of the system's Kerberos
     except ImportError as e:

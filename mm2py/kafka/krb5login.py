@@ -50,13 +50,30 @@ def use_login(login: Krb5Login, alias: str, key: str = "sasl.jaas.config") -> st
             raise ConfigError(ConfigProblem(
                 f"{alias}.{key}", f"mm2py logs in as one Kerberos principal per process and already uses "
                 f"{current.split(' ', 1)[0]}; run flows with another principal in a process of their own"))
+        assert login.keytab is not None
+        os.environ["KRB5_CLIENT_KTNAME"] = login.keytab
         if current is None or not Path(cache.removeprefix("FILE:")).parent.is_dir():
             folder = tempfile.mkdtemp(prefix="mm2py-krb5-")  # mode 0700: the tickets are secrets
             os.environ["KRB5CCNAME"] = f"FILE:{folder}/ccache"
             os.environ[LOGIN_ENV] = _identity(login)
-        assert login.keytab is not None
-        os.environ["KRB5_CLIENT_KTNAME"] = login.keytab
+            _prime(login, os.environ["KRB5CCNAME"])
         return os.environ["KRB5CCNAME"]
+
+
+def _prime(login: Krb5Login, cache: str) -> None:
+    """Make ``login.principal`` the cache's default, with its ticket from the keytab.
+
+    Without it MIT Kerberos would log in as the keytab's first principal, which need not be the
+    one the JAAS line names. Best effort: a failure here shows at the client's own login.
+    """
+    try:
+        import gssapi
+
+        name = gssapi.Name(login.principal, gssapi.NameType.kerberos_principal)
+        creds = gssapi.Credentials(name=name, usage="initiate", store={"client_keytab": login.keytab, "ccache": cache})
+        creds.store(store={"ccache": cache}, usage="initiate", overwrite=True, set_default=True)
+    except Exception:  # noqa: BLE001 - no gssapi package, no KDC: reported when a client connects
+        return
 
 
 def keytab_principals(path: Path) -> set[str] | None:

@@ -111,6 +111,42 @@ def test_the_copy_paths_raw_client_fetches_from_a_kerberos_only_broker(krb_clust
     assert kp_read(krb_cluster, topic, 2) == {p: [(b"k" + v, v) for q, v in sent if q == p] for p in (0, 1)}
 
 
+EXECUTOR_SCRIPT = """
+import sys
+from mm2py.config import load_text
+from mm2py.engine.driver import build_session
+from mm2py.kafka.wire import RawClient
+
+cluster = load_text(open(sys.argv[1]).read()).clusters["A"]
+topic = sys.argv[2]
+
+def ends(_):
+    client = RawClient(cluster, client_id="kerberos-executor-test")
+    try:
+        yield sorted(client.list_offsets([(topic, 0), (topic, 1)]).items())
+    finally:
+        client.close()
+
+spark = build_session("local[1]", {}, app_name="kerberos-executor-test")
+print(spark.sparkContext.parallelize([0], 1).mapPartitions(ends).collect())
+spark.stop()
+"""
+
+
+def test_spark_executors_log_in_from_the_keytab(krb_cluster, unique_name, tmp_path):
+    """The raw client in a Spark task: a Python worker that makes its own ticket cache from the keytab."""
+    topic = f"{unique_name}-t"
+    kp_produce(krb_cluster, topic, 2, 10)
+    config = tmp_path / "a.properties"
+    config.write_text(f"clusters = A\nA.bootstrap.servers = {krb_cluster.bootstrap}\n" + "".join(
+        f"A.{k} = {v}\n" for k, v in krb_cluster.client_properties.items()))
+    env = {k: v for k, v in os.environ.items() if k not in _ENV[1:]}  # KRB5_CONFIG only, as an operator sets it
+    done = subprocess.run([sys.executable, "-c", EXECUTOR_SCRIPT, str(config), topic], capture_output=True,
+                          text=True, timeout=300, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"[[(('{topic}', 0), 5), (('{topic}', 1), 5)]]" in done.stdout, done.stdout
+
+
 def mm2_file(krb_cluster: devcluster.DevCluster, target: devcluster.DevCluster, topic: str, **override: str) -> str:
     props = {**krb_cluster.client_properties, **override}
     lines = ["clusters = A, B", f"A.bootstrap.servers = {krb_cluster.bootstrap}",
@@ -147,10 +183,11 @@ def test_a_kerberos_only_source_mirrors_through_connect_mirror_maker(krb_cluster
         assert replicator.stop() == 0, replicator.tail()
 
 
-def run_refused(config: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_refused(config: Path, timeout: float = 120, **env_vars: str) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-c", "import sys; from mm2py.cli import connect_mirror_maker_main as m; sys.exit(m())",
            str(config)]
     env = {k: v for k, v in os.environ.items() if k not in _ENV[1:]}  # its own ticket cache, as a new process
+    env.update(env_vars)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
 
 
@@ -165,15 +202,20 @@ def test_login_failures_are_one_named_error_at_start(krb_cluster, cluster_b, uni
     gone = kerberos.add_principal(kdc, f"gone-{unique_name[-8:]}", tmp_path / "gone.keytab")
     subprocess.run(["kadmin.local", "-r", kdc.realm, "-q", f"delprinc -force gone-{unique_name[-8:]}@{kdc.realm}"],
                    env={**os.environ, **kdc.env}, check=True, capture_output=True)
+    # a realm whose KDC address nobody serves (a port of ours that nothing listens on)
+    silent = tmp_path / "silent-krb5.conf"
+    silent.write_text(kdc.krb5_conf.read_text().replace(f"127.0.0.1:{kdc.port}", f"127.0.0.1:{KRB_PORT + 3}"))
+    mm2 = _jaas(kdc.keytab("mm2"), f"mm2@{kdc.realm}")
     cases = {
-        "wrong principal": (_jaas(kdc.keytab("mm2"), f"nobody@{kdc.realm}"), "holds no key of nobody@"),
-        "missing keytab": (_jaas(tmp_path / "absent.keytab", f"mm2@{kdc.realm}"), "absent.keytab does not exist"),
-        "KDC refuses": (_jaas(gone, f"gone-{unique_name[-8:]}@{kdc.realm}"), "not found in Kerberos database"),
+        "wrong principal": (_jaas(kdc.keytab("mm2"), f"nobody@{kdc.realm}"), "holds no key of nobody@", {}),
+        "missing keytab": (_jaas(tmp_path / "absent.keytab", f"mm2@{kdc.realm}"), "absent.keytab does not exist", {}),
+        "KDC refuses": (_jaas(gone, f"gone-{unique_name[-8:]}@{kdc.realm}"), "not found in Kerberos database", {}),
+        "no KDC": (mm2, "Cannot contact any KDC", {"KRB5_CONFIG": str(silent)}),
     }
-    for case, (jaas, why) in cases.items():
+    for case, (jaas, why, env) in cases.items():
         config = tmp_path / f"{case.replace(' ', '-')}.properties"
         config.write_text(mm2_file(krb_cluster, cluster_b, unique_name, **{"sasl.jaas.config": jaas}))
-        done = run_refused(config)
+        done = run_refused(config, **env)
         assert done.returncode == 2, (case, done.stdout, done.stderr)
         problem = [line for line in done.stderr.splitlines() if "key '" in line]
         assert len(problem) == 1 and "key 'A.sasl.jaas.config'" in problem[0] and why in problem[0], (

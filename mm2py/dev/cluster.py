@@ -225,7 +225,7 @@ class DevCluster:
     def ping(self, timeout: float = 5.0) -> bool:
         """True when a broker answers a metadata request within ``timeout`` seconds."""
         try:
-            return _probe(self)()
+            return _probe(self, timeout)()
         except Exception:  # noqa: BLE001 - any failure means "not answering"
             return False
 
@@ -551,16 +551,16 @@ def _wait_ready(cluster: DevCluster, timeout: float, nodes: Sequence[BrokerNode]
         time.sleep(0.5)
 
 
-def _probe(cluster: DevCluster) -> Callable[[], bool]:
-    """Whether a broker of ``cluster`` answers: librdkafka's metadata, or kafka-python's for Kerberos."""
+def _probe(cluster: DevCluster, timeout: float = 2) -> Callable[[], bool]:
+    """Whether a broker answers within ``timeout`` s: librdkafka's metadata; kafka-python's for Kerberos."""
     if cluster.client_properties.get("sasl.mechanism") == "GSSAPI":  # not in confluent-kafka's wheels
         from mm2py.dev.kerberos import answers_kafka_python
 
-        return lambda: answers_kafka_python(cluster.bootstrap, cluster.client_properties, cluster.name, 2)
+        return lambda: answers_kafka_python(cluster.bootstrap, cluster.client_properties, cluster.name, timeout)
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({**cluster.rdkafka_config(), "socket.connection.setup.timeout.ms": 2000})
-    return lambda: bool(admin.list_topics(timeout=2).brokers)
+    return lambda: bool(admin.list_topics(timeout=timeout).brokers)
 
 
 def _wait_live(cluster: DevCluster, nodes: Sequence[BrokerNode], timeout: float) -> None:

@@ -36,7 +36,7 @@ class ConfigProblem:
 
 
 class ConfigError(Mm2pyError):
-    """A configuration that cannot run. Lists every problem at once."""
+    """A configuration that cannot run. Lists every problem at once; a single problem on one line."""
 
     def __init__(self, problems: list[ConfigProblem] | ConfigProblem | str):
         if isinstance(problems, str):
@@ -45,8 +45,19 @@ class ConfigError(Mm2pyError):
             problems = [problems]
         self.problems: list[ConfigProblem] = list(problems)
         count = len(self.problems)
-        head = f"invalid configuration ({count} problem{'s' if count != 1 else ''}):"
+        if count == 1:  # one line, so that a log line or a Spark task's failure carries all of it
+            super().__init__(f"invalid configuration: {self.problems[0]}")
+            return
+        head = f"invalid configuration ({count} problems):"
         super().__init__("\n  ".join([head, *map(str, self.problems)]))
+
+
+class ConfigProviderError(Mm2pyError):
+    """A config provider (``config.providers``) could not give the values asked of it.
+
+    The message names the provider, the path and the keys asked for, never a value: callers put
+    it into a ConfigError beside the key and line that holds the reference.
+    """
 
 
 class KafkaError(Mm2pyError):

@@ -68,3 +68,26 @@ class FromSuffix(ReplicationPolicy):
     def upstream_topic(self, topic: str) -> str | None:
         head, mark, alias = topic.rpartition(self.MARK)
         return head if mark and head and alias else None
+
+
+class VaultProvider:
+    """Config provider as a vault plug-in is written: ``configure(params)``, ``get(path, keys)``.
+
+    Its "vault" is the ``secrets`` parameter, ``path/key=value`` pairs separated by ``;``; a path
+    named ``sealed`` fails as an unreachable vault would.
+    """
+
+    def __init__(self) -> None:
+        self.secrets: dict[str, dict[str, str]] = {}
+
+    def configure(self, params: Mapping[str, str]) -> None:
+        for pair in filter(None, params.get("secrets", "").split(";")):
+            where, _, value = pair.partition("=")
+            path, _, key = where.rpartition("/")
+            self.secrets.setdefault(path, {})[key] = value
+
+    def get(self, path: str, keys: set[str] | None = None) -> Mapping[str, str]:
+        if path == "sealed":
+            raise ConnectionError("vault is sealed")
+        found = self.secrets.get(path, {})
+        return {k: v for k, v in found.items() if keys is None or k in keys}

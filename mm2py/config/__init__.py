@@ -1,8 +1,10 @@
 """Loading MM2 configuration files into frozen, validated objects.
 
-``load("mm2.properties")`` parses the file as ``java.util.Properties`` does, resolves it as
-MM2's MirrorMakerConfig does and validates every key, raising one ``ConfigError`` that lists
-every problem (key, line, file). ``.yaml``/``.yml`` files are the same keys spelled in YAML.
+``load("mm2.properties")`` parses the file as ``java.util.Properties`` does, replaces its
+``${provider:path:key}`` references (``mm2py.config.transform``), resolves it as MM2's
+MirrorMakerConfig does and validates every key, raising one ``ConfigError`` that lists every
+problem (key, line, file) and never a value a provider gave. ``.yaml``/``.yml`` files are the
+same keys spelled in YAML, and go through the same steps.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from mm2py.config.delivery import apply_delivery
 from mm2py.config.model import ClusterConfig, FlowConfig, MirrorMakerConfig
 from mm2py.config.properties import Entry, parse_properties
 from mm2py.config.resolve import parse_cluster_key, parse_flow_key, resolve
+from mm2py.config.transform import redact, transform
 from mm2py.config.yamlconf import parse_yaml
 from mm2py.errors import ConfigError, ConfigProblem
 
@@ -42,8 +45,12 @@ def load_text(text: str, source: str = "<text>", fmt: Format = "properties") -> 
         entries = parse_properties(text, source)
     else:
         raise ValueError(f"unknown configuration format {fmt!r} (expected 'properties' or 'yaml')")
-    config = resolve(entries, source)
-    return apply_delivery(entries, config, source)
+    transformed = transform(entries, source)
+    try:
+        config = resolve(transformed.entries, source)
+        return apply_delivery(transformed.entries, config, source)
+    except ConfigError as e:
+        raise redact(e, transformed.secrets) from None
 
 
 def _read(path: Path, fmt: Format) -> str:

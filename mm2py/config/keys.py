@@ -284,6 +284,7 @@ ACCEPTED = re.compile(
     r"|replication\.policy\..+|emit\.heartbeats\..+|emit\.checkpoints\..+|checkpoints\.topic\..+"
     r"|heartbeats\.topic\..+|offset-syncs\.topic\..+|sync\.group\.offsets\..+"
     r"|(source|target)\.(cluster|consumer|producer|admin)\..+"  # per flow: mm2py.config.clients
+    r"|config\.providers(\..+)?"  # read before resolving: mm2py.config.transform
 )
 
 # Classes mm2py does not load: anything but MM2's defaults would be silently ignored.

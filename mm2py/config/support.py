@@ -119,8 +119,12 @@ OTHER: tuple[Other, ...] = (
     Other("metric.names.formats", r"metric\.names\.formats",
           Support(Status.DIFFERENT, "metrics carry the names the Prometheus JMX exporter gives MM2's MBeans")),
     Other("config.providers*", r"config\.providers(\..+)?",
-          Support(Status.WARNED, "config providers are not supported: a ${provider:path:key} reference is "
-                                 "not resolved; set the value itself")),
+          Support(Status.HONOURED, "${provider:[path:]key} in any value is replaced once, at start, before "
+                                   "validation: Kafka's FileConfigProvider, DirectoryConfigProvider and "
+                                   "EnvVarConfigProvider by their Java class names (params allowed.paths, "
+                                   "allowlist.pattern) or a Python class with configure(params) and get(path, keys) "
+                                   "(mm2py.config.providers); a reference that cannot be resolved is refused, "
+                                   "where Kafka would keep it as text")),
     Other("task.* / worker.*", r"(task|worker)\..+", Support(Status.DIFFERENT, "no Connect worker")),
     Other("{alias}.consumer.* / .producer.* / .admin.*, {src}->{tgt}.consumer.* ...",
           r"(consumer|producer|admin)\..+",

@@ -34,6 +34,7 @@ from mm2py.engine.sparkhome import use_lean_spark_home
 from mm2py.engine.supervisor import State, Supervisor
 from mm2py.errors import Mm2pyError, from_task_failure
 from mm2py.kafka.krb5conf import check_flows as check_kerberos
+from mm2py.kafka.tls import check_stores
 from mm2py.metrics import Metrics, MetricsServer
 from mm2py.schemas.check import check_schemas
 from mm2py.source.commit import committer_for
@@ -286,6 +287,7 @@ class Engine:
         # each tailing flow holds task slots for its tail window (mm2py.source.tail)
         self.tailing = frozenset() if until_caught_up else frozenset(
             f.name for f in flows if may_tail(f, loop_guard(self.config, f).provenance))
+        # every source first: copying starts before the other connectors' queries are made
         for flow in flows:
             committer = committer_for(flow, self.metrics)
             committer.open()  # its producers get their ids while the first micro-batch copies
@@ -293,16 +295,17 @@ class Engine:
             running = RunningFlow(flow, sink, ever_ran=flow.name in reached)
             running.connectors.append(self._connector(flow, MirrorSourceDataSource, "source", sink,
                                                       every(flow.trigger_interval_ms / 1000)))
-            if flow.emit_checkpoints_enabled and flow.emit_offset_syncs_enabled and not until_caught_up:
-                running.connectors.append(self._connector(flow, CheckpointDataSource, "checkpoint",
-                                                          log_rows(flow, "checkpoints", self.metrics),
-                                                          every(flow.emit_checkpoints_interval_seconds)))
             self.flows.append(running)
             by_name[flow.name] = running
             self.supervisor.add(flow.name)
             log.info("flow started", flow=flow.name, source=flow.source.bootstrap_servers,
                      target=flow.target.bootstrap_servers,
                      delivery="exactly-once" if flow.exactly_once != "off" else "at-least-once")
+        for flow in flows:
+            if flow.emit_checkpoints_enabled and flow.emit_offset_syncs_enabled and not until_caught_up:
+                by_name[flow.name].connectors.append(self._connector(
+                    flow, CheckpointDataSource, "checkpoint", log_rows(flow, "checkpoints", self.metrics),
+                    every(flow.emit_checkpoints_interval_seconds)))
         if not until_caught_up:
             for flow in heartbeat_flows:
                 if not flow.emit_heartbeats_enabled:
@@ -506,6 +509,8 @@ def run(
     check_topology(config)  # refuse a looping topology before paying for Spark
     check_kerberos(flows)  # GSSAPI clients: each principal logs in (keytab, KDC) before Spark starts
     check_schemas(flows)  # schemas.mode: registries configured and answering
+    # JKS / PKCS12 stores readable with their passwords (mm2py.kafka.tls)
+    check_stores(c for f in flows for c in (f.source, f.target, f.offset_syncs))
     master = master or config.spark.get("spark.master") or DEFAULT_MASTER
     # Without a configured directory each run plans from the positions on the target, so a
     # lost or stale checkpoint can never disagree with what was really copied.

@@ -2,7 +2,9 @@
 
 MM2 files carry Java client keys (``security.protocol``, ``sasl.jaas.config``,
 ``ssl.truststore.location`` ...). confluent-kafka (librdkafka) and kafka-python each want
-their own spelling; this module is the only place that knows both.
+their own spelling; this module is the only place that knows both. Java key and trust stores
+(JKS, PKCS12) reach both through ``mm2py.kafka.tls``, on the driver and on every executor that
+builds a client, read once per process.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Mapping
 
 from mm2py.errors import ConfigError, ConfigProblem
 from mm2py.kafka.krb5conf import is_gssapi, kafka_python_kerberos, rdkafka_kerberos
+from mm2py.kafka.tls import client_tls, ssl_context
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -75,21 +78,6 @@ def _jaas_credentials(jaas: str, alias: str) -> tuple[str, str]:
     return options["username"], options["password"]
 
 
-def _pem_location(props: Mapping[str, str], kind: str, alias: str) -> str | None:
-    location = props.get(f"ssl.{kind}.location")
-    if location is None:
-        return None
-    store_type = props.get(f"ssl.{kind}.type", "PEM").upper()
-    if store_type != "PEM":
-        raise ConfigError(
-            ConfigProblem(
-                f"{alias}.ssl.{kind}.type",
-                f"{store_type} stores are Java-only; convert to PEM and set ssl.{kind}.type=PEM",
-            )
-        )
-    return location
-
-
 RDKAFKA_LOGGER = logging.getLogger("rdkafka")
 # Broker connection retries are noise; failures reach the operator as mm2py errors.
 # ``--log-level DEBUG`` lowers this (mm2py.logs).
@@ -142,13 +130,19 @@ def rdkafka_config(bootstrap: str, props: Mapping[str, str], alias: str, kind: s
         conf["sasl.username"] = user
         conf["sasl.password"] = password
     conf.update(rdkafka_kerberos(props, alias))
-    if ca := _pem_location(props, "truststore", alias):
-        conf["ssl.ca.location"] = ca
-    if cert := _pem_location(props, "keystore", alias):
-        conf["ssl.certificate.location"] = cert
-        conf["ssl.key.location"] = props.get("ssl.key.location", cert)
-    if "ssl.key.password" in props:
-        conf["ssl.key.password"] = props["ssl.key.password"]
+    tls = client_tls(props, alias)
+    if tls.ca_pem is not None:
+        conf["ssl.ca.pem"] = tls.ca_pem.decode("ascii")
+    elif tls.ca_location:
+        conf["ssl.ca.location"] = tls.ca_location
+    if tls.certificate_pem is not None and tls.key_pem is not None:
+        conf["ssl.certificate.pem"] = tls.certificate_pem.decode("ascii")
+        conf["ssl.key.pem"] = tls.key_pem.decode("ascii")
+    elif tls.certificate_location:
+        conf["ssl.certificate.location"] = tls.certificate_location
+        conf["ssl.key.location"] = tls.key_location
+    if tls.key_password is not None:
+        conf["ssl.key.password"] = tls.key_password
     if props.get("ssl.endpoint.identification.algorithm", "https") == "":
         conf["ssl.endpoint.identification.algorithm"] = "none"
     return conf
@@ -172,14 +166,19 @@ def kafka_python_config(bootstrap: str, props: Mapping[str, str], alias: str) ->
     if "sasl.kerberos.service.name" in props:
         conf["sasl_kerberos_service_name"] = props["sasl.kerberos.service.name"]
     conf.update(kafka_python_kerberos(props, alias))
-    if ca := _pem_location(props, "truststore", alias):
-        conf["ssl_cafile"] = ca
-    if cert := _pem_location(props, "keystore", alias):
-        conf["ssl_certfile"] = cert
-        conf["ssl_keyfile"] = props.get("ssl.key.location", cert)
-    if "ssl.key.password" in props:
-        conf["ssl_password"] = props["ssl.key.password"]
-    if props.get("ssl.endpoint.identification.algorithm", "https") == "":
+    check_hostname = props.get("ssl.endpoint.identification.algorithm", "https") != ""
+    tls = client_tls(props, alias)
+    if tls.from_stores:  # kafka-python reads files only: a context built in memory instead
+        conf["ssl_context"] = ssl_context(tls, check_hostname, alias)
+    else:
+        if tls.ca_location:
+            conf["ssl_cafile"] = tls.ca_location
+        if tls.certificate_location:
+            conf["ssl_certfile"] = tls.certificate_location
+            conf["ssl_keyfile"] = tls.key_location
+        if tls.key_password is not None:
+            conf["ssl_password"] = tls.key_password
+    if not check_hostname:
         conf["ssl_check_hostname"] = False
     if "client.id" in props:
         conf["client_id"] = props["client.id"]

@@ -284,7 +284,7 @@ class Copier:
             if self.tail is not None:
                 if self.tailing and not self.tail.open():
                     self._end_tail()
-                if self.tail.progress is not None and self.tail.progress.due():
+                if self.tail.progress is not None and self.tail.progress.due(self._caught_up):
                     self.tail.progress.record(self.parts.items())
             for node, tps in self._fetch_plan().items():
                 if node not in fetches:
@@ -397,6 +397,11 @@ class Copier:
             return False
         part.done = True
         return True
+
+    def _caught_up(self) -> bool:
+        """Every planned range copied and acknowledged: each open partition tails, nothing in flight."""
+        return bool(self.tailing) and not self.produce_futures and all(
+            p.done or tp in self.tailing for tp, p in self.parts.items())
 
     def _end_tail(self) -> None:
         """The tail's time is up: every tailing partition is done where it stands."""

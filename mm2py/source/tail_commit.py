@@ -4,7 +4,8 @@ A tailing task (mm2py.source.tail) copies for ``copy.tail.ms`` before its micro-
 process killed in that window would otherwise leave the positions where the last commit put
 them, and copy the whole window again after every restart: in a crash loop, the same growing
 window each time. ``TailProgress`` records, every ``copy.tail.commit.ms``, what the target has
-acknowledged so far, as the micro-batch's commit would (mm2py.source.commit); a kill then costs
+acknowledged so far, as the micro-batch's commit would (mm2py.source.commit), and once as soon
+as the task's planned ranges (a backlog, after a start) are all acknowledged; a kill then costs
 at most that interval copied again.
 
 Invariants:
@@ -39,6 +40,8 @@ from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
 
+CHECK_S = 0.05  # least time between two looks at whether the planned ranges are all acknowledged
+
 
 class ProgressSink(Protocol):
     """Where a task's progress goes: the flow's syncs topic (and history), and its positions."""
@@ -58,12 +61,26 @@ class TailProgress:
         self.history = history and syncs  # offset-syncs.history.enabled
         self.clock = clock
         self._last = clock()
+        self._backlog_owed = True  # the planned ranges are recorded as soon as they are acknowledged
+        self._checked = float("-inf")
         self.written: dict[TP, int] = {}  # per source partition: how many leading syncs went out
         self.positions: dict[TP, int] = {}  # per source partition: the last position written
         self._warned = False
 
-    def due(self) -> bool:
-        return self.clock() - self._last >= self.interval_s
+    def due(self, caught_up: Callable[[], bool] = lambda: False) -> bool:
+        """Time to record: the interval passed, or ``caught_up()`` turned true for the first time.
+
+        ``caught_up`` (every planned range acknowledged) is asked at most every ``CHECK_S``.
+        """
+        now = self.clock()
+        if now - self._last >= self.interval_s:
+            return True
+        if self._backlog_owed and now - self._checked >= CHECK_S:
+            self._checked = now
+            if caught_up():
+                self._backlog_owed = False
+                return True
+        return False
 
     def record(self, parts: Iterable[tuple[TP, PartitionCopy]]) -> None:
         """Write the syncs, then the positions, of what the target acknowledged since the last call."""

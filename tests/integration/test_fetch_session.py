@@ -61,6 +61,7 @@ def test_a_tailing_copy_fetches_in_a_session_and_copies_every_record(cluster_a, 
 
     from mm2py.source.copier import Copier, CopySettings
     from mm2py.source.ranges import PartitionRange
+    from mm2py.source.tail import TailWindow
     from tests.kafkautil import consume_all
 
     topic, partitions = unique_name, 20
@@ -80,7 +81,7 @@ def test_a_tailing_copy_fetches_in_a_session_and_copies_every_record(cluster_a, 
     producer = threading.Thread(target=arrive)
     try:
         producer.start()
-        results = Copier(src, dst, ranges, CopySettings(), tail_until=time.monotonic() + 4).run()
+        results = Copier(src, dst, ranges, CopySettings(), tail=TailWindow(time.monotonic() + 4)).run()
         producer.join()
         (session,) = src._sessions.values()
         assert session.session_id != 0 and session.epoch > 2, "the tail fetched incrementally"

@@ -110,6 +110,20 @@ def signal_mid_tail(cluster_b, remote: str, stream: Stream, replicator: Replicat
     return seconds
 
 
+def finish(replicator: Replicator, stream: Stream, target: str, remote: str, timeout: float = 180) -> int:
+    """Stop the stream, wait until B holds as many records as were sent, stop the replicator; the count sent."""
+    sent = stream.stop()
+    wait_for(lambda: landed(target, remote) >= sent, timeout, "every record on B", replicator)
+    assert replicator.stop(driver_only=True) == 0, replicator.tail()
+    return sent
+
+
+def cleanup(replicator: Replicator, stream: Stream) -> None:
+    stream.stop()
+    if replicator.alive():
+        replicator.kill()
+
+
 @pytest.mark.parametrize(("tail_ms", "how", "name"), [
     (10000, "group", "SIGTERM"),
     (60000, "group", "SIGTERM"),
@@ -129,13 +143,9 @@ def test_a_signal_mid_tail_commits_it_and_a_restart_copies_nothing_twice(cluster
         seconds = signal_mid_tail(cluster_b, remote, stream, replicator, how, signum)
         after_stop = compare(cluster_b.bootstrap, remote, stream.snapshot())
         replicator = Replicator(config, log).start()
-        sent = stream.stop()
-        wait_for(lambda: landed(cluster_b.bootstrap, remote) >= sent, 180, "every record on B", replicator)
-        assert replicator.stop(driver_only=True) == 0, replicator.tail()
+        sent = finish(replicator, stream, cluster_b.bootstrap, remote)
     finally:
-        stream.stop()
-        if replicator.alive():
-            replicator.kill()
+        cleanup(replicator, stream)
     final = compare(cluster_b.bootstrap, remote, stream.snapshot())
     print(f"stop: {signal.Signals(signum).name} to the {how}, tail {tail_ms} ms: exit 0 after {seconds:.1f} s; "
           f"{after_stop.on_target} records on B at the stop, {final.on_target} of {sent} at the end, "
@@ -162,9 +172,7 @@ def test_a_group_sigterm_mid_tail_hands_over_to_apache_mm2_without_a_duplicate(c
         wait_for(lambda: landed(cluster_b.bootstrap, remote) >= sent, 240, "Apache MM2 copying the rest",
                  replicator)
     finally:
-        stream.stop()
-        if replicator.alive():
-            replicator.kill()
+        cleanup(replicator, stream)
     final = compare(cluster_b.bootstrap, remote, stream.snapshot())
     print(f"stop then MM2, tail {tail_ms} ms: mm2py exited 0 after {seconds:.1f} s; {final.on_target} of {sent} "
           f"on B, {final.duplicates} copied twice")
@@ -190,9 +198,7 @@ def test_exactly_once_group_sigterm_leaves_no_open_transaction(cluster_a, cluste
                  "every record committed on B", replicator)
         assert replicator.stop(driver_only=True) == 0, replicator.tail()
     finally:
-        stream.stop()
-        if replicator.alive():
-            replicator.kill()
+        cleanup(replicator, stream)
     got = {p: [r.value for r in rs] for p, rs in consume_all(cluster_b.bootstrap, remote,
                                                             isolation="read_committed").items()}
     acked = stream.snapshot()
@@ -212,9 +218,11 @@ def end_offsets_committed(bootstrap: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-def test_a_crash_loop_advances_positions_and_copies_little_twice(cluster_a, cluster_b, unique_name, tmp_path):
+@pytest.mark.parametrize("tail_ms", [10000, 60000])
+def test_a_crash_loop_advances_positions_and_copies_little_twice(cluster_a, cluster_b, unique_name, tmp_path,
+                                                                 tail_ms):
     rate = 4000
-    topic, remote, config = mirrored_flow(cluster_a, cluster_b, unique_name, tmp_path, 10000)
+    topic, remote, config = mirrored_flow(cluster_a, cluster_b, unique_name, tmp_path, tail_ms)
     log = tmp_path / "replicator.log"
     store = PositionStore(ClusterConfig("B", cluster_b.bootstrap), "A")
 
@@ -237,17 +245,13 @@ def test_a_crash_loop_advances_positions_and_copies_little_twice(cluster_a, clus
             moved.append(now - last)
             last = now
             replicator = Replicator(config, log).start()
-        sent = stream.stop()
-        wait_for(lambda: landed(cluster_b.bootstrap, remote) >= sent, 240, "every record on B", replicator)
-        assert replicator.stop(driver_only=True) == 0, replicator.tail()
+        sent = finish(replicator, stream, cluster_b.bootstrap, remote, 240)
     finally:
-        stream.stop()
-        if replicator.alive():
-            replicator.kill()
+        cleanup(replicator, stream)
     final = compare(cluster_b.bootstrap, remote, stream.snapshot())
     per_kill = final.duplicates / max(kills, 1)
-    print(f"crash loop: {kills} SIGKILLs to the group over {sent} records at {rate}/s; positions moved by {moved} "
-          f"records between kills; {final.duplicates} copied twice ({per_kill:.0f} a kill, "
+    print(f"crash loop, tail {tail_ms} ms: {kills} SIGKILLs to the group over {sent} records at {rate}/s; "
+          f"positions moved by {moved} records between kills; {final.duplicates} copied twice ({per_kill:.0f} a kill, "
           f"{per_kill / rate:.1f} s of data)")
     assert final.missing == 0 and not final.out_of_order, final
     assert all(m > 0 for m in moved), f"positions advanced between kills: {moved}"

@@ -148,3 +148,14 @@ def test_progress_is_due_every_interval() -> None:
     assert progress.due()
     progress.record([])
     assert not progress.due()
+
+
+def test_the_planned_ranges_are_recorded_as_soon_as_they_are_acknowledged() -> None:
+    now = [0.0]
+    progress = TailProgress(Sink(), 60.0, clock=lambda: now[0])
+    assert not progress.due(lambda: False)
+    now[0] = 0.1
+    assert progress.due(lambda: True), "the backlog is recorded without waiting for the interval"
+    progress.record([])
+    now[0] = 0.2
+    assert not progress.due(lambda: True), "once"

@@ -39,7 +39,7 @@ def test_mm2_features_mm2py_lacks_are_named_with_why_in_the_one_warning() -> Non
                           "B.exactly.once.source.support", "forwarding.admin.class"}
     assert "REST" in named["listeners"] and "at-least-once" in named["B.exactly.once.source.support"]
     assert "com.example.Admin" in named["forwarding.admin.class"]
-    assert warning["keys"] == ["config.providers", "mystery"]
+    assert warning["keys"] == ["mystery"]  # config.providers is honoured (mm2py.config.transform)
 
 
 def test_quiet_for_settings_that_ask_for_nothing_missing() -> None:

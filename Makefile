@@ -45,16 +45,32 @@ prometheus:
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; \
 	fi
 
+# MIT Kerberos for the GSSAPI tests and `mm2py dev-cluster up --sasl-mechanism GSSAPI`: Debian's KDC and
+# kadmin.local (each test run makes a throw-away realm of its own, never touching /etc/krb5.conf), kinit
+# (librdkafka runs it), Cyrus SASL's GSSAPI module (librdkafka's), and the gssapi package (kafka-python's
+# GSSAPI, built against libkrb5-dev). apt-get runs only when a piece is missing (as root).
+KERBEROS_STAMP := $(VENV)/.kerberos
+.PHONY: kerberos
+kerberos: $(KERBEROS_STAMP)
+$(KERBEROS_STAMP): $(VENV_STAMP)
+	@if ! command -v krb5kdc >/dev/null 2>&1 || ! command -v kinit >/dev/null 2>&1 \
+		|| ! command -v krb5-config >/dev/null 2>&1 || ! ls /usr/lib/*/sasl2/libgssapiv2.so >/dev/null 2>&1; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+			krb5-kdc krb5-admin-server krb5-user libsasl2-modules-gssapi-mit libkrb5-dev; \
+	fi
+	$(PY) -m pip install -q 'gssapi>=1.8'
+	touch $@
+
 demo: $(VENV_STAMP) $(JARS_STAMP)
 	$(PY) -m mm2py.dev.demo
 
-test: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) prometheus
+test: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) prometheus kerberos
 	$(PY) -m tests.lanes $(PYTEST_ARGS)
 
 unit: $(VENV_STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/unit
 
-integration: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) prometheus
+integration: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) prometheus kerberos
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/integration
 
 # workloads a-e, 3 alternating pairs (about 2 hours); both write docs/benchmarks.md's tables

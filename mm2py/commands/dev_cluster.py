@@ -29,7 +29,8 @@ def _up(args: argparse.Namespace) -> int:
     try:
         cluster = devcluster.start_cluster(args.name, args.port, listeners_security=args.security,
                                            controller_port=args.controller_port, wait_timeout=args.timeout,
-                                           brokers=args.brokers, oauth=oauth)
+                                           brokers=args.brokers, oauth=oauth,
+                                           sasl_mechanism=args.sasl_mechanism)
     except BaseException:
         if oauth is not None:
             stop_oidc(devcluster.default_workdir() / args.name)
@@ -37,6 +38,8 @@ def _up(args: argparse.Namespace) -> int:
     if cluster.protocol != "PLAINTEXT":
         # stdout carries only the address, so scripts can use $(mm2py dev-cluster up ...)
         print(f"client settings: {cluster.directory / 'client.properties'}", file=sys.stderr)
+    if args.sasl_mechanism == "GSSAPI":
+        print(f"Kerberos realm: export KRB5_CONFIG={cluster.directory / 'kdc' / 'krb5.conf'}", file=sys.stderr)
     print(cluster.bootstrap, flush=True)
     return 0
 
@@ -100,10 +103,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--controller-port", type=int, help="KRaft controller port (default: port+1; one broker only)")
     up.add_argument("--security", default="PLAINTEXT", choices=devcluster.SECURITY_PROTOCOLS,
                     help="client listener protocol; SASL user admin/admin-secret, a self-signed TLS certificate")
-    up.add_argument("--sasl-mechanism", default="PLAIN", choices=("PLAIN", "OAUTHBEARER"),
-                    help="how clients sign in on a SASL listener: PLAIN (admin/admin-secret), or OAUTHBEARER: "
+    up.add_argument("--sasl-mechanism", default="PLAIN", choices=("PLAIN", "OAUTHBEARER", "GSSAPI"),
+                    help="how clients sign in on a SASL listener: PLAIN (admin/admin-secret); OAUTHBEARER: "
                          "RS256 tokens of an OIDC provider started beside the brokers (client credentials in "
-                         "client.properties)")
+                         "client.properties); GSSAPI: Kerberos, from a KDC of its own on port+3")
     up.add_argument("--oidc-port", type=int, help="the OIDC provider's port (default: port+2)")
     up.add_argument("--token-lifetime", type=float, default=3600, help="OAUTHBEARER token lifetime in seconds")
     up.add_argument("--timeout", type=float, default=90, help="seconds to wait for the brokers (default 90)")

@@ -69,6 +69,7 @@ from dataclasses import dataclass, field
 from mm2py.config.keys import CLIENT_TYPES, FLOW_KEYS_BY_NAME, TOP_LEVEL_CLIENT
 from mm2py.config.oauth import problems as oauth_problems
 from mm2py.kafka.clientconf import RDKAFKA_ADMIN, RDKAFKA_CONSUMER, RDKAFKA_PRODUCER
+from mm2py.kafka.krb5conf import settings_problem
 
 # MM2's MirrorClientConfig.CLIENT_CONFIG_DEF: what a cluster's clients inherit from '{alias}.' and the top level
 SECURITY = TOP_LEVEL_CLIENT
@@ -368,9 +369,9 @@ def _security_problem(name: str, value: str) -> str | None:
         if "TLSV1.2" not in enabled or "TLSV1.3" not in enabled:
             return "mm2py's clients speak TLS 1.2 and 1.3 and cannot be limited to fewer (or older) protocols"
     if name == "sasl.mechanism" and value.strip().upper() not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512",
-                                                                  "OAUTHBEARER", ""):
-        return (f"SASL mechanism {value.strip()} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and "
-                "OAUTHBEARER are)")
+                                                                  "OAUTHBEARER", "GSSAPI", ""):
+        return (f"SASL mechanism {value.strip()} is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+                "OAUTHBEARER and GSSAPI are)")
     return None
 
 
@@ -438,6 +439,11 @@ class Review:
                     self.refused.setdefault(setting.key, problem)
                 elif setting.key not in self.judged or rank < self.judged[setting.key][0]:
                     self.judged[setting.key] = (rank, _note(role, kind, name, setting.value))
+            if (kerberos := settings_problem(values(layer))) is not None:  # GSSAPI: the JAAS line and service
+                name, why = kerberos
+                mechanism = layer["sasl.mechanism"].key  # '{alias}.sasl.mechanism' or a client-prefixed spelling
+                self.refused.setdefault(layer[name].key if name in layer else mechanism.removesuffix(
+                    "sasl.mechanism") + name, why)
 
     @property
     def warned(self) -> dict[str, str]:

@@ -29,7 +29,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -225,11 +225,8 @@ class DevCluster:
 
     def ping(self, timeout: float = 5.0) -> bool:
         """True when a broker answers a metadata request within ``timeout`` seconds."""
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient({**self.rdkafka_config(), "socket.connection.setup.timeout.ms": 2000})
         try:
-            return bool(admin.list_topics(timeout=timeout).brokers)
+            return _probe(self, timeout)()
         except Exception:  # noqa: BLE001 - any failure means "not answering"
             return False
 
@@ -584,10 +581,9 @@ def _wait_ready(cluster: DevCluster, timeout: float, nodes: Sequence[BrokerNode]
     if cluster.brokers > 1:
         _wait_live(cluster, nodes, timeout)
         return
-    from confluent_kafka.admin import AdminClient
 
     node = nodes[0]
-    admin = AdminClient({**cluster.rdkafka_config(), "socket.connection.setup.timeout.ms": 2000})
+    answers = _probe(cluster)
     deadline = time.monotonic() + timeout
     last = "no answer yet"
     while True:
@@ -595,7 +591,7 @@ def _wait_ready(cluster: DevCluster, timeout: float, nodes: Sequence[BrokerNode]
             raise DevClusterError(f"broker {cluster.name} {_how_it_ended(node)} during start-up\n"
                                   f"{_failure_report(node)}")
         try:
-            if admin.list_topics(timeout=2).brokers:
+            if answers():
                 return
         except Exception as e:  # noqa: BLE001 - refused until the broker is up; reported on timeout
             last = str(e)
@@ -603,6 +599,18 @@ def _wait_ready(cluster: DevCluster, timeout: float, nodes: Sequence[BrokerNode]
             raise DevClusterError(f"broker {cluster.name} did not accept requests at {cluster.bootstrap} within "
                                   f"{timeout:.0f} s ({last})\n{_failure_report(node)}")
         time.sleep(0.5)
+
+
+def _probe(cluster: DevCluster, timeout: float = 2) -> Callable[[], bool]:
+    """Whether a broker answers within ``timeout`` s: librdkafka's metadata; kafka-python's for Kerberos."""
+    if cluster.client_properties.get("sasl.mechanism") == "GSSAPI":  # not in confluent-kafka's wheels
+        from mm2py.dev.kerberos import answers_kafka_python
+
+        return lambda: answers_kafka_python(cluster.bootstrap, cluster.client_properties, cluster.name, timeout)
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({**cluster.rdkafka_config(), "socket.connection.setup.timeout.ms": 2000})
+    return lambda: bool(admin.list_topics(timeout=timeout).brokers)
 
 
 def _wait_live(cluster: DevCluster, nodes: Sequence[BrokerNode], timeout: float) -> None:
@@ -650,6 +658,8 @@ def start_cluster(
     jvm_options: tuple[str, ...] = (),
     wait_timeout: float = 90,
     brokers: int = 1,
+    sasl_mechanism: str = "PLAIN",
+    kdc_port: int | None = None,
 ) -> DevCluster:
     """Start cluster ``name`` on 127.0.0.1:``port``; returns once the broker accepts requests.
 
@@ -663,6 +673,10 @@ def start_cluster(
     min.insync.replicas min(2, N)). Such clusters speak PLAINTEXT only. ``oauth`` (with a SASL
     ``listeners_security``) makes clients sign in with OAUTHBEARER tokens of that OIDC provider. Nodes of a running
     multi-broker cluster that are down (``stop_broker``, a crash) are started again.
+
+    ``sasl_mechanism`` GSSAPI (with a SASL protocol): Kerberos from a KDC of the cluster's own on
+    127.0.0.1:``kdc_port`` (default port + 3; port + 2 is an OAUTHBEARER cluster's OIDC provider),
+    see ``mm2py.dev.kerberos``.
     """
     workdir = Path(workdir) if workdir is not None else default_workdir()
     if brokers < 1:
@@ -710,6 +724,11 @@ def start_cluster(
             listeners, client = listener_properties(listeners_security, port, controller_port, directory, sasl_users,
                                                     oauth)
             jvm_options = (*jvm_options, *(oauth.jvm_options if oauth else ()))
+            if sasl_mechanism.upper() == "GSSAPI":
+                from mm2py.dev.kerberos import kerberize
+
+                listeners, client, jvm_options = kerberize(directory, listeners_security, kdc_port or port + 3,
+                                                           listeners, client, jvm_options)
             server_file = directory / "server.properties"
             _write_properties(server_file, _server_properties(directory, port, controller_port, listeners,
                                                               dict(extra_properties or {})))
@@ -946,6 +965,10 @@ def stop_cluster(name: str, workdir: Path | None = None, *, keep_data: bool = Fa
         if not keep_data:
             shutil.rmtree(node.data, ignore_errors=True)
     stop_oidc(cluster.directory)  # the OIDC provider of an OAUTHBEARER cluster (dev-cluster up)
+    if (cluster.directory / "kdc").is_dir():
+        from mm2py.dev.kerberos import stop_kdc
+
+        stop_kdc(cluster.directory / "kdc")
     return was_running
 
 

@@ -33,6 +33,7 @@ from mm2py.engine.shutdown import Shutdown, signals_to
 from mm2py.engine.sparkhome import use_lean_spark_home
 from mm2py.engine.supervisor import State, Supervisor
 from mm2py.errors import Mm2pyError, from_task_failure
+from mm2py.kafka.krb5conf import check_flows as check_kerberos
 from mm2py.kafka.tls import check_stores
 from mm2py.metrics import Metrics, MetricsServer
 from mm2py.schemas.check import check_schemas
@@ -506,6 +507,7 @@ def run(
             + ": set e.g. 'A->B.enabled = true'"
         )
     check_topology(config)  # refuse a looping topology before paying for Spark
+    check_kerberos(flows)  # GSSAPI clients: each principal logs in (keytab, KDC) before Spark starts
     check_schemas(flows)  # schemas.mode: registries configured and answering
     # JKS / PKCS12 stores readable with their passwords (mm2py.kafka.tls)
     check_stores(c for f in flows for c in (f.source, f.target, f.offset_syncs))

@@ -15,6 +15,7 @@ import socket
 from collections.abc import Mapping
 
 from mm2py.errors import ConfigError, ConfigProblem
+from mm2py.kafka.krb5conf import is_gssapi, kafka_python_kerberos, rdkafka_kerberos
 from mm2py.kafka.tls import client_tls, ssl_context
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
@@ -133,10 +134,11 @@ def rdkafka_config(bootstrap: str, props: Mapping[str, str], alias: str, kind: s
     _rdkafka_renamed(conf, props, kind)
     if oauth := _token_source(props, alias):
         conf["oauth_cb"] = oauth  # librdkafka asks again before the token expires (and re-authenticates)
-    elif "sasl.jaas.config" in props:
+    elif "sasl.jaas.config" in props and not is_gssapi(props):
         user, password = _jaas_credentials(props["sasl.jaas.config"], alias)
         conf["sasl.username"] = user
         conf["sasl.password"] = password
+    conf.update(rdkafka_kerberos(props, alias))
     tls = client_tls(props, alias)
     if tls.ca_pem is not None:
         conf["ssl.ca.pem"] = tls.ca_pem.decode("ascii")
@@ -168,12 +170,13 @@ def kafka_python_config(bootstrap: str, props: Mapping[str, str], alias: str) ->
         conf["sasl_mechanism"] = props["sasl.mechanism"].upper()
     if oauth := _token_source(props, alias):
         conf["sasl_oauth_token_provider"] = oauth
-    elif "sasl.jaas.config" in props:
+    elif "sasl.jaas.config" in props and not is_gssapi(props):
         user, password = _jaas_credentials(props["sasl.jaas.config"], alias)
         conf["sasl_plain_username"] = user
         conf["sasl_plain_password"] = password
     if "sasl.kerberos.service.name" in props:
         conf["sasl_kerberos_service_name"] = props["sasl.kerberos.service.name"]
+    conf.update(kafka_python_kerberos(props, alias))
     check_hostname = props.get("ssl.endpoint.identification.algorithm", "https") != ""
     tls = client_tls(props, alias)
     if tls.from_stores:  # kafka-python reads files only: a context built in memory instead

@@ -32,7 +32,7 @@ LABELS = {
     "python": "driver: connect-mirror-maker (Python)",
     "python:pyspark.sql.streaming.python_streaming_source_runner": "driver: data source runner (planning)",
     "jvm:SparkSubmit": "driver: Spark JVM",
-    "python:pyspark.daemon": "Python workers (copy tasks), all",
+    "python:mm2py.connectors.daemon": "Python workers (copy tasks), all",
     "jvm:Main": "spark-submit launcher",
 }
 

@@ -144,7 +144,7 @@ def config_text(clusters: dict[str, devcluster.DevCluster], topic: str, extra: s
 
 
 def python_workers(root: int) -> list[psutil.Process]:
-    """Spark's Python workers under process ``root``: children of the pyspark daemon."""
+    """Spark's Python workers under process ``root``: children of the worker daemon (mm2py.connectors.daemon)."""
     try:
         tree = psutil.Process(root).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -155,7 +155,7 @@ def python_workers(root: int) -> list[psutil.Process]:
         except psutil.Error:  # gone, or a zombie
             return ""
 
-    daemons = [p for p in tree if "pyspark.daemon" in command(p)]
+    daemons = [p for p in tree if "mm2py.connectors.daemon" in command(p)]
     return [w for d in daemons for w in d.children()]
 
 

@@ -66,7 +66,8 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def __init__(self, flow: FlowConfig, tasks: int, guard: LoopGuard | None = None, *, tailing_flows: int = 1,
                  stop: StopFlag | None = None):
         self.flow = flow
-        self.stop = stop or StopFlag(None)  # raised when the run stops: tails end, no new plan
+        # raised when the run stops: tails end, no new plan (not ``stop``: Spark calls ``stop()``)
+        self.stop_flag = stop or StopFlag(None)
         self.guard = guard
         self.slots = tasks  # Spark's task slots
         self.tailing_flows = tailing_flows  # flows of this run whose copy tasks may tail
@@ -98,7 +99,7 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         return ReadMaxBytes(self.flow.max_batch_bytes)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        if self.stop.raised():
+        if self.stop_flag.raised():
             return start  # the run is stopping: no further micro-batch, the running one commits
         max_bytes = None if isinstance(limit, ReadAllAvailable) else getattr(limit, "max_bytes", None)
         return self.planner.latest_offsets(start, max_bytes)
@@ -135,7 +136,7 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         worker.settle()
 
     def _tail(self, ms: int) -> TailWindow | None:
-        return window_for(self.flow, ms, self.stop)
+        return window_for(self.flow, ms, self.stop_flag)
 
     def commit(self, end: dict) -> None:
         pass  # positions are recorded from what tasks actually copied: by the sink, or in the tasks' transactions

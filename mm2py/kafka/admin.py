@@ -251,6 +251,11 @@ class Admin:
                 listed = {}
             for name, partitions in list(waiting.items()):
                 topic = listed.get(name)
+                if topic is not None and topic.error is not None and \
+                        topic.error.code() == CKafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    # created (CREATE on the cluster) but hidden: waiting cannot help
+                    raise missing_acl("DESCRIBE", "TOPIC", name, cluster=self.alias, principal=self.principal,
+                                      topic=name, doing="waiting for the created topic's leaders")
                 if (topic is not None and topic.error is None and len(topic.partitions) >= partitions
                         and all(p.leader >= 0 for p in topic.partitions.values())):
                     del waiting[name]

@@ -193,7 +193,7 @@ def test_missing_write_acl_on_remote_topic_is_named(spark, acl_cluster, cluster_
     remote = f"A.{unique_name}"
     create_topic(acl_cluster.bootstrap, remote, 1, client=admin_conf)
     # alice may read and write mm2py's own topics on B, and see the remote topic, but not write it
-    for topic in ("mm2-offsets.A.internal", "heartbeats", "A.checkpoints.internal"):
+    for topic in ("mm2-offsets.A.internal", "heartbeats", "A.checkpoints.internal", "mm2py-ledger.A.internal"):
         allow(acl_cluster, ResourceType.TOPIC, topic, AclOperation.ALL)
     allow(acl_cluster, ResourceType.TOPIC, remote, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS)
     allow(acl_cluster, ResourceType.GROUP, "mm2py-positions-A", AclOperation.ALL)

@@ -432,7 +432,8 @@ def test_exactly_once_required_without_a_transactional_id_acl_is_named(spark, ac
     remote = f"A.{unique_name}"
     # alice may do everything a flow into B needs except use transactional ids; A.heartbeats too:
     # the run's start makes A's heartbeats topic (B->A beats), which A->B then mirrors
-    for topic in ("mm2-offsets.A.internal", "heartbeats", "A.heartbeats", "A.checkpoints.internal", remote):
+    for topic in ("mm2-offsets.A.internal", "heartbeats", "A.heartbeats", "A.checkpoints.internal",
+                  "mm2py-ledger.A.internal", remote):
         allow(acl_cluster, ResourceType.TOPIC, topic, AclOperation.ALL)
     allow(acl_cluster, ResourceType.GROUP, "mm2py-positions-A", AclOperation.ALL)
     allow(acl_cluster, ResourceType.GROUP, "mm2py-stalls-A", AclOperation.ALL)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -60,7 +61,14 @@ def _guarded(func, args: argparse.Namespace) -> int:  # noqa: ANN001
         return 130
 
 
+def _stop_before_start(signum: int, _frame: object) -> None:
+    """SIGINT/SIGTERM before the run installs its own handler: nothing started, so a clean exit."""
+    raise SystemExit(0)
+
+
 def connect_mirror_maker_main(argv: Sequence[str] | None = None) -> int:
+    for signum in (signal.SIGINT, signal.SIGTERM):  # the run replaces these (mm2py.engine.shutdown)
+        signal.signal(signum, _stop_before_start)
     parser = argparse.ArgumentParser(
         prog="connect-mirror-maker",
         description="Run the replication flows of an Apache Kafka MirrorMaker 2 properties file on Spark.",

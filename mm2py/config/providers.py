@@ -80,14 +80,19 @@ class AllowedPaths:
         return Path(normal)
 
 
-class FileConfigProvider:
-    """``${file:<properties file>:<key>}``: a key of a properties file (Kafka's FileConfigProvider)."""
+class _PathProvider:
+    """A provider reading files under ``allowed.paths`` (KIP-993; unset: anywhere)."""
 
     def __init__(self) -> None:
         self.allowed = AllowedPaths(None)
 
     def configure(self, params: Mapping[str, str]) -> None:
         self.allowed = AllowedPaths.parse(params.get(ALLOWED_PATHS))
+
+
+
+class FileConfigProvider(_PathProvider):
+    """``${file:<properties file>:<key>}``: a key of a properties file (Kafka's FileConfigProvider)."""
 
     def get(self, path: str, keys: set[str] | None = None) -> Mapping[str, str]:
         from mm2py.config.properties import parse_properties
@@ -108,16 +113,10 @@ class FileConfigProvider:
         return data if keys is None else {k: v for k, v in data.items() if k in keys}
 
 
-class DirectoryConfigProvider:
+class DirectoryConfigProvider(_PathProvider):
     """``${dir:<folder>:<file name>}``: the whole content of a regular file in a folder (Kafka's
     DirectoryConfigProvider; Kubernetes and Docker secrets are mounted so). Content is kept as
     is, trailing newline included; bytes that are not UTF-8 become U+FFFD, as Java reads them."""
-
-    def __init__(self) -> None:
-        self.allowed = AllowedPaths(None)
-
-    def configure(self, params: Mapping[str, str]) -> None:
-        self.allowed = AllowedPaths.parse(params.get(ALLOWED_PATHS))
 
     def get(self, path: str, keys: set[str] | None = None) -> Mapping[str, str]:
         if not path:

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 Headers = list[tuple[str, bytes | None]]
@@ -301,11 +301,30 @@ def compare(target: str, remote: str, acked: dict[int, list[bytes]]) -> Comparis
     return out
 
 
-def commit_offsets(bootstrap: str, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
-    """Commit ``offsets`` for ``group`` as a consumer that does not subscribe (a console consumer's group)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "log_level": 0})
+def commit_offsets(bootstrap: str, group: str, offsets: Mapping[tuple[str, int], int],
+                   client: Mapping[str, object] | None = None, timeout: float = 30) -> None:
+    """Commit ``offsets`` for ``group`` as a consumer that does not subscribe (a console consumer's group).
+
+    A coordinator that is still loading or moving (a fresh cluster) answers with a retriable error:
+    the commit is tried again until ``timeout``.
+    """
+    consumer = Consumer({**(client or {}), "bootstrap.servers": bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "log_level": 0})
+    deadline = time.monotonic() + timeout
     try:
-        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+        while True:
+            try:
+                consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                                asynchronous=False)
+                return
+            except KafkaException as e:
+                if not e.args[0].retriable() and e.args[0].code() not in _COORDINATOR_MOVING \
+                        or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
     finally:
         consumer.close()
+
+
+_COORDINATOR_MOVING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                       KafkaError.COORDINATOR_NOT_AVAILABLE}

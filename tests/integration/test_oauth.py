@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mm2py.config.model import ClusterConfig
@@ -33,7 +32,7 @@ from mm2py.kafka.oidc_client import jwt_claims
 from mm2py.kafka.wire import RawClient
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import REPO, SINGLE_BROKER, Replicator, wait_for
-from tests.kafkautil import consume_all, create_topic, produce
+from tests.kafkautil import commit_offsets, consume_all, create_topic, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]
 
@@ -96,11 +95,7 @@ def mm2_file(a: devcluster.DevCluster, b: devcluster.DevCluster, flow_keys: str)
 
 
 def commit(a: devcluster.DevCluster, group: str, topic: str, offsets: dict[int, int]) -> None:
-    consumer = Consumer({**a.rdkafka_config(), "group.id": group, "enable.auto.commit": False})
-    try:
-        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
-    finally:
-        consumer.close()
+    commit_offsets(a.bootstrap, group, {(topic, p): o for p, o in offsets.items()}, client=a.rdkafka_config())
 
 
 def test_a_flow_between_oauth_clusters_outlives_many_token_lifetimes(oauth_clusters, unique_name, tmp_path):

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from mm2py.checkpoint.task import load_checkpoints, run_checkpoints
 from mm2py.config import load_text
@@ -23,7 +22,7 @@ from mm2py.errors import AuthenticationError
 from mm2py.heartbeat.emitter import emit_heartbeat
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import SINGLE_BROKER, mirror_once
-from tests.kafkautil import TS0, consume_all, create_topic, produce
+from tests.kafkautil import TS0, commit_offsets, consume_all, create_topic, produce
 
 pytestmark = pytest.mark.integration
 
@@ -57,9 +56,7 @@ def test_sasl_source_to_ssl_target_data_syncs_and_checkpoints(spark, secure_clus
     create_topic(sasl.bootstrap, topic, 2, client=src_client)
     records = [(b"k%d" % i, b"v%d" % i, [("h", b"1")], TS0 + i) for i in range(200)]
     produce(sasl.bootstrap, topic, records, client=src_client)
-    consumer = Consumer({**src_client, "group.id": group, "enable.auto.commit": False})
-    consumer.commit(offsets=[TopicPartition(topic, 0, 60), TopicPartition(topic, 1, 40)], asynchronous=False)
-    consumer.close()
+    commit_offsets(sasl.bootstrap, group, {(topic, 0): 60, (topic, 1): 40}, client=src_client)
 
     text = file_text(sasl, ssl, f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.groups = {group}\n")
     assert "A.security.protocol = SASL_PLAINTEXT" in text and "B.security.protocol = SSL" in text

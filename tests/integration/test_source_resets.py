@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from mm2py.checkpoint.task import load_syncs
 from mm2py.config import load_text
@@ -21,7 +20,7 @@ from mm2py.kafka.admin import Admin
 from mm2py.ops.failover import plan_failover
 from mm2py.source.ledger import RECREATED, Ledger
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
-from tests.kafkautil import consume_all, create_topic, delete_topic, end_offsets, list_topics, produce
+from tests.kafkautil import commit_offsets, consume_all, create_topic, delete_topic, end_offsets, list_topics, produce
 
 pytestmark = pytest.mark.integration
 
@@ -54,13 +53,9 @@ def recreate(bootstrap: str, topic: str) -> None:
     create_topic(bootstrap, topic, PARTITIONS)
 
 
-def commit_offsets(bootstrap: str, group: str, topic: str, offset: int) -> None:
+def commit_all(bootstrap: str, group: str, topic: str, offset: int) -> None:
     """Commit ``offset`` for every partition of ``topic`` in ``group``, as a consumer of the new topic would."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        consumer.commit(offsets=[TopicPartition(topic, p, offset) for p in range(PARTITIONS)], asynchronous=False)
-    finally:
-        consumer.close()
+    commit_offsets(bootstrap, group, {(topic, p): offset for p in range(PARTITIONS)})
 
 
 def lines_with(log: Path, text: str) -> list[str]:
@@ -181,7 +176,7 @@ def test_a_restarted_flow_finds_a_topic_recreated_meanwhile_in_its_first_plan(
         if run:  # while mm2py is down: re-created with fewer records than the recorded positions
             recreate(cluster_a.bootstrap, topic)
             write(cluster_a.bootstrap, topic, "new", NEW)
-            commit_offsets(cluster_a.bootstrap, group, topic, 300)
+            commit_all(cluster_a.bootstrap, group, topic, 300)
             # not taken up yet: only the old topic's syncs exist, so a failover is refused with the reason
             refused = plan_failover(config, group, "A", "B").partitions
             assert {(r.partition, r.target_offset) for r in refused} == {(p, None) for p in range(PARTITIONS)}

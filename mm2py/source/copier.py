@@ -20,7 +20,9 @@ Invariants:
 - given a ``TailWindow`` (mm2py.source.tail), a partition that copied its range goes on copying
   what arrives after it while the window is open, and is then done with the batch it was at:
   ``next_offset`` is still the first offset not copied, so the sink records only acked data;
-  meanwhile the window's ``progress`` records what was acknowledged (mm2py.source.tail_commit);
+- the window's ``progress`` (every at-least-once task has a window, tailing or not) records what
+  was acknowledged every ``copy.tail.commit.ms`` and once at the task's end, before the
+  micro-batch commits (mm2py.source.tail_commit);
 - a write the target refuses for a retriable reason (a leader moved, a broker restarting) is
   sent again in place, sequences unchanged, until ``delivery.timeout.ms`` (mm2py.source.resend);
 - a fetch that fails at the connection is sent again to the leader the source names then;
@@ -329,8 +331,10 @@ class Copier:
         while self.produce_futures or self._any_queued():
             self._drain_once()
         self._keep_producer()
-        results = [p.result() for p in self.parts.values()]
         progress = self.tail.progress if self.tail is not None else None
+        if progress is not None:  # durable now, not only when the whole micro-batch commits
+            progress.record(self.parts.items())
+        results = [p.result() for p in self.parts.values()]
         if progress is not None and progress.written:  # the syncs the task wrote already (tail_commit)
             results = [replace(r, syncs_written=progress.written.get((r.topic, r.partition), 0)) for r in results]
         return results

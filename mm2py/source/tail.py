@@ -68,9 +68,10 @@ class TailWindow:
 
 
 def window_for(flow: FlowConfig, ms: int, stop: StopFlag | None) -> TailWindow | None:
-    """A copy task's tail window of ``ms`` from now (None: no tail), recording progress with the
-    worker's kept writers (mm2py.worker)."""
-    if not ms:
+    """A copy task's window: tailing for ``ms`` from now (0: not at all), recording the task's
+    progress with the worker's kept writers (mm2py.worker). None for exactly-once flows, whose
+    tasks commit in their transactions."""
+    if flow.exactly_once != "off":
         return None
     sink = worker.kept_state(("tail progress", flow.name, flow.source.bootstrap_servers,
                               flow.target.bootstrap_servers), lambda: FlowProgressSink(flow))

@@ -1,12 +1,12 @@
-"""A tailing copy task's progress made durable while it tails, not only at its micro-batch's commit.
+"""A copy task's progress made durable as the target acknowledges it, not only at the micro-batch's commit.
 
-A tailing task (mm2py.source.tail) copies for ``copy.tail.ms`` before its micro-batch commits. A
-process killed in that window would otherwise leave the positions where the last commit put
-them, and copy the whole window again after every restart: in a crash loop, the same growing
-window each time. ``TailProgress`` records, every ``copy.tail.commit.ms``, what the target has
-acknowledged so far, as the micro-batch's commit would (mm2py.source.commit), and once as soon
-as the task's planned ranges (a backlog, after a start) are all acknowledged; a kill then costs
-at most that interval copied again.
+A micro-batch commits after its last task ended and Spark wrote its logs; a tailing task
+(mm2py.source.tail) copies for ``copy.tail.ms`` before that. A process killed in between would
+leave the positions where the last commit put them and copy the same, growing window again
+after every restart (a crash loop). ``TailProgress`` records, every ``copy.tail.commit.ms``,
+what the target has acknowledged so far, as the micro-batch's commit would
+(mm2py.source.commit); once as soon as a tailing task's planned ranges are all acknowledged; and
+once at every task's end. A kill then costs at most that interval copied again.
 
 Invariants:
 - a position written is ``acked_next - 1`` of its partition (mm2py.source.partition): every
@@ -18,7 +18,9 @@ Invariants:
   topic never sees an older sync after a newer one;
 - a write refused for a retriable reason (an outage) is left for the next interval or the
   micro-batch's commit, which writes everything; other errors fail the task, as the copy would;
-- only at-least-once flows tail; exactly-once tasks commit in their transactions.
+- a partition that lost records (deleted before they were mirrored) is left to the commit, which
+  records the gap in the ledger before its position moves past it;
+- only at-least-once tasks record here; exactly-once tasks commit in their transactions.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ class TailProgress:
         counts: dict[TP, int] = {}
         for tp, part in parts:
             at = part.acked_next() - 1
-            if at < part.range.start or at <= self.positions.get(tp, -1):
+            if part.lost is not None or at < part.range.start or at <= self.positions.get(tp, -1):
                 continue
             positions[tp] = at
             if not self.syncs:
@@ -114,7 +116,7 @@ class TailProgress:
             if not e.retriable:
                 raise
             if not self._warned:
-                log.warning("a tailing task could not record its progress; its micro-batch's commit will",
+                log.warning("a copy task could not record its progress; its micro-batch's commit will",
                             error=str(e))
                 self._warned = True
             return

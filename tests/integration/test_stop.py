@@ -220,10 +220,6 @@ def end_offsets_committed(bootstrap: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-@pytest.mark.xfail(reason="issue 49 open: a run killed before its first micro-batch tails records nothing "
-                          "(progress is recorded only by tailing tasks), and a start takes 18-22 s to its first "
-                          "record; seen: positions moved [93200, 0, 169600], 7.7 s of data copied twice a kill",
-                   strict=False)
 @pytest.mark.parametrize("tail_ms", [10000, 60000])
 def test_a_crash_loop_advances_positions_and_copies_little_twice(cluster_a, cluster_b, unique_name, tmp_path,
                                                                  tail_ms):

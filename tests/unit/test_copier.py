@@ -19,6 +19,7 @@ from mm2py.source.copier import Copier, CopySettings, ProducerState
 from mm2py.source.partition import PartitionCopy, Pending
 from mm2py.source.ranges import PartitionRange
 from mm2py.source.tail import TailWindow
+from mm2py.source.tail_commit import TailProgress
 from mm2py.types import TP
 
 MESSAGE_TOO_LARGE = 10
@@ -686,3 +687,24 @@ def test_aborted_records_below_an_exact_start_do_not_count_as_dropped() -> None:
     target, result = straddled(source, PartitionRange("t", 0, 6, 20, "A.t", exact=True))
     assert result.dropped == 4, "records 6-9 of the aborted batch, not the 6 before the start"
     assert [o for o, _ in target.records[("A.t", 0)]] == list(range(10, 20))
+
+
+def test_a_copy_that_does_not_tail_records_its_progress_at_its_end() -> None:
+    tp = ("t", 0)
+    source = ArrivingSource({tp: [batch(o, 10) for o in range(0, 30, 10)]}, {tp: []})
+    target = FakeTarget()
+    saved: list[dict] = []
+
+    class Sink:
+        def write_syncs(self, syncs: object, history: object) -> None:
+            pass
+
+        def save_positions(self, positions: dict) -> None:
+            saved.append(dict(positions))
+
+    window = TailWindow(time.monotonic(), progress=TailProgress(Sink(), 60.0))  # no tail: closed at once
+    c = Copier(source, target, [PartitionRange("t", 0, 0, 30, "A.t")], CopySettings(), tail=window)  # type: ignore[arg-type]
+    c._target_leaders = lambda topics: {("A.t", 0): 2}  # type: ignore[method-assign]
+    (result,) = c.run()
+    assert (result.next_offset, result.tailed) == (30, 0)
+    assert saved == [{tp: 29}], "the positions are durable before the micro-batch commits"

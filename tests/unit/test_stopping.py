@@ -159,3 +159,13 @@ def test_the_planned_ranges_are_recorded_as_soon_as_they_are_acknowledged() -> N
     progress.record([])
     now[0] = 0.2
     assert not progress.due(lambda: True), "once"
+
+
+def test_a_partition_that_lost_records_is_left_to_the_commit_which_writes_the_ledger_first() -> None:
+    part = copy_of()
+    land(part, 0, 10, 100)
+    part.lost = (10, 20)  # deleted on the source before they were mirrored
+    land(part, 20, 10, 110)
+    sink = Sink()
+    TailProgress(sink, 1.0).record([(TP0, part)])
+    assert sink.calls == []

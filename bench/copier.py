@@ -23,7 +23,7 @@ from mm2py.config.model import FlowConfig
 from mm2py.filters import TopicFilter
 from mm2py.kafka.admin import Admin
 from mm2py.policy import policy_for
-from mm2py.source.copier import CopySettings
+from mm2py.source.copy_settings import CopySettings
 from mm2py.source.ranges import PartitionRange
 from mm2py.source.task import copy_ranges
 

@@ -20,7 +20,7 @@ from pyspark.sql.types import StructType
 from mm2py import worker
 from mm2py.config.model import FlowConfig
 from mm2py.schemas.settings import SchemaSettings
-from mm2py.source.copier import CopySettings
+from mm2py.source.copy_settings import CopySettings
 from mm2py.source.exactly_once import spec_for
 from mm2py.source.provenance import Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult, assign

@@ -1,7 +1,7 @@
 """The copier of a ``schemas.mode = translate`` flow: raw fetches, records rewritten, batches rebuilt.
 
 Fetching, range ownership, aborted and control records, ordering and acknowledgement are the raw
-copier's (this is a ``Copier`` whose enqueue step rewrites records): each source batch becomes one
+copier's (this is the ``BatchWriter`` a translating flow's copier writes with): each source batch becomes one
 target batch with the same records in the same order, each key/value/header id rewritten to the
 target registry's (``mm2py.schemas.translate``), compressed with the source batch's codec.
 A batch the raw copier would pass unchanged has its ids overwritten in place (``inplace``: records
@@ -30,17 +30,14 @@ from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError, SchemaError
 from mm2py.kafka import batches as rb
 from mm2py.kafka.clientconf import rdkafka_config
-from mm2py.kafka.wire import RawClient
 from mm2py.schemas import inplace
 from mm2py.schemas.registry import registry_for
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.schemas.subjects import SubjectSync, Untranslatable
 from mm2py.schemas.translate import IdTranslator
-from mm2py.source.copier import Copier, CopySettings, ProducerState
+from mm2py.source.batch_writer import BatchWriter
 from mm2py.source.partition import PartitionCopy, Pending
-from mm2py.source.producer_slot import ProducerSlot
 from mm2py.source.ranges import PartitionRange, RangeResult
-from mm2py.source.tail import TailWindow
 
 _translators: dict[tuple[str, str, tuple, tuple], IdTranslator] = {}
 
@@ -56,16 +53,17 @@ def translator_for(schemas: SchemaSettings) -> IdTranslator:
     return _translators[key]
 
 
-class TranslatingCopier(Copier):
-    def __init__(self, src: RawClient, dst: RawClient, ranges: list[PartitionRange], settings: CopySettings,
-                 principals: tuple[str | None, str | None] = (None, None), producer: ProducerState | None = None,
-                 *, target: ClusterConfig, schemas: SchemaSettings, client_id: str, tail: TailWindow | None = None,
-                 producer_slot: ProducerSlot | None = None):
-        super().__init__(src, dst, ranges, settings, principals, producer, tail=tail,
-                         producer_slot=producer_slot)
+class TranslatingWriter(BatchWriter):
+    """Queues batches with their schema ids rewritten to the target registry's. Constructor does no I/O."""
+
+    def __init__(self, coalesce_bytes: int = 0, *, target: ClusterConfig, schemas: SchemaSettings, client_id: str,
+                 source_alias: str, produce_timeout_ms: int = 30000):
+        super().__init__(coalesce_bytes)
         self.target = target
         self.schemas = schemas
         self.client_id = client_id
+        self.source_alias = source_alias  # named in a SchemaError
+        self.produce_timeout_ms = produce_timeout_ms
         self.translator = translator_for(schemas)
         self.id_maps: dict[str, inplace.IdMap] = {}  # by source topic
         self.framed_keys: dict[str, bool] = {}  # by source topic: schemas.keys decided
@@ -122,10 +120,10 @@ class TranslatingCopier(Copier):
                 mode == "auto" and bool(self.translator.sync.source.versions(f"{topic}-key")))
         return self.framed_keys[topic]
 
-    def _enqueue(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
+    def enqueue(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
         r = part.range
         if not self.schemas.carries_schemas(r.topic):
-            super()._enqueue(part, buf, view, trim_before)  # heartbeats: the raw copier's path
+            super().enqueue(part, buf, view, trim_before)  # heartbeats: the raw copier's path
             return
         if view.passes_unchanged and trim_before is None:
             try:
@@ -154,25 +152,28 @@ class TranslatingCopier(Copier):
                     self._dead_letter(rec, r, str(e))
                 else:
                     raise SchemaError(f"record not translatable to {self.schemas.target_alias}'s registry "
-                                      f"(schemas.on.error = fail): {e}", cluster=self.src.alias, topic=r.topic,
+                                      f"(schemas.on.error = fail): {e}", cluster=self.source_alias, topic=r.topic,
                                       partition=r.partition, offset=rec.offset) from None
         rebuilt = rb.rebuild(out, rb.codec_of(buf, view), self.producer_id, self.epoch, part.sequence,
-                             self.transactional_id is not None)
+                             self.transactional)
         if rebuilt is None:
             return
         part.enqueue((rebuilt,), Pending.rebuilt([rec.offset for rec in out], len(rebuilt)), rebuilt=True)
 
-    def run(self) -> list[RangeResult]:
-        results = super().run()
-        if self.dead_letters is not None:
-            try:
-                left = self.dead_letters.flush(self.settings.produce_timeout_ms / 1000)
-            except KafkaException as e:
-                self.failures.append(str(e))
-                left = -1
-            if left or self.failures:
-                raise KafkaError(f"dead-lettered records not all written ({left} unsent): "
-                                 f"{'; '.join(self.failures[:3])}", cluster=self.target.alias,
-                                 topic=self.schemas.dead_letter_topic, retriable=True)
+    def settle(self) -> None:
+        """Every dead-lettered record written (acks=all) before progress past it is recorded."""
+        if self.dead_letters is None:
+            return
+        try:
+            left = self.dead_letters.flush(self.produce_timeout_ms / 1000)
+        except KafkaException as e:
+            self.failures.append(str(e))
+            left = -1
+        if left or self.failures:
+            raise KafkaError(f"dead-lettered records not all written ({left} unsent): "
+                             f"{'; '.join(self.failures[:3])}", cluster=self.target.alias,
+                             topic=self.schemas.dead_letter_topic, retriable=True)
+
+    def finish(self, results: list[RangeResult]) -> list[RangeResult]:
         return [replace(r, schema_passed=self.passed.get((r.topic, r.partition), 0),
                         schema_dead_lettered=self.dead_lettered.get((r.topic, r.partition), 0)) for r in results]

@@ -7,8 +7,8 @@ keyed on the target see every key in one partition. Keyless records stick to one
 per source batch, rotating, as Java's sticky partitioner spreads them.
 
 Invariants:
-- fetching, range ownership, aborted and control records are the raw copier's (this is a
-  ``Copier`` whose enqueue step produces records instead of batches);
+- fetching, range ownership, aborted and control records are the raw copier's (this is the
+  ``BatchWriter`` the copier writes with: it produces records instead of batches);
 - a range ends only after every record it produced is acknowledged (acks=all, idempotent);
 - no offset syncs: a source offset has no single target offset here, so syncs would lie.
   Positions are still recorded, so restarts resume where the copy stopped.
@@ -24,10 +24,8 @@ from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError
 from mm2py.kafka import batches as rb
 from mm2py.kafka.clientconf import rdkafka_config
-from mm2py.kafka.wire import RawClient
-from mm2py.source.copier import Copier, CopySettings
+from mm2py.source.batch_writer import BatchWriter
 from mm2py.source.partition import PartitionCopy
-from mm2py.source.ranges import PartitionRange, RangeResult
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -63,18 +61,20 @@ def key_partition(key: bytes, partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
-class RehashCopier(Copier):
-    def __init__(self, src: RawClient, dst: RawClient, target: ClusterConfig, ranges: list[PartitionRange],
-                 settings: CopySettings, client_id: str):
-        super().__init__(src, dst, ranges, settings)
+class RehashWriter(BatchWriter):
+    """Produces the records of owned batches to ``murmur2(key) % partitions``. Constructor does no I/O."""
+
+    def __init__(self, target: ClusterConfig, client_id: str, produce_timeout_ms: int = 30000):
+        super().__init__()  # never coalesces: records are produced one by one
         self.target = target
         self.client_id = client_id
+        self.produce_timeout_ms = produce_timeout_ms
         self.producer: Producer | None = None
         self.failures: list[str] = []
         self.sticky = itertools.count()
+        self.target_topic = ""  # the last remote topic written, named in an error
 
-    def _start(self) -> None:
-        super()._start()
+    def start(self) -> None:
         # the data producer's settings (compression.type, linger.ms, batch.size ... apply on this path)
         conf = rdkafka_config(self.target.bootstrap_servers, self.target.producer, self.target.alias, "producer")
         conf.setdefault("client.id", self.client_id)
@@ -86,9 +86,10 @@ class RehashCopier(Copier):
         if err is not None:
             self.failures.append(f"{msg.topic()}: {err}")  # type: ignore[attr-defined]
 
-    def _enqueue(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
-        assert self.producer is not None, "started by run()"
+    def enqueue(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
+        assert self.producer is not None, "started by the copier"
         r = part.range
+        self.target_topic = r.target_topic
         records = rb.decode(buf, view)
         if trim_before is not None:
             records = [rec for rec in records if rec.offset >= trim_before]
@@ -107,19 +108,17 @@ class RehashCopier(Copier):
         part.records += len(records)
         part.rebuilt += 1
 
-    def run(self) -> list[RangeResult]:
-        results = super().run()
-        assert self.producer is not None
+    def settle(self) -> None:
+        """Every record produced is acknowledged (acks=all), or the task fails naming the remote topic."""
+        if self.producer is None:
+            return
         try:
-            left = self.producer.flush(self.settings.produce_timeout_ms / 1000)
+            left = self.producer.flush(self.produce_timeout_ms / 1000)
         except KafkaException as e:
             self.failures.append(str(e))
             left = -1
         if left or self.failures:
-            r = self.parts[next(iter(self.parts))].range
             raise KafkaError(
                 f"re-partitioned records not all written ({left} unsent): {'; '.join(self.failures[:3])}",
-                cluster=self.target.alias, topic=r.target_topic, retriable=True,
+                cluster=self.target.alias, topic=self.target_topic, retriable=True,
             )
-        return results  # without syncs: no batch went through the raw path, so none was acked
-

@@ -36,12 +36,14 @@ Invariants:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 
 from mm2py import worker
 from mm2py.config.model import FlowConfig
+from mm2py.source.partition import PartitionCopy
 from mm2py.source.stop_flag import StopFlag
 from mm2py.source.tail_commit import FlowProgressSink, TailProgress
+from mm2py.types import TP
 
 
 class TailWindow:
@@ -65,6 +67,54 @@ class TailWindow:
         if not self._closed and (self.clock() >= self.until or (self.stop is not None and self.stop.raised())):
             self._closed = True
         return not self._closed
+
+
+class Tails:
+    """The partitions of one copy task that copy past their planned end while ``window`` is open.
+
+    A partition that reached its end tails only while the window is open and it is not stalled;
+    once the window closes every tailing partition is done where it stands. Constructor does no I/O.
+    """
+
+    def __init__(self, window: TailWindow | None):
+        self.window = window
+        self.partitions: set[TP] = set()
+
+    def __contains__(self, tp: TP) -> bool:
+        return tp in self.partitions
+
+    def __bool__(self) -> bool:
+        return bool(self.partitions)
+
+    def all_of(self, tps: Iterable[TP]) -> bool:
+        """Every one of ``tps`` tails (so none owes planned data)."""
+        return self.partitions.issuperset(tps)
+
+    def reached_end(self, tp: TP, part: PartitionCopy) -> bool:
+        """``part`` copied its planned range: True when it is done, False when it tails on."""
+        if self.window is not None and not part.stalled and self.window.open():
+            self.partitions.add(tp)
+            part.tail_from = part.records
+            return False
+        part.done = True
+        return True
+
+    def stop(self, tp: TP, part: PartitionCopy) -> None:
+        """``part`` ends its tail where it stands."""
+        self.partitions.discard(tp)
+        part.done = True
+
+    def expire(self, parts: Mapping[TP, PartitionCopy]) -> None:
+        """Once the window closed, every tailing partition is done where it stands."""
+        if self.partitions and self.window is not None and not self.window.open():
+            for tp in self.partitions:
+                parts[tp].done = True
+            self.partitions.clear()
+
+    def caught_up(self, parts: Mapping[TP, PartitionCopy], in_flight: bool) -> bool:
+        """Every planned range copied and acknowledged: each open partition tails, nothing in flight."""
+        return bool(self.partitions) and not in_flight and all(
+            p.done or tp in self.partitions for tp, p in parts.items())
 
 
 def window_for(flow: FlowConfig, ms: int, stop: StopFlag | None) -> TailWindow | None:

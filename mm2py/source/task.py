@@ -16,14 +16,15 @@ import structlog
 from mm2py.config.model import ClusterConfig
 from mm2py.kafka.admin import principal_of
 from mm2py.kafka.wire import RawClient
-from mm2py.schemas.copier import TranslatingCopier
+from mm2py.schemas.copier import TranslatingWriter
 from mm2py.schemas.settings import SchemaSettings
-from mm2py.source.copier import Copier, CopySettings, ProducerState
+from mm2py.source.copier import Copier
+from mm2py.source.copy_settings import CopySettings, ProducerState
 from mm2py.source.positions import PositionStore
 from mm2py.source.producer_slot import ProducerSlot
 from mm2py.source.provenance import ProducerIds, Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
-from mm2py.source.rehash import RehashCopier
+from mm2py.source.rehash import RehashWriter
 from mm2py.source.tail import TailWindow
 from mm2py.source.transactional import ExactlyOnce, TaskTransaction
 from mm2py.types import TP
@@ -73,7 +74,8 @@ def copy_ranges(
     with task_clients(source, target, client_id, settings.request_timeout_ms,
                       receive_max_bytes=receive_limit(settings)) as (src, dst):
         if hashed:
-            results += RehashCopier(src, dst, target, hashed, settings, client_id).run()
+            writer = RehashWriter(target, client_id, settings.produce_timeout_ms)
+            results += Copier(src, dst, hashed, settings, writer=writer).run()
         if raw and exactly_once is None:
             origins = None if provenance is None else _kept_producer_ids(provenance, dst, target, settings).for_task
             results += _copier(src, dst, target, raw, settings, principals, client_id, schemas,
@@ -123,8 +125,9 @@ def _copier(src: RawClient, dst: RawClient, target: ClusterConfig, ranges: list[
     if schemas is not None and schemas.translates:
         if provenance is not None:
             raise ValueError("schemas.mode = translate has no provenance mode (refused at start)")
-        return TranslatingCopier(src, dst, ranges, settings, principals, producer, target=target, schemas=schemas,
-                                 client_id=client_id, tail=tail, producer_slot=slot)
+        writer = TranslatingWriter(settings.coalesce_bytes, target=target, schemas=schemas, client_id=client_id,
+                                   source_alias=src.alias, produce_timeout_ms=settings.produce_timeout_ms)
+        return Copier(src, dst, ranges, settings, principals, producer, tail=tail, producer_slot=slot, writer=writer)
     return Copier(src, dst, ranges, settings, principals, producer, provenance, producer_for,
                   tail=tail, producer_slot=slot)
 

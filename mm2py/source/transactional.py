@@ -47,7 +47,7 @@ from mm2py.formats import SourceOffset
 from mm2py.kafka import batches as rb
 from mm2py.kafka.transactions import Transaction
 from mm2py.kafka.wire import RawClient, to_kafka_error
-from mm2py.source.copier import ProducerState
+from mm2py.source.copy_settings import ProducerState
 from mm2py.source.ranges import RangeResult
 from mm2py.source.sync_history import all_syncs, history_syncs
 from mm2py.types import TP

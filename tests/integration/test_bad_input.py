@@ -37,7 +37,7 @@ from mm2py.dev import cluster as devcluster
 from mm2py.engine.driver import Engine
 from mm2py.errors import AuthenticationError, AuthorizationError, ClusterUnreachableError, Mm2pyError
 from mm2py.kafka.admin import Admin
-from mm2py.source.copier import CopySettings
+from mm2py.source.copy_settings import CopySettings
 from mm2py.source.planner import planner_for
 from mm2py.source.positions import PositionStore
 from mm2py.source.ranges import PartitionRange

@@ -23,7 +23,7 @@ from mm2py.config.model import FlowConfig
 from mm2py.dev import cluster as devcluster
 from mm2py.errors import KafkaError
 from mm2py.kafka.wire import RawClient
-from mm2py.source.copier import CopySettings
+from mm2py.source.copy_settings import CopySettings
 from mm2py.source.ranges import PartitionRange
 from mm2py.source.task import copy_ranges
 from tests.conftest import PORT_OFFSET

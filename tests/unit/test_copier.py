@@ -15,7 +15,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from mm2py.kafka import batches as rb
 from mm2py.kafka.fetch_response import FetchedPartition
 from mm2py.kafka.wire import ProducedPartition
-from mm2py.source.copier import Copier, CopySettings, ProducerState
+from mm2py.source.copier import Copier
+from mm2py.source.copy_settings import CopySettings, ProducerState
 from mm2py.source.partition import PartitionCopy, Pending
 from mm2py.source.ranges import PartitionRange
 from mm2py.source.tail import TailWindow

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mm2py.errors import KafkaError
-from mm2py.source.copier import Copier, CopySettings
+from mm2py.source.copier import Copier
+from mm2py.source.copy_settings import CopySettings
 from mm2py.source.producer_slot import ROTATE_AT, KeptProducer, ProducerSlot
 from mm2py.source.ranges import PartitionRange
 from tests.unit.test_copier import FakeSource, batch

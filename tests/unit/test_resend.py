@@ -13,7 +13,8 @@ import pytest
 
 from mm2py.errors import KafkaError
 from mm2py.kafka.wire import ProducedPartition
-from mm2py.source.copier import Copier, CopySettings, ProducerState
+from mm2py.source.copier import Copier
+from mm2py.source.copy_settings import CopySettings, ProducerState
 from mm2py.source.ranges import PartitionRange
 from mm2py.source.resend import ResendBook, resendable
 from mm2py.types import TP

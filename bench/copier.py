@@ -25,7 +25,7 @@ from mm2py.kafka.admin import Admin
 from mm2py.policy import policy_for
 from mm2py.source.copy_settings import CopySettings
 from mm2py.source.ranges import PartitionRange
-from mm2py.source.task import copy_ranges
+from mm2py.source.task import CopySpec, TaskRun, copy_ranges
 
 
 def plan(flow: FlowConfig) -> list[PartitionRange]:
@@ -48,7 +48,8 @@ def plan(flow: FlowConfig) -> list[PartitionRange]:
 
 
 def _copy(flow: FlowConfig, ranges: Sequence[PartitionRange], worker: int) -> int:
-    results = copy_ranges(flow.source, flow.target, list(ranges), CopySettings(), f"bench-copier-{worker}")
+    results = copy_ranges(CopySpec(flow.source, flow.target, CopySettings()), list(ranges),
+                          TaskRun(f"bench-copier-{worker}"))
     short = [r for r in results if r.next_offset < r.end]
     if short:
         raise RuntimeError(f"copier stopped short: {short[0]}")

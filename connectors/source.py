@@ -26,8 +26,9 @@ from mm2py.source.provenance import Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult, assign
 from mm2py.source.stop_flag import StopFlag
 from mm2py.source.tail import TailWindow, may_tail, tail_ms, tasks_to_tail, window_for
-from mm2py.source.task import copy_ranges
+from mm2py.source.task import CopySpec, TaskRun, copy_ranges
 from mm2py.topology import LoopGuard
+from mm2py.transforms import transform_keys
 
 # A micro-batch gets one Spark task per this many source bytes (up to the task limit): below
 # it, a second task costs more in Python worker round trips than it saves in copying.
@@ -73,10 +74,10 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self.tailing_flows = tailing_flows  # flows of this run whose copy tasks may tail
         # tasks.max as given (above the core count, extra tasks wait for a core); else Spark's parallelism
         self.tasks = flow.tasks_max or tasks
-        # fetch and produce settings of the flow's replication consumer and data producer (mm2py.config.clients)
-        self.settings = CopySettings.for_flow(flow)
-        self.schemas = SchemaSettings.for_flow(flow)  # None unless schemas.mode = translate
-        self.exactly_once = spec_for(flow)  # None: at-least-once
+        # the copy path, resolved once: fetch and produce settings of the flow's replication consumer and
+        # data producer (mm2py.config.clients), its transactions (None: at-least-once), schema translation
+        self.spec = CopySpec(flow.source, flow.target, CopySettings.for_flow(flow), spec_for(flow),
+                             SchemaSettings.for_flow(flow), transform_keys(flow.raw))
         self._planner = None  # driver side only; built on first use, never pickled
 
     def __getstate__(self) -> dict:
@@ -129,9 +130,8 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         client_id = f"mm2py-{self.flow.name}-{os.getpid()}"
         context = TaskContext.get()
         retry = context is not None and context.attemptNumber() > 0
-        results = copy_ranges(self.flow.source, self.flow.target, partition.ranges, self.settings, client_id,
-                              self.exactly_once, partition.index, schemas=self.schemas, retry=retry,
-                              provenance=partition.provenance, tail=self._tail(partition.tail_ms))
+        run = TaskRun(client_id, partition.index, retry, partition.provenance, self._tail(partition.tail_ms))
+        results = copy_ranges(self.spec, partition.ranges, run)
         yield RangeResult.pack(results)
         worker.settle()
 

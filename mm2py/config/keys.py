@@ -292,6 +292,7 @@ ACCEPTED = re.compile(
     r"|heartbeats\.topic\..+|offset-syncs\.topic\..+|sync\.group\.offsets\..+"
     r"|(source|target)\.(cluster|consumer|producer|admin)\..+"  # per flow: mm2py.config.clients
     r"|config\.providers(\..+)?"  # read before resolving: mm2py.config.transform
+    r"|transforms(\..+)?|predicates(\..+)?"  # Connect's transforms on the flow's records: mm2py.transforms
 )
 
 # Classes mm2py does not load: anything but MM2's defaults would be silently ignored.

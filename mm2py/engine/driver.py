@@ -44,6 +44,7 @@ from mm2py.source.stop_flag import StopFlag
 from mm2py.source.sync_history import prepare_history
 from mm2py.source.tail import may_tail
 from mm2py.topology import check_topology, loop_guard, reverse_flow
+from mm2py.transforms import check_flows as check_transforms
 
 log = structlog.get_logger(__name__)
 
@@ -507,6 +508,7 @@ def run(
             + ": set e.g. 'A->B.enabled = true'"
         )
     check_topology(config)  # refuse a looping topology before paying for Spark
+    check_transforms(flows, lambda f: loop_guard(config, f).provenance)  # every link implemented, or refused
     check_kerberos(flows)  # GSSAPI clients: each principal logs in (keytab, KDC) before Spark starts
     check_schemas(flows)  # schemas.mode: registries configured and answering
     # JKS / PKCS12 stores readable with their passwords (mm2py.kafka.tls)

@@ -9,7 +9,7 @@ kept ones (``mm2py.worker``): the source's fetches with the replication consumer
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import structlog
 
@@ -27,6 +27,8 @@ from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.source.rehash import RehashWriter
 from mm2py.source.tail import TailWindow
 from mm2py.source.transactional import ExactlyOnce, TaskTransaction
+from mm2py.source.transforming import TransformingWriter
+from mm2py.transforms import chain_for
 from mm2py.types import TP
 from mm2py.worker import kept_state, kept_writer, task_clients
 
@@ -41,102 +43,134 @@ def receive_limit(settings: CopySettings) -> int:
     return max(RECEIVE_LIMIT, settings.fetch_max_bytes + settings.partition_max_bytes + (16 << 20))
 
 
-def copy_ranges(
-    source: ClusterConfig,
-    target: ClusterConfig,
-    ranges: list[PartitionRange],
-    settings: CopySettings,
-    client_id: str,
-    exactly_once: ExactlyOnce | None = None,
-    slice_index: int = 0,
-    schemas: SchemaSettings | None = None,
-    retry: bool = False,
-    provenance: Provenance | None = None,
-    tail: TailWindow | None = None,
-) -> list[RangeResult]:
-    """Mirror every range in ``ranges``; return what was done per range.
+@dataclass(frozen=True)
+class CopySpec:
+    """A flow's copy path, resolved once on the driver and sent whole with every task (picklable).
 
-    ``exactly_once``: the task is transaction ``slice_index`` of its micro-batch
-    (``mm2py.source.transactional``): its positions and syncs are committed with its data.
-    ``schemas``: a ``schemas.mode = translate`` flow's, whose ranges take the record-rewriting copier.
-    ``retry``: Spark runs the task again; in exactly-once mode its earlier attempt may have
-    committed before it died, so after fencing it the ranges start after the committed positions.
-    ``provenance``: the flow is on an identity cycle (mm2py.source.provenance); batches first
-    written on the target stay behind, others are written with producer ids registered for their origin.
-    ``tail``: at-least-once ranges copy what arrives after them while it is open (mm2py.source.tail).
+    ``exactly_once``: the flow's transactions (mm2py.source.transactional), None at-least-once;
+    ``schemas``: a ``schemas.mode = translate`` flow's, whose ranges take the translating writer;
+    ``transforms``: the keys the flow's transform chain is built from on the executor (a chain
+    holds functions, the keys pickle).
     """
+
+    source: ClusterConfig
+    target: ClusterConfig
+    settings: CopySettings
+    exactly_once: ExactlyOnce | None = None
+    schemas: SchemaSettings | None = None
+    transforms: tuple[tuple[str, str], ...] = ()  # the flow's transform keys (mm2py.transforms.transform_keys)
+
+    @property
+    def principals(self) -> tuple[str | None, str | None]:
+        """The source's and target's principals, named in a missing-ACL error."""
+        return principal_of(self.source.consumer), principal_of(self.target.producer)
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """What differs between the copy tasks of one flow.
+
+    ``slice_index``: in exactly-once mode the task is transaction ``slice_index`` of its
+    micro-batch; ``retry``: Spark runs the task again, and its earlier attempt may have committed
+    before it died, so after fencing it the ranges start after the committed positions;
+    ``provenance``: the flow is on an identity cycle (mm2py.source.provenance): batches first
+    written on the target stay behind, others are written with producer ids registered for their
+    origin; ``tail``: at-least-once ranges copy what arrives after them while it is open, and
+    progress is recorded as the target acknowledges it (mm2py.source.tail).
+    """
+
+    client_id: str
+    slice_index: int = 0
+    retry: bool = False
+    provenance: Provenance | None = None
+    tail: TailWindow | None = None
+
+
+def copy_ranges(spec: CopySpec, ranges: list[PartitionRange], run: TaskRun) -> list[RangeResult]:
+    """Mirror every range in ``ranges``; return what was done per range."""
     hashed = [r for r in ranges if r.target_partitions]  # partition.mismatch = hash
     raw = [r for r in ranges if not r.target_partitions]
-    if exactly_once is not None and hashed:
+    if spec.exactly_once is not None and hashed:
         raise ValueError("partition.mismatch = hash has no exactly-once mode (refused at start)")
     results: list[RangeResult] = []
-    principals = (principal_of(source.consumer), principal_of(target.producer))
-    with task_clients(source, target, client_id, settings.request_timeout_ms,
+    settings = spec.settings
+    with task_clients(spec.source, spec.target, run.client_id, settings.request_timeout_ms,
                       receive_max_bytes=receive_limit(settings)) as (src, dst):
         if hashed:
-            writer = RehashWriter(target, client_id, settings.produce_timeout_ms)
+            writer = RehashWriter(spec.target, run.client_id, settings.produce_timeout_ms)
             results += Copier(src, dst, hashed, settings, writer=writer).run()
-        if raw and exactly_once is None:
-            origins = None if provenance is None else _kept_producer_ids(provenance, dst, target, settings).for_task
-            results += _copier(src, dst, target, raw, settings, principals, client_id, schemas,
-                               provenance=provenance, producer_for=origins,
-                               tail=None if provenance is not None else tail).run()
-        elif raw and exactly_once is not None:
-            sink = (kept_writer(exactly_once.source_syncs, exactly_once.timeout_ms / 1000)
-                    if exactly_once.source_syncs is not None else None)
-            txn = TaskTransaction(dst, exactly_once, slice_index, principal=principals[1], source_syncs=sink,
-                                  produce_timeout_ms=settings.produce_timeout_ms)
-            producer = txn.begin()
-            try:
-                done: list[RangeResult] = []
-                if retry:
-                    raw, done = after_committed(raw, PositionStore(target, exactly_once.source_alias,
-                                                                   timeout_ms=settings.request_timeout_ms).load())
-                results += done
-                if raw:
-                    origins = None
-                    if provenance is not None:
-                        ids = _kept_producer_ids(provenance, dst, target, settings)
-                        ids.register(producer.producer_id, provenance.source)
-                        origins = transaction_origin(provenance, producer)
-                    results += _copier(src, dst, target, raw, settings, principals, client_id, schemas,
-                                       producer, provenance=provenance, producer_for=origins).run()
-                txn.commit(results)
-            except BaseException:
-                txn.abort()
-                raise
+        if raw and spec.exactly_once is None:
+            provenance = run.provenance
+            origins = None if provenance is None else _kept_producer_ids(provenance, dst, spec).for_task
+            results += _copier((src, dst), spec, raw, run, producer_for=origins).run()
+        elif raw:
+            results += _transactional((src, dst), spec, raw, run)
     return results
 
 
-def _copier(src: RawClient, dst: RawClient, target: ClusterConfig, ranges: list[PartitionRange],
-            settings: CopySettings, principals: tuple[str | None, str | None], client_id: str,
-            schemas: SchemaSettings | None, producer: ProducerState | None = None, *,
-            provenance: Provenance | None = None,
-            producer_for: Callable[[str], tuple[int, int]] | None = None,
-            tail: TailWindow | None = None) -> Copier:
+def _transactional(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges: list[PartitionRange],
+                   run: TaskRun) -> list[RangeResult]:
+    """``ranges`` copied in the task's transaction, committed with their positions and syncs."""
+    exactly_once = spec.exactly_once
+    assert exactly_once is not None
+    src, dst = clients
+    sink = (kept_writer(exactly_once.source_syncs, exactly_once.timeout_ms / 1000)
+            if exactly_once.source_syncs is not None else None)
+    txn = TaskTransaction(dst, exactly_once, run.slice_index, principal=spec.principals[1], source_syncs=sink,
+                          produce_timeout_ms=spec.settings.produce_timeout_ms)
+    producer = txn.begin()
+    results: list[RangeResult] = []
+    try:
+        if run.retry:
+            ranges, results = after_committed(ranges, PositionStore(
+                spec.target, exactly_once.source_alias, timeout_ms=spec.settings.request_timeout_ms).load())
+        if ranges:
+            origins = None
+            if run.provenance is not None:
+                ids = _kept_producer_ids(run.provenance, dst, spec)
+                ids.register(producer.producer_id, run.provenance.source)
+                origins = transaction_origin(run.provenance, producer)
+            results += _copier(clients, spec, ranges, replace(run, tail=None), producer, producer_for=origins).run()
+        txn.commit(results)
+    except BaseException:
+        txn.abort()
+        raise
+    return results
+
+
+def _copier(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges: list[PartitionRange], run: TaskRun,
+            producer: ProducerState | None = None, *,
+            producer_for: Callable[[str], tuple[int, int]] | None = None) -> Copier:
     """The raw copier, or for a ``schemas.mode = translate`` flow the one rewriting schema ids.
 
-    Idempotent (at-least-once) copiers share this worker's producer id for ``target``
+    Idempotent (at-least-once) copiers share this worker's producer id for the target
     (mm2py.source.producer_slot); transactional ones have their own, provenance its registered ones.
+    A provenance copier never tails.
     """
+    src, dst = clients
+    target, settings, schemas, provenance = spec.target, spec.settings, spec.schemas, run.provenance
     slot = None
     if producer is None and provenance is None:
         slot = kept_state(("producer", target.alias, target.bootstrap_servers), ProducerSlot)
+    tail = run.tail if provenance is None else None
     if schemas is not None and schemas.translates:
         if provenance is not None:
             raise ValueError("schemas.mode = translate has no provenance mode (refused at start)")
-        writer = TranslatingWriter(settings.coalesce_bytes, target=target, schemas=schemas, client_id=client_id,
+        writer = TranslatingWriter(settings.coalesce_bytes, target=target, schemas=schemas, client_id=run.client_id,
                                    source_alias=src.alias, produce_timeout_ms=settings.produce_timeout_ms)
-        return Copier(src, dst, ranges, settings, principals, producer, tail=tail, producer_slot=slot, writer=writer)
-    return Copier(src, dst, ranges, settings, principals, producer, provenance, producer_for,
-                  tail=tail, producer_slot=slot)
+        return Copier(src, dst, ranges, settings, spec.principals, producer, tail=tail, producer_slot=slot,
+                      writer=writer)
+    writer = (TransformingWriter(chain_for(dict(spec.transforms)), settings.coalesce_bytes) if spec.transforms
+              else None)
+    return Copier(src, dst, ranges, settings, spec.principals, producer, provenance, producer_for,
+                  tail=tail, producer_slot=slot, writer=writer)
 
 
-def _kept_producer_ids(provenance: Provenance, dst: RawClient, target: ClusterConfig,
-                       settings: CopySettings) -> ProducerIds:
+def _kept_producer_ids(provenance: Provenance, dst: RawClient, spec: CopySpec) -> ProducerIds:
     """This worker's producer ids for the flow ``provenance`` stands for, kept across its tasks."""
+    target = spec.target
     key = ("provenance", provenance.source, target.alias, target.bootstrap_servers)
-    writer = kept_writer(target, settings.request_timeout_ms / 1000)
+    writer = kept_writer(target, spec.settings.request_timeout_ms / 1000)
     ids = kept_state(key, lambda: ProducerIds(f"{provenance.source}->{provenance.home}", dst.init_producer_id,
                                               writer))
     ids.init = dst.init_producer_id  # the kept client may have been replaced after a failed task

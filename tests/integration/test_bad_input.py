@@ -41,7 +41,7 @@ from mm2py.source.copy_settings import CopySettings
 from mm2py.source.planner import planner_for
 from mm2py.source.positions import PositionStore
 from mm2py.source.ranges import PartitionRange
-from mm2py.source.task import copy_ranges
+from mm2py.source.task import CopySpec, TaskRun, copy_ranges
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import REPO, mirror_once, properties
 from tests.kafkautil import consume_all, create_topic, delete_topic, end_offsets, list_topics, produce, wait_until
@@ -192,8 +192,10 @@ def test_missing_write_acl_on_remote_topic_is_named(spark, acl_cluster, cluster_
     produce(cluster_a.bootstrap, unique_name, [(None, b"v%d" % i, None, None) for i in range(10)])
     remote = f"A.{unique_name}"
     create_topic(acl_cluster.bootstrap, remote, 1, client=admin_conf)
-    # alice may read and write mm2py's own topics on B, and see the remote topic, but not write it
-    for topic in ("mm2-offsets.A.internal", "heartbeats", "A.checkpoints.internal", "mm2py-ledger.A.internal"):
+    # alice may read and write mm2py's own topics on B, and see the remote topic, but not write it;
+    # A.heartbeats too: A holds a heartbeats topic once any run beat into A, and the flow mirrors it
+    for topic in ("mm2-offsets.A.internal", "heartbeats", "A.heartbeats", "A.checkpoints.internal",
+                  "mm2py-ledger.A.internal"):
         allow(acl_cluster, ResourceType.TOPIC, topic, AclOperation.ALL)
     allow(acl_cluster, ResourceType.TOPIC, remote, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS)
     allow(acl_cluster, ResourceType.GROUP, "mm2py-positions-A", AclOperation.ALL)
@@ -412,7 +414,7 @@ def test_target_refusing_a_partitions_first_batch_lets_nothing_after_it_land(clu
     clusters = load_text(text).clusters
     ranges = [PartitionRange(topic, 0, 0, 6, remote)]  # max_batch_bytes unknown: only the broker can tell
 
-    [result] = copy_ranges(clusters["A"], clusters["B"], ranges, CopySettings(), "refused-first")
+    [result] = copy_ranges(CopySpec(clusters["A"], clusters["B"], CopySettings()), ranges, TaskRun("refused-first"))
 
     assert (result.stall_offset, result.next_offset) == (0, 0)
     assert "too large" in result.stall_reason and result.stall_bytes > 20000
@@ -420,7 +422,7 @@ def test_target_refusing_a_partitions_first_batch_lets_nothing_after_it_land(clu
     assert result.records == 0 and result.syncs == ()
 
     set_topic_config(cluster_b.bootstrap, remote, "max.message.bytes", "100000")
-    [again] = copy_ranges(clusters["A"], clusters["B"], ranges, CopySettings(), "refused-first-2")
+    [again] = copy_ranges(CopySpec(clusters["A"], clusters["B"], CopySettings()), ranges, TaskRun("refused-first-2"))
     assert again.stall_offset == -1 and again.next_offset == 6
     assert values(consume_all(cluster_b.bootstrap, remote)) == {0: [b"B" * 20000] + [b"s%d" % i for i in range(5)]}
 

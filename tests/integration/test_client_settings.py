@@ -25,7 +25,7 @@ from mm2py.errors import KafkaError
 from mm2py.kafka.wire import RawClient
 from mm2py.source.copy_settings import CopySettings
 from mm2py.source.ranges import PartitionRange
-from mm2py.source.task import copy_ranges
+from mm2py.source.task import CopySpec, TaskRun, copy_ranges
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import SINGLE_BROKER, mirror_once
 from tests.kafkautil import consume_all, create_topic, produce
@@ -92,7 +92,7 @@ def test_a_credential_only_under_the_consumer_prefix_reaches_the_raw_fetch(spark
 
 def copy(flow: FlowConfig, topic: str, end: int, client_id: str) -> None:
     ranges = [PartitionRange(topic, 0, 0, end, f"A.{topic}")]
-    [result] = copy_ranges(flow.source, flow.target, ranges, CopySettings.for_flow(flow), client_id)
+    [result] = copy_ranges(CopySpec(flow.source, flow.target, CopySettings.for_flow(flow)), ranges, TaskRun(client_id))
     assert result.next_offset == end
 
 
@@ -164,5 +164,6 @@ def test_the_data_producer_s_client_id_is_the_one_the_target_broker_sees(sasl_so
     create_topic(cluster_b.bootstrap, f"A.{topic}-2", 1)
     ranges = [PartitionRange(topic, 0, 0, 600, f"A.{topic}-2")]
     flow = load_text(file_text(sasl_source, cluster_b, topic)).enabled_flows[0]
-    copy_ranges(flow.source, flow.target, ranges, CopySettings.for_flow(flow), "cs-quota-unlimited")
+    copy_ranges(CopySpec(flow.source, flow.target, CopySettings.for_flow(flow)), ranges,
+                TaskRun("cs-quota-unlimited"))
     assert max(throttled) == 0, "without the setting mm2py's own id, which has no quota"

@@ -1,0 +1,215 @@
+"""MM2's connector transforms (Kafka Connect SMTs) on the mirrored records: the keys, the chain, the built-ins.
+
+An MM2 file names a chain with ``transforms = a, b`` and configures each link with
+``transforms.<name>.type`` and the transform's own keys, ``transforms.<name>.predicate`` and
+``.negate``; predicates likewise under ``predicates``. Top level and ``A->B.`` keys merge key by
+key, the flow's winning (``FlowConfig.raw``), as they reach MM2's connectors.
+
+Records are transformed as MM2's source connector hands them to Connect: bytes, already named
+for the remote topic (so ``TopicNameMatches`` sees ``A.orders``), headers as they came.
+
+Invariants:
+- a chain runs its links in the order ``transforms`` lists them; a link with a predicate runs
+  only where the predicate holds (``negate`` inverts it); a record dropped by a link reaches no
+  later link;
+- a transform or predicate class mm2py does not implement is refused at start, naming the key
+  (``TransformError``): never skipped;
+- transforms are pure functions of the record: no I/O, no state across records.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from mm2py.config.model import FlowConfig
+from mm2py.errors import ConfigError, ConfigProblem
+from mm2py.kafka.batches import Record
+
+_CONNECT = "org.apache.kafka.connect.transforms."
+_PREDICATES = _CONNECT + "predicates."
+# Connect transforms that need a schema: with MM2's ByteArrayConverter they fail on every record
+_NEED_SCHEMA = ("MaskField", "ReplaceField", "InsertField", "Cast", "ExtractField", "Flatten", "HoistField",
+                "ValueToKey", "SetSchemaMetadata", "TimestampConverter", "HeaderFrom")
+# Connect transforms that rename the remote topic: not yet composed with policies, checkpoints, failover
+_ROUTERS = ("RegexRouter", "TimestampRouter")
+
+Transform = Callable[[str, Record], Record | None]
+Predicate = Callable[[str, Record], bool]
+
+
+class TransformError(ConfigError):
+    """A transform or predicate key mm2py cannot honour; ``key`` as the flow sees it (``transforms.x.type``)."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        self.reason = message
+        super().__init__(ConfigProblem(key, message))
+
+
+@dataclass(frozen=True)
+class Link:
+    """One transform of a chain, with its predicate (None: every record) and ``negate``."""
+
+    name: str
+    transform: Transform
+    predicate: Predicate | None = None
+    negate: bool = False
+    topic_only: bool = False  # the predicate looks at the topic alone (decidable per topic)
+
+    def applies(self, topic: str, record: Record) -> bool:
+        if self.predicate is None:
+            return True
+        return self.predicate(topic, record) != self.negate
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A flow's transforms in order. Picklable only through ``chain_for`` (rebuilt from the flow's keys)."""
+
+    links: tuple[Link, ...] = ()
+
+    def for_topic(self, topic: str) -> Chain:
+        """The links that may touch records of remote topic ``topic`` (topic-decided predicates resolved)."""
+        probe = Record(0, 0, None, b"", ())
+        return Chain(tuple(link for link in self.links if not link.topic_only or link.applies(topic, probe)))
+
+    def apply(self, topic: str, record: Record) -> Record | None:
+        """``record`` through every link (None: dropped)."""
+        current: Record | None = record
+        for link in self.links:
+            if current is None:
+                return None
+            if link.applies(topic, current):
+                current = link.transform(topic, current)
+        return current
+
+
+def _filter(_topic: str, _record: Record) -> Record | None:
+    return None
+
+
+def _drop_headers(names: frozenset[str]) -> Transform:
+    def drop(_topic: str, record: Record) -> Record:
+        return replace(record, headers=tuple(h for h in record.headers if h[0] not in names))
+    return drop
+
+
+def _topic_matches(pattern: re.Pattern[str]) -> Predicate:
+    return lambda topic, _record: pattern.fullmatch(topic) is not None
+
+
+def _has_header(name: str) -> Predicate:
+    return lambda _topic, record: any(h[0] == name for h in record.headers)
+
+
+def _tombstone(_topic: str, record: Record) -> bool:
+    return record.value is None
+
+
+def _keys_of(raw: Mapping[str, str], prefix: str) -> dict[str, str]:
+    return {k.removeprefix(prefix): v.strip() for k, v in raw.items() if k.startswith(prefix)}
+
+
+def _names(raw: Mapping[str, str], key: str) -> list[str]:
+    return [n.strip() for n in raw.get(key, "").split(",") if n.strip()]
+
+
+def _predicate(raw: Mapping[str, str], name: str) -> tuple[Predicate, bool]:
+    """Predicate ``name`` and whether it is decided by the topic alone."""
+    own = _keys_of(raw, f"predicates.{name}.")
+    kind = own.get("type", "")
+    key = f"predicates.{name}.type"
+    if kind == _PREDICATES + "TopicNameMatches":
+        try:
+            return _topic_matches(re.compile(own.get("pattern", ""))), True
+        except re.error as e:
+            raise TransformError(f"predicates.{name}.pattern", f"no regular expression: {e}") from None
+    if kind == _PREDICATES + "HasHeaderKey":
+        if not own.get("name"):
+            raise TransformError(f"predicates.{name}.name", "required: the header key")
+        return _has_header(own["name"]), False
+    if kind == _PREDICATES + "RecordIsTombstone":
+        return _tombstone, False
+    if not kind:
+        raise TransformError(key, f"missing: predicate {name!r} is listed in 'predicates'")
+    raise TransformError(key, f"{kind}: mm2py implements TopicNameMatches, HasHeaderKey and "
+                         "RecordIsTombstone (org.apache.kafka.connect.transforms.predicates)")
+
+
+def _transform(own: Mapping[str, str], name: str) -> Transform:
+    kind = own.get("type", "")
+    key = f"transforms.{name}.type"
+    short = kind.removeprefix(_CONNECT).split("$")[0]
+    if kind == _CONNECT + "Filter":
+        return _filter
+    if kind == _CONNECT + "DropHeaders":
+        headers = frozenset(n.strip() for n in own.get("headers", "").split(",") if n.strip())
+        if not headers:
+            raise TransformError(f"transforms.{name}.headers", "required: the header names to drop")
+        return _drop_headers(headers)
+    if not kind:
+        raise TransformError(key, f"missing: transform {name!r} is listed in 'transforms'")
+    if kind.startswith(_CONNECT) and short in _NEED_SCHEMA:
+        raise TransformError(key, f"{kind} needs a schema, and MM2 copies bytes (ByteArrayConverter): "
+                             "it fails on every record in MM2 too")
+    if kind.startswith(_CONNECT) and short in _ROUTERS:
+        raise TransformError(key, f"{kind}: renaming remote topics by transform is not supported yet; "
+                             "replication.policy.class names them")
+    raise TransformError(key, f"{kind}: mm2py implements Filter and DropHeaders "
+                         "(org.apache.kafka.connect.transforms) and refuses any other class")
+
+
+def chain_for(raw: Mapping[str, str]) -> Chain:
+    """The chain ``raw`` (a flow's merged keys, ``FlowConfig.raw``) configures; raises ``TransformError``."""
+    predicates = {name: _predicate(raw, name) for name in _names(raw, "predicates")}
+    links = []
+    for name in _names(raw, "transforms"):
+        own = _keys_of(raw, f"transforms.{name}.")
+        transform = _transform(own, name)
+        predicate_name = own.get("predicate", "")
+        if predicate_name and predicate_name not in predicates:
+            raise TransformError(f"transforms.{name}.predicate", f"{predicate_name} is not listed in 'predicates'")
+        negate = own.get("negate", "false").lower()
+        if negate not in ("true", "false"):
+            raise TransformError(f"transforms.{name}.negate", f"{negate!r}: true or false")
+        predicate, topic_only = predicates[predicate_name] if predicate_name else (None, False)
+        links.append(Link(name, transform, predicate, negate == "true", topic_only))
+    return Chain(tuple(links))
+
+
+def transform_keys(raw: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The keys of ``raw`` that configure transforms and predicates: what a copy task rebuilds its chain from."""
+    return tuple(sorted((k, v) for k, v in raw.items()
+                        if k in ("transforms", "predicates") or k.startswith(("transforms.", "predicates."))))
+
+
+def refusal(raw: Mapping[str, str], *, provenance: bool, translate: bool, rehash: bool) -> str | None:
+    """Why a flow's transforms cannot run with its other settings (None: they can, or there are none)."""
+    if not _names(raw, "transforms"):
+        return None
+    if provenance:
+        return "transforms on a flow of an identity cycle (provenance) are not supported"
+    if translate:
+        return "transforms with schemas.mode = translate are not supported"
+    if rehash:
+        return "transforms with partition.mismatch = hash are not supported"
+    return None
+
+
+def check_flows(flows: Iterable[FlowConfig], provenance: Callable[[FlowConfig], bool]) -> None:
+    """Refuse, before Spark starts, every flow whose transforms cannot run; one ConfigError naming each key."""
+    problems: list[ConfigProblem] = []
+    for flow in flows:
+        try:
+            chain_for(flow.raw)
+        except TransformError as e:
+            problems.append(ConfigProblem(e.key, f"{e.reason} (flow {flow.name})"))
+            continue
+        why = refusal(flow.raw, provenance=provenance(flow), translate=flow.schemas_mode == "translate",
+                      rehash=flow.partition_mismatch == "hash")
+        if why is not None:
+            problems.append(ConfigProblem("transforms", f"{why} (flow {flow.name})"))
+    if problems:
+        raise ConfigError(problems)

@@ -1,0 +1,129 @@
+"""MM2's connector transforms: the chain's keys, Connect's rules, the built-ins, and refusals."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from mm2py.config import load_text
+from mm2py.kafka import batches as rb
+from mm2py.kafka.batches import Record
+from mm2py.source.partition import PartitionCopy
+from mm2py.source.ranges import PartitionRange
+from mm2py.source.transforming import TransformingWriter
+from mm2py.transforms import TransformError, chain_for, check_flows, transform_keys
+
+T = "org.apache.kafka.connect.transforms."
+P = T + "predicates."
+
+
+def rec(offset: int, value: bytes | None = b"v", headers: tuple = ()) -> Record:
+    return Record(offset, 1000 + offset, b"k", value, headers)
+
+
+def test_filter_with_a_header_predicate_drops_only_matching_records() -> None:
+    chain = chain_for({"transforms": "drop", "transforms.drop.type": T + "Filter",
+                       "transforms.drop.predicate": "test", "predicates": "test",
+                       "predicates.test.type": P + "HasHeaderKey", "predicates.test.name": "test-record"})
+    assert chain.apply("A.t", rec(0, headers=(("test-record", b"1"),))) is None
+    kept = rec(1, headers=(("other", b"1"),))
+    assert chain.apply("A.t", kept) == kept
+
+
+def test_negate_inverts_the_predicate_and_tombstones_are_a_predicate() -> None:
+    chain = chain_for({"transforms": "keep_tombstones", "transforms.keep_tombstones.type": T + "Filter",
+                       "transforms.keep_tombstones.predicate": "dead", "transforms.keep_tombstones.negate": "true",
+                       "predicates": "dead", "predicates.dead.type": P + "RecordIsTombstone"})
+    assert chain.apply("A.t", rec(0)) is None
+    assert chain.apply("A.t", rec(1, value=None)) is not None
+
+
+def test_links_run_in_order_and_topic_predicates_match_the_remote_name_whole() -> None:
+    raw = {"transforms": "strip,drop", "transforms.strip.type": T + "DropHeaders",
+           "transforms.strip.headers": "secret, trace", "transforms.drop.type": T + "Filter",
+           "transforms.drop.predicate": "audit", "predicates": "audit",
+           "predicates.audit.type": P + "TopicNameMatches", "predicates.audit.pattern": "A\\.audit.*"}
+    chain = chain_for(raw)
+    out = chain.apply("A.orders", rec(0, headers=(("secret", b"s"), ("id", b"1"), ("trace", None))))
+    assert out is not None and out.headers == (("id", b"1"),)
+    assert chain.apply("A.audit-log", rec(1)) is None
+    assert chain.apply("B.A.audit", rec(2)) is not None, "the pattern matches the whole name"
+    # per topic, a link whose topic predicate cannot hold is left out
+    assert [link.name for link in chain.for_topic("A.orders").links] == ["strip"]
+    assert [link.name for link in chain.for_topic("A.audit").links] == ["strip", "drop"]
+
+
+@pytest.mark.parametrize(("raw", "key", "why"), [
+    ({"transforms": "r", "transforms.r.type": T + "RegexRouter"}, "transforms.r.type", "not supported yet"),
+    ({"transforms": "m", "transforms.m.type": T + "MaskField$Value"}, "transforms.m.type", "needs a schema"),
+    ({"transforms": "x", "transforms.x.type": "com.acme.Scrub"}, "transforms.x.type", "refuses any other class"),
+    ({"transforms": "x"}, "transforms.x.type", "missing"),
+    ({"transforms": "f", "transforms.f.type": T + "Filter", "transforms.f.predicate": "p"},
+     "transforms.f.predicate", "not listed"),
+    ({"predicates": "p", "predicates.p.type": P + "Nope"}, "predicates.p.type", "TopicNameMatches"),
+    ({"transforms": "d", "transforms.d.type": T + "DropHeaders"}, "transforms.d.headers", "required"),
+])
+def test_what_cannot_be_honoured_is_refused_naming_the_key(raw: dict, key: str, why: str) -> None:
+    with pytest.raises(TransformError) as e:
+        chain_for(raw)
+    assert e.value.key == key and why in str(e.value), str(e.value)
+
+
+def test_a_file_with_transforms_loads_them_per_flow_and_refuses_at_start() -> None:
+    text = ("clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+            "A->B.enabled = true\ntransforms = strip\ntransforms.strip.type = " + T + "DropHeaders\n"
+            "transforms.strip.headers = secret\nA->B.transforms.strip.headers = pii\n")
+    config = load_text(text)
+    assert "transforms.strip.headers" not in " ".join(config.unknown_keys)
+    [flow] = config.enabled_flows
+    assert dict(transform_keys(flow.raw))["transforms.strip.headers"] == "pii", "the flow's key wins"
+    check_flows([flow], lambda f: False)
+    bad = load_text(text + "A->B.transforms = strip, route\nA->B.transforms.route.type = " + T + "RegexRouter\n")
+    with pytest.raises(TransformError):
+        chain_for(bad.enabled_flows[0].raw)
+    with pytest.raises(Exception, match="transforms.route.type.*flow A->B"):
+        check_flows(bad.enabled_flows, lambda f: False)
+    with pytest.raises(Exception, match="identity cycle"):
+        check_flows([flow], lambda f: True)
+
+
+def header_batch(base_offset: int, marks: list[bool]) -> bytes:
+    """A batch of ``len(marks)`` records from ``base_offset``; marked ones carry the header ``drop``."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i, mark in enumerate(marks):
+        builder.append(i, timestamp=1000 + i, key=b"k", value=b"v%d" % (base_offset + i),
+                       headers=[("drop", b"1")] if mark else [("keep", b"1")])
+    buf = bytearray(builder.build())
+    struct.pack_into(">q", buf, 0, base_offset)
+    return bytes(buf)
+
+
+def test_dropped_records_leave_offset_gaps_that_the_syncs_follow() -> None:
+    chain = chain_for({"transforms": "f", "transforms.f.type": T + "Filter", "transforms.f.predicate": "p",
+                       "predicates": "p", "predicates.p.type": P + "HasHeaderKey", "predicates.p.name": "drop"})
+    writer = TransformingWriter(chain)
+    part = PartitionCopy.of(PartitionRange("t", 0, 0, 10, "A.t"))
+    buf = header_batch(0, [False, False, True, True, False, False, False, True, False, False])
+    [view] = rb.split_batches(buf)
+    writer.enqueue(part, buf, view, None)
+    [(_payload, pending)] = part.queue
+    assert pending.offsets == (0, 1, 4, 5, 6, 8, 9) and part.dropped == 3
+    part.send_next()
+    part.acked(500, lag_max=1000)
+    # each gap breaks the run: a consumer committed at a dropped record resumes at the next kept one
+    assert part.syncs == [(0, 500), (4, 502), (8, 505)] and part.run_next == (10, 507)
+
+
+def test_a_topic_no_link_touches_keeps_the_raw_batch() -> None:
+    chain = chain_for({"transforms": "f", "transforms.f.type": T + "Filter", "transforms.f.predicate": "p",
+                       "predicates": "p", "predicates.p.type": P + "TopicNameMatches", "predicates.p.pattern": "A.x"})
+    writer = TransformingWriter(chain)
+    part = PartitionCopy.of(PartitionRange("t", 0, 0, 3, "A.t"))
+    buf = header_batch(0, [True, True, True])
+    [view] = rb.split_batches(buf)
+    writer.enqueue(part, buf, view, None)
+    [(_payload, pending)] = part.queue
+    assert pending.offsets is None and part.rebuilt == 0 and part.dropped == 0

@@ -22,8 +22,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from mm2py.config.krb5jaas import Krb5Login
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.kafka.krb5jaas import Krb5Login
 
 # how the environment of this process (or the driver it was forked from) names its keytab login
 LOGIN_ENV = "MM2PY_KRB5_LOGIN"

@@ -17,8 +17,9 @@ from structlog.testing import capture_logs
 from mm2py.config import clients as cc
 from mm2py.config import load_text
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
+from mm2py.config.rdkafka_keys import RDKAFKA_CONSUMER, RDKAFKA_PRODUCER
 from mm2py.errors import ConfigError
-from mm2py.kafka.clientconf import RDKAFKA_CONSUMER, RDKAFKA_PRODUCER, kafka_python_config, rdkafka_config
+from mm2py.kafka.clientconf import kafka_python_config, rdkafka_config
 from mm2py.kafka.wire import RawClient, TopicIds, settings_of
 from mm2py.policy import offset_syncs_location
 from mm2py.source.copier import MAX_IN_FLIGHT_PER_PARTITION, CopySettings

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 import structlog
 
 from mm2py.config import clients
+from mm2py.config.filters import FILTER_KINDS, filter_props, is_default, load_filter
 from mm2py.config.keys import (
     ACCEPTED,
     AUDIT_INTERVAL,
@@ -44,7 +45,6 @@ from mm2py.config.model import ClusterConfig, FlowConfig, MirrorMakerConfig, fro
 from mm2py.config.properties import Entry
 from mm2py.config.support import Status, other_support
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.filters import FILTER_KINDS, filter_props, is_default, load_filter
 from mm2py.policy import POLICY_CLASS_KEY, load_policy
 
 log = structlog.get_logger(__name__)

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import ClusterConfig, FlowConfig
-from mm2py.filters import topic_filter_for
 from mm2py.formats import FormatError, Heartbeat
 from mm2py.kafka.admin import Admin, translate
 from mm2py.kafka.clientconf import rdkafka_config

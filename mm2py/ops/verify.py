@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 
 from mm2py.checkpoint.task import load_syncs
+from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import FlowConfig
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.filters import topic_filter_for
 from mm2py.kafka.admin import Admin
 from mm2py.ops.digest import PartitionCheck, digest_ranges
 from mm2py.policy import policy_for

@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping
 
 import structlog
 
+from mm2py.config.filters import TopicFilter, TopicFilterInterface
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError, missing_acl
-from mm2py.filters import TopicFilter, TopicFilterInterface
 from mm2py.kafka.admin import Admin
 from mm2py.metadata.sync import MetadataSync
 from mm2py.policy import ReplicationPolicy

@@ -16,7 +16,7 @@ import pytest
 
 from mm2py.checkpoint.task import load_checkpoints, run_checkpoints
 from mm2py.config import load_text
-from mm2py.filters import GroupFilter, TopicFilter, group_filter_for, topic_filter_for
+from mm2py.config.filters import GroupFilter, TopicFilter, group_filter_for, topic_filter_for
 from mm2py.kafka.admin import Admin
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
 from tests.kafkautil import commit_offsets, consume_all, create_topic, end_offsets, list_topics, produce

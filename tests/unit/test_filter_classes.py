@@ -18,9 +18,7 @@ from structlog.testing import capture_logs
 
 import mm2py
 from mm2py.config import load_text
-from mm2py.config.model import FlowConfig
-from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.filters import (
+from mm2py.config.filters import (
     CONFIG_PROPERTY,
     GROUP,
     TOPIC,
@@ -36,6 +34,8 @@ from mm2py.filters import (
     load_topic_filter,
     topic_filter_for,
 )
+from mm2py.config.model import FlowConfig
+from mm2py.errors import ConfigError, ConfigProblem
 from mm2py.kafka.resources import TopicConfigEntry
 from mm2py.metadata.configs import creation_configs
 from mm2py.policy import policy_for

@@ -10,9 +10,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from mm2py.config import load_text
+from mm2py.config.filters import TopicFilter
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
-from mm2py.filters import TopicFilter
 from mm2py.kafka.resources import TopicConfigEntry
 from mm2py.policy import policy_for
 from mm2py.source.ahead import AHEAD_SECONDS

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from mm2py.config.keys import FLOW_KEYS_BY_NAME, split_list
 from mm2py.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:
@@ -125,16 +126,12 @@ def should_replicate_source_default(filt: ConfigPropertyFilterInterface, prop: s
 
 
 def _flow_default(key: str) -> tuple[str, ...]:
-    # FlowConfig holds every default once; imported late, as mm2py.config imports this module
-    from mm2py.config.keys import FLOW_KEYS_BY_NAME
-
+    """A list key's default, from FlowConfig (which holds every default once)."""
     return tuple(FLOW_KEYS_BY_NAME[key].default)  # type: ignore[call-overload]  # a regex list
 
 
 def _list_setting(props: Mapping[str, object], names: tuple[str, ...]) -> tuple[str, ...] | None:
     """The first of ``names`` present in ``props``, as a ConfigDef LIST; None when none is."""
-    from mm2py.config.keys import split_list
-
     for name in names:
         value = props.get(name)
         if value is None:
@@ -293,6 +290,8 @@ TOPIC_FILTER_CLASS_KEY = "topic.filter.class"
 GROUP_FILTER_CLASS_KEY = "group.filter.class"
 CONFIG_PROPERTY_FILTER_CLASS_KEY = "config.property.filter.class"
 _JAVA_PACKAGE = "org.apache.kafka.connect.mirror."
+# where this module lived before it moved into mm2py.config: class paths naming it still load
+_OLD_MODULE = "mm2py.filters."
 # The keys a flow resolves itself (precedence, deprecated names, defaults): handed to every filter's
 # configure with their resolved values, so a user class reads what the default filters read.
 _RESOLVED = {
@@ -332,6 +331,8 @@ def filter_class(kind: _FilterKind, class_name: str) -> type:
     subclass anything here. Raises ConfigError naming the key otherwise.
     """
     name = class_name.strip()
+    if name.startswith(_OLD_MODULE):
+        name = __name__ + "." + name.removeprefix(_OLD_MODULE)
     if name.removeprefix(_JAVA_PACKAGE) == kind.java:
         return kind.default
     module_name, _, attr = name.rpartition(".")

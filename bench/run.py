@@ -55,7 +55,7 @@ from bench.measure import TreeSampler, percentile
 from mm2py.config.model import ClusterConfig
 from mm2py.dev import cluster as devcluster
 from mm2py.kafka.admin import Admin
-from mm2py.source.positions import PositionStore, PositionTail
+from mm2py.stores.positions import PositionStore, PositionTail
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / "work"

@@ -50,7 +50,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from mm2py.config.model import FlowConfig
 from mm2py.policy import policy_for
-from mm2py.source.ledger import KINDS as LEDGER_KINDS
+from mm2py.stores.ledger import KINDS as LEDGER_KINDS
 
 log = structlog.get_logger(__name__)
 

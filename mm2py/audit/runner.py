@@ -30,7 +30,7 @@ from mm2py.errors import KafkaError
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.wire import RawClient
 from mm2py.policy import policy_for
-from mm2py.source.positions import PositionStore
+from mm2py.stores.positions import PositionStore
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)

@@ -24,7 +24,7 @@ from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.errors import ConfigError, ConfigProblem, KafkaError, Mm2pyError
 from mm2py.kafka.admin import Admin
 from mm2py.policy import policy_for
-from mm2py.source.positions import PositionStore
+from mm2py.stores.positions import PositionStore
 from mm2py.topology import loop_guard, reverse_flow
 from mm2py.types import TP
 

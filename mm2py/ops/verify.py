@@ -22,7 +22,7 @@ from mm2py.ops.digest import PartitionCheck, digest_ranges
 from mm2py.policy import policy_for
 from mm2py.schemas.check import require_registries
 from mm2py.schemas.decode import RecordDecoder
-from mm2py.source.positions import PositionStore
+from mm2py.stores.positions import PositionStore
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,13 @@ from mm2py.kafka.wire import RawClient
 from mm2py.schemas.copier import TranslatingCopier
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.source.copier import Copier, CopySettings, ProducerState
-from mm2py.source.positions import PositionStore
 from mm2py.source.producer_slot import ProducerSlot
 from mm2py.source.provenance import ProducerIds, Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.source.rehash import RehashCopier
 from mm2py.source.tail import TailWindow
 from mm2py.source.transactional import ExactlyOnce, TaskTransaction
+from mm2py.stores.positions import PositionStore
 from mm2py.types import TP
 from mm2py.worker import kept_state, kept_writer, task_clients
 

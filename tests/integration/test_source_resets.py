@@ -18,7 +18,7 @@ from mm2py.checkpoint.task import load_syncs
 from mm2py.config import load_text
 from mm2py.kafka.admin import Admin
 from mm2py.ops.failover import plan_failover
-from mm2py.source.ledger import RECREATED, Ledger
+from mm2py.stores.ledger import RECREATED, Ledger
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.kafkautil import commit_offsets, consume_all, create_topic, delete_topic, end_offsets, list_topics, produce
 

@@ -24,7 +24,7 @@ import pytest
 
 from bench.rolling_restart import Mm2
 from mm2py.config.model import ClusterConfig
-from mm2py.source.positions import PositionStore
+from mm2py.stores.positions import PositionStore
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.kafkautil import Stream, compare, consume_all, create_topic, end_offsets
 

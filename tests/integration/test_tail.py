@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mm2py.config.model import ClusterConfig
-from mm2py.source.positions import PositionStore
+from mm2py.stores.positions import PositionStore
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.kafkautil import Stream, compare, create_topic, end_offsets, producer_ids
 

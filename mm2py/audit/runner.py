@@ -1,6 +1,6 @@
 """Audit rounds: every mirrored partition of each flow, source versus target, per minute bucket.
 
-Runs in the replicator (a thread of ``mm2py.metrics.MetricsServer``) every
+Runs in the replicator (a thread of ``mm2py.engine.metrics_server.MetricsServer``) every
 ``audit.interval.seconds``. Each round, per flow:
 
 1. the positions the flow recorded on the target (what it has mirrored), read *before* the

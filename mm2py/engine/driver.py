@@ -28,6 +28,7 @@ from mm2py.connectors.source import MirrorSourceDataSource
 from mm2py.connectors.warmup import WarmupDataSource
 from mm2py.engine.console import JvmOutput, divert_py4j, log4j2_options
 from mm2py.engine.jvmcache import DriverArchive
+from mm2py.engine.metrics_server import MetricsServer
 from mm2py.engine.prepare import TargetPreparation, prepare_flow_target
 from mm2py.engine.shutdown import Shutdown, signals_to
 from mm2py.engine.sparkhome import use_lean_spark_home
@@ -35,7 +36,7 @@ from mm2py.engine.supervisor import State, Supervisor
 from mm2py.errors import Mm2pyError, from_task_failure
 from mm2py.kafka.krb5conf import check_flows as check_kerberos
 from mm2py.kafka.tls import check_stores
-from mm2py.metrics import Metrics, MetricsServer
+from mm2py.metrics import Metrics
 from mm2py.schemas.check import check_schemas
 from mm2py.source.commit import committer_for
 from mm2py.source.exactly_once import fence

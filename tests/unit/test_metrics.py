@@ -165,7 +165,7 @@ def test_bind_address_and_audit_interval_settings_and_the_endpoint_binds_there()
     import socket
     import urllib.request
 
-    from mm2py.metrics import MetricsServer
+    from mm2py.engine.metrics_server import MetricsServer
 
     base = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
     default = load_text(base + "metrics.port = 9404\n")

@@ -145,7 +145,7 @@ def test_process_metrics_are_served():
 
 def test_audit_is_served_and_read_back_by_status():
     from mm2py.audit.buckets import AuditFinding
-    from mm2py.commands.status import render
+    from mm2py.ops.status_view import render
 
     m = Metrics(process=False)
     m.observe_health([Health("A->B", State.RUNNING, 1_700_000_000.0, "")])

@@ -732,7 +732,7 @@ def ratio_row(workload: str, py: list[RunResult], mm: list[RunResult], low: list
 
     ``floor``: the workload's runs without a replicator; its records/s over MM2's (catch-up) or its p99.
     """
-    def med(rs: list[RunResult], value) -> float:  # noqa: ANN001
+    def med(rs: list[RunResult], value) -> float:
         return statistics.median(value(r) for r in rs)
 
     if py[0].latency_ms:

@@ -285,7 +285,7 @@ def command(tool: str, config: Path) -> list[str]:
     return [sys.executable, "-m", "mm2py", "run", str(config), "--log-level", "INFO"]
 
 
-def wait_for(what: str, done, deadline: float, proc: subprocess.Popen | None = None, log: Path | None = None) -> None:  # noqa: ANN001
+def wait_for(what: str, done, deadline: float, proc: subprocess.Popen | None = None, log: Path | None = None) -> None:
     last, moved = None, time.monotonic()
     while True:
         value = done()

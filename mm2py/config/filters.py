@@ -346,7 +346,7 @@ def filter_class(kind: _FilterKind, class_name: str) -> type:
                        f"a Java filter other than {kind.java} needs a Python port)")
         except AttributeError:
             problem = f"module {module_name!r} has no {attr!r}"
-        except Exception as e:  # noqa: BLE001 - a user module failing at import is a config problem
+        except Exception as e:  # a user module failing at import is a config problem
             problem = f"importing module {module_name!r} failed: {type(e).__name__}: {e}"
         else:
             if not isinstance(cls, type):
@@ -397,7 +397,7 @@ def load_filter(kind: _FilterKind, class_name: str, props: Mapping[str, object],
     cls = filter_class(kind, class_name)
     try:
         built = cls()
-    except Exception as e:  # noqa: BLE001 - whatever a user's constructor raises
+    except Exception as e:  # whatever a user's constructor raises
         raise ConfigError(ConfigProblem(
             kind.key, f"{class_name!r} cannot be built without arguments: {type(e).__name__}: {e}")) from e
     configure = getattr(built, "configure", None)
@@ -407,7 +407,7 @@ def load_filter(kind: _FilterKind, class_name: str, props: Mapping[str, object],
             configure(recording)
         except ConfigError:
             raise
-        except Exception as e:  # noqa: BLE001 - whatever a user's configure raises
+        except Exception as e:  # whatever a user's configure raises
             raise ConfigError(ConfigProblem(
                 kind.key, f"{class_name!r}: configure failed: {type(e).__name__}: {e}")) from e
         finally:

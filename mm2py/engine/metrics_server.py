@@ -51,7 +51,7 @@ class MetricsServer:
             while not self._stop.is_set():
                 try:
                     work()
-                except Exception as e:  # noqa: BLE001 - a metrics hiccup must never stop mirroring
+                except Exception as e:  # a metrics hiccup must never stop mirroring
                     log.warning("refreshing metrics failed", what=name, error=str(e))
                 self._stop.wait(seconds)
         thread = threading.Thread(target=loop, name=name, daemon=True)

@@ -296,7 +296,7 @@ def _sock_recv_frames(transport: object) -> tuple[bytes, Exception | None]:
             n = sock.recv_into(parser.free_space())
         except _WOULD_BLOCK:
             return b"", None
-        except Exception as e:  # noqa: BLE001 - the transport aborts the connection with it
+        except Exception as e:  # the transport aborts the connection with it
             return b"", kerr.KafkaConnectionError(e)
         if n == 0:
             return b"", kerr.KafkaConnectionError("socket disconnected")
@@ -324,7 +324,7 @@ def _sock_send_pieces(transport: object) -> tuple[int, Exception | None]:
             except _WOULD_BLOCK:
                 queue.appendleft(Chunks(views[first:]))
                 return total, None
-            except Exception as e:  # noqa: BLE001 - the transport aborts the connection with it
+            except Exception as e:  # the transport aborts the connection with it
                 return total, kerr.KafkaConnectionError(e)
             total += sent
             while sent:

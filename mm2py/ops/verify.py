@@ -99,7 +99,7 @@ def audit_one(r: AuditRange) -> AuditResult:
     return AuditResult(r.flow.name, PartitionCheck(r.topic, r.partition, src, dst), r.source, r.target)
 
 
-def run_audit(spark, ranges: list[AuditRange]) -> list[AuditResult]:  # noqa: ANN001 - a SparkSession
+def run_audit(spark, ranges: list[AuditRange]) -> list[AuditResult]:  # a SparkSession
     """Audit ``ranges`` as Spark tasks, one per partition, results in flow/topic/partition order."""
     if not ranges:
         return []

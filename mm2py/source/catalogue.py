@@ -273,7 +273,7 @@ class TopicCatalogue:
             sizes = self.log_sizes({t for t, _ in tps})
             first = self.offsets.list_offsets(tps, "earliest")
             last = self.offsets.list_offsets(tps, "latest")
-        except Exception as e:  # noqa: BLE001 - sizing is an optimisation; plan with the default
+        except Exception as e:  # sizing is an optimisation; plan with the default
             log.warning("could not size source partitions; planning with a default", flow=self.flow.name,
                         error=str(e))
             return

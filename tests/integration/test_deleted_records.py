@@ -36,7 +36,7 @@ CHUNKS = (700, 700, 600)  # batches [0, 700), [700, 1400), [1400, 2000)
 LOST_EVENT = "deleted before they were mirrored"
 
 
-def produce_batches(bootstrap: str, topic: str, partition: int, codec: str | None, chunks=CHUNKS,  # noqa: ANN001
+def produce_batches(bootstrap: str, topic: str, partition: int, codec: str | None, chunks=CHUNKS,
                     first: int = 0) -> None:
     """``sum(chunks)`` keyed records with headers and distinct timestamps, one batch per chunk."""
     i = first

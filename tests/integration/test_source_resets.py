@@ -85,7 +85,7 @@ def both_generations(p: int) -> list[str]:
     return [v.format(p=p) for v in expected("old", OLD) + expected("new", NEW)]
 
 
-def config_for(tmp_path: Path, cluster_a, cluster_b, topics: str, extra: dict | None = None) -> Path:  # noqa: ANN001
+def config_for(tmp_path: Path, cluster_a, cluster_b, topics: str, extra: dict | None = None) -> Path:
     keys = {"topics": topics, **(extra or {})}
     text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": keys},
                       extra="refresh.topics.interval.seconds = 2\n")

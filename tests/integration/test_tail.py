@@ -52,7 +52,7 @@ def test_tailing_tasks_copy_a_stream_as_it_arrives_and_lose_nothing_across_resta
         def remote_exists() -> bool:
             try:
                 return bool(end_offsets(cluster_b.bootstrap, remote))
-            except Exception:  # noqa: BLE001 - not created yet
+            except Exception:  # not created yet
                 return False
 
         wait_for(lambda: sum(b["tailed"] for b in batch_lines(log)) >= 2 * RATE

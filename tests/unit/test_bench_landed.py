@@ -108,7 +108,7 @@ def test_verified_column_sums_over_the_pairs():
 
 
 @pytest.fixture
-def fake_bench(monkeypatch: pytest.MonkeyPatch, tmp_path):  # noqa: ANN001, ANN201
+def fake_bench(monkeypatch: pytest.MonkeyPatch, tmp_path):
     """bench.run.main with its brokers, load and runs replaced: results land in ``tmp_path``."""
     import types
 

@@ -246,7 +246,7 @@ def test_copy_settings_default_to_mm2py_s_own_where_the_file_says_nothing():
 class _SendSpy(RawClient):
     """A RawClient without a connection: ``_send`` hands back the request."""
 
-    def __init__(self, cluster, role: str):  # noqa: ANN001 - no broker needed
+    def __init__(self, cluster, role: str):  # no broker needed
         settings = settings_of(cluster, role)
         self.rack = settings.get("client.rack", "") if role == "consumer" else ""
         self._sessions = {}
@@ -257,7 +257,7 @@ class _SendSpy(RawClient):
         self.sent.append(request)
         return Future()
 
-    def fetch_request(self, *args, **kwargs) -> object:  # noqa: ANN002, ANN003
+    def fetch_request(self, *args, **kwargs) -> object:
         self.fetch(*args, **kwargs)
         return self.sent[-1]
 

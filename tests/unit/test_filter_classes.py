@@ -65,7 +65,7 @@ def refused(extra: str) -> list[ConfigProblem]:
 
 @pytest.mark.parametrize(("kind", "cls"), [(TOPIC, TopicFilter), (GROUP, GroupFilter),
                                            (CONFIG_PROPERTY, ConfigPropertyFilter)])
-def test_mm2_default_names_load_our_default_classes(kind, cls) -> None:  # noqa: ANN001
+def test_mm2_default_names_load_our_default_classes(kind, cls) -> None:
     for name in (JAVA + kind.java, kind.java, f" {JAVA}{kind.java} ", f"mm2py.filters.{cls.__name__}"):
         assert filter_class(kind, name) is cls
 

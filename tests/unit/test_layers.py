@@ -8,10 +8,12 @@ too; the package graph also counts the ``__init__`` of every package an import p
 
 ``connectors/`` (the repository's top-level folder) installs as the package ``mm2py.connectors``:
 ``mm2py/connectors/`` does not exist on disk, and ``mm2py.connectors.source`` is ``connectors/source.py``.
+docs/design.md's module map (its Layout block) names every module, on its package's lines.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -108,3 +110,37 @@ def test_connectors_install_as_mm2py_connectors() -> None:
 def test_bench_has_no_import_cycle() -> None:
     cycle = find_cycle(import_graph((("bench", "bench"),)))
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def _module_map() -> dict[str, set[str]]:
+    """The words of design.md's module map (its Layout block), by the package whose lines hold them."""
+    text = (REPO / "docs" / "design.md").read_text()
+    block = text.split("## Layout\n", 1)[1].split("```", 2)[1]
+    words: dict[str, set[str]] = {}
+    package: str | None = None
+    for line in block.splitlines():
+        if folder := re.match(r"  ([a-z_]+)/\s", line):
+            package = f"mm2py.{folder.group(1)}"
+        elif re.match(r"  [a-z_]+\.py", line):
+            package = "mm2py"  # a line of mm2py's top-level modules
+        elif line.startswith("connectors/"):
+            package = "mm2py.connectors"
+        elif line and not line.startswith(" "):
+            package = None
+        if package:
+            words.setdefault(package, set()).update(re.findall(r"[a-z_][a-z0-9_]*", line))
+    return words
+
+
+def test_the_module_map_lists_every_module() -> None:
+    """docs/design.md's Layout names every module of mm2py/ and connectors/ on its package's lines."""
+    words = _module_map()
+    missing = []
+    for module, path in module_files().items():
+        if path.name == "__init__.py":
+            continue
+        parts = module.split(".")
+        package = "mm2py" if len(parts) == 2 else package_of(module)
+        if parts[-1] not in words.get(package, set()):
+            missing.append(f"{module} ({path.relative_to(REPO)})")
+    assert missing == [], "add to docs/design.md's Layout: " + ", ".join(missing)

@@ -276,7 +276,7 @@ class Metrics:
         """Checkpoint freshness per group (``mm2py.freshness``); replaces what a flow had."""
         with self._lock:
             for g in groups:
-                self._freshness[(*g.flow.split("->"), g.group)] = g  # type: ignore[index]
+                self._freshness[(*g.flow.split("->"), g.group)] = g
 
     def observe_audit(self, flow: str, findings: Iterable[Any]) -> None:
         """One audit round of ``flow`` (``mm2py.audit``)."""

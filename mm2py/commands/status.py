@@ -28,7 +28,7 @@ def _run(args: argparse.Namespace) -> int:
     while True:
         result = status(flows, config.metrics_port, _metrics_host(config.metrics_bind_address))
         now = time.monotonic()
-        rates = rates_between(previous, result, now - at) if previous is not None else {}
+        rates: dict[tuple[str, str], float] = rates_between(previous, result, now - at) if previous is not None else {}
         previous, at = result, now
         if args.json:
             print(json.dumps({"flows": [f.to_json() for f in result],

@@ -37,7 +37,7 @@ import importlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from mm2py.config.keys import FLOW_KEYS_BY_NAME, split_list
 from mm2py.errors import ConfigError, ConfigProblem
@@ -127,7 +127,7 @@ def should_replicate_source_default(filt: ConfigPropertyFilterInterface, prop: s
 
 def _flow_default(key: str) -> tuple[str, ...]:
     """A list key's default, from FlowConfig (which holds every default once)."""
-    return tuple(FLOW_KEYS_BY_NAME[key].default)  # type: ignore[call-overload]  # a regex list
+    return tuple(cast(tuple[str, ...], FLOW_KEYS_BY_NAME[key].default))  # a regex list
 
 
 def _list_setting(props: Mapping[str, object], names: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -353,8 +353,8 @@ def filter_class(kind: _FilterKind, class_name: str) -> type:
                 problem = "not a class"
             elif not callable(getattr(cls, kind.method, None)):
                 problem = f"the class has no method {kind.method}(name) -> bool"
-            elif getattr(cls, "__abstractmethods__", None):
-                problem = f"the class is abstract ({', '.join(sorted(cls.__abstractmethods__))})"
+            elif abstract := getattr(cls, "__abstractmethods__", None):
+                problem = f"the class is abstract ({', '.join(sorted(abstract))})"
             else:
                 return cls
     raise ConfigError(ConfigProblem(kind.key, f"{problem} (got {class_name!r})"))
@@ -379,7 +379,7 @@ class _RecordingProps(dict[str, object]):
         self.used.add(key)
         return super().__getitem__(key)
 
-    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+    def get(self, key: str, default: object = None) -> object:
         self.used.add(key)
         return super().get(key, default)
 

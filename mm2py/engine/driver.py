@@ -316,7 +316,7 @@ class Engine:
                 if flow.name in by_name:
                     by_name[flow.name].connectors.append(connector)
                 else:  # heartbeats of a flow that does not mirror (MM2 runs them for every pair)
-                    running = RunningFlow(flow, None, [connector])  # type: ignore[arg-type]
+                    running = RunningFlow(flow, None, [connector])
                     self.flows.append(running)
                     self.supervisor.add(flow.name, mirrors=False)
 

@@ -30,6 +30,7 @@ import struct
 import sys
 import types
 from dataclasses import dataclass
+from typing import Any
 
 import kafka
 import kafka.errors as kerr
@@ -170,10 +171,11 @@ class FrameProtocol(KafkaProtocol):
     _size_buf: bytearray
     _size_filled: int
     _pool: list[bytearray]
-    _buf: bytearray | None
+    _buf: Any  # the frame being received (a bytearray), None between frames
     _frame_size: int  # -1 while the 4-byte size is being read
     _filled: int
     _ready: list
+    bytes_to_send: list  # kafka-python's: what is still to be sent, now also Chunks
 
     def _start_frames(self) -> None:
         self._size_buf = bytearray(4)

@@ -18,6 +18,7 @@ from mm2py.config.krb5jaas import is_gssapi
 from mm2py.config.rdkafka_keys import RDKAFKA_RENAMED, RDKAFKA_SAME
 from mm2py.errors import ConfigError, ConfigProblem
 from mm2py.kafka.krb5conf import kafka_python_kerberos, rdkafka_kerberos
+from mm2py.kafka.oauth import token_source
 from mm2py.kafka.tls import client_tls, ssl_context
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
@@ -47,8 +48,6 @@ def _jaas_credentials(jaas: str, alias: str) -> tuple[str, str]:
 
 def _token_source(props: Mapping[str, str], alias: str) -> object | None:
     """The OAUTHBEARER token source of a client (mm2py.kafka.oauth), None for other mechanisms."""
-    from mm2py.kafka.oauth import token_source  # imported here: mm2py.config imports this module
-
     return token_source(props, alias)
 
 

@@ -10,7 +10,7 @@ APICURIO_VERSION := 3.3.3
 APICURIO_STAMP := .cache/apicurio-registry-$(APICURIO_VERSION)/quarkus-run.jar
 PYTEST_ARGS ?=
 
-.PHONY: config-doc all demo test unit integration bench bench-quick lint jars registry venv clean clean-var
+.PHONY: config-doc all demo test unit integration bench bench-quick lint typecheck jars registry venv clean clean-var
 
 all: test
 
@@ -64,7 +64,8 @@ $(KERBEROS_STAMP): $(VENV_STAMP)
 demo: $(VENV_STAMP) $(JARS_STAMP)
 	$(PY) -m mm2py.dev.demo
 
-test: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) prometheus kerberos
+# lint and the type check first: a finding fails the run before any broker starts
+test: lint typecheck $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) prometheus kerberos
 	$(PY) -m tests.lanes $(PYTEST_ARGS)
 
 unit: $(VENV_STAMP)
@@ -88,7 +89,14 @@ config-doc: $(VENV_STAMP)
 	$(PY) -c 'from mm2py.config.support import render; print(render(), end="")' > docs/configuration.md
 
 lint: $(VENV_STAMP)
-	$(VENV)/bin/ruff check mm2py connectors tests
+	$(VENV)/bin/ruff check mm2py connectors tests bench
+
+# mypy over the packages that pass it (pyproject's [tool.mypy]); not yet: mm2py/source,
+# mm2py/schemas, mm2py/ops, mm2py/engine, mm2py/dev (each has findings still to fix)
+TYPED := mm2py/*.py mm2py/config mm2py/kafka mm2py/stores mm2py/metadata mm2py/heartbeat mm2py/checkpoint mm2py/audit \
+	mm2py/commands connectors
+typecheck: $(VENV_STAMP)
+	$(VENV)/bin/mypy $(TYPED)
 
 clean-var:
 	-$(PY) -m mm2py dev-cluster down --all 2>/dev/null

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 
 from mm2py import config as mm2config
+from mm2py.config.filters import TopicFilter
 from mm2py.config.model import FlowConfig
-from mm2py.filters import TopicFilter
 from mm2py.kafka.admin import Admin
 from mm2py.policy import policy_for
 from mm2py.source.copy_settings import CopySettings

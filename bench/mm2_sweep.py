@@ -1,12 +1,13 @@
 """Apache MirrorMaker 2's configuration for the bench: a small sweep, run once per machine, recorded.
 
 An MM2 operator tunes tasks.max, the producer's batching and requests in flight, the consumer's
-fetch sizes and the heap. ``VARIANTS`` are the settings tried; ``python -m bench.mm2_sweep`` runs
-each once on a catch-up workload (b, throughput) and on the steady workload (c, latency), writes
-``bench/mm2-sweep.json`` and ``bench/mm2-sweep.md`` (committed), and ``bench.run`` then gives
-MM2 the best variant for each kind of workload (``best_for``): the highest records/s for a
-backlog, the lowest p99 latency for the steady rate. Every variant's lines come after the
-bench's own MM2 lines, so they override them (``java.util.Properties``: the last value wins).
+fetch sizes and the heap. ``VARIANTS`` (``bench.mm2_variants``) are the settings tried;
+``python -m bench.mm2_sweep`` runs each once on a catch-up workload (b, throughput) and on the
+steady workload (c, latency), writes ``bench/mm2-sweep.json`` and ``bench/mm2-sweep.md``
+(committed), and ``bench.run`` then gives MM2 the best variant for each kind of workload
+(``best_for``): the highest records/s for a backlog, the lowest p99 latency for the steady rate.
+Every variant's lines come after the bench's own MM2 lines, so they override them
+(``java.util.Properties``: the last value wins).
 """
 
 from __future__ import annotations
@@ -16,58 +17,11 @@ import json
 import os
 import statistics
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "bench" / "mm2-sweep.json"
+from bench import run
+from bench.mm2_variants import REPO, RESULTS, VARIANTS
+
 REPORT = REPO / "bench" / "mm2-sweep.md"
-# the base tuning (16 tasks, each consumer fetching up to 64 MB) needs more than 2 GB of heap:
-# with 2 GB a warm-up run of b died of OutOfMemoryError in its tasks
-DEFAULT_HEAP = "3g"
-# Connect's worker gives source tasks' producers max.in.flight.requests.per.connection = 1
-IN_FLIGHT_5 = "tgt.producer.max.in.flight.requests.per.connection = 5"
-
-
-@dataclass(frozen=True)
-class Variant:
-    lines: tuple[str, ...]
-    heap: str = DEFAULT_HEAP
-    doc: str = ""
-
-
-VARIANTS: dict[str, Variant] = {
-    "base": Variant((), doc="tasks.max = partitions, linger.ms 20, batch.size 512 KiB, 64 MiB fetches, "
-                            "Connect's 1 request in flight"),
-    "inflight5": Variant((IN_FLIGHT_5,), doc="base, 5 requests in flight"),
-    "tasks4": Variant(("tasks.max = 4", IN_FLIGHT_5), doc="inflight5 with tasks.max 4"),
-    "tasks4-2g": Variant(("tasks.max = 4", IN_FLIGHT_5), heap="2g", doc="tasks4 with a 2 GB heap"),
-    "linger0": Variant((IN_FLIGHT_5, "tgt.producer.linger.ms = 0"), doc="inflight5, no linger"),
-    "fetch-defaults": Variant((IN_FLIGHT_5, "{src}.consumer.fetch.max.bytes = 52428800",
-                               "{src}.consumer.max.partition.fetch.bytes = 1048576",
-                               "{src}.consumer.max.poll.records = 500"),
-                              doc="inflight5 with the consumer's default fetch sizes"),
-}
-
-
-def variant_of(tool: str, steady: bool) -> tuple[str, Variant]:
-    """The variant ``tool`` names (``mm2@name``), or for plain ``mm2`` the sweep's best for the workload."""
-    name = tool.partition("@")[2] or best_for(steady)
-    if name not in VARIANTS:
-        raise SystemExit(f"unknown MM2 variant {name!r}; known: {', '.join(VARIANTS)}")
-    return name, VARIANTS[name]
-
-
-def lines_of(variant: Variant, source_alias: str) -> list[str]:
-    return [line.replace("{src}", source_alias) for line in variant.lines]
-
-
-def best_for(steady: bool) -> str:
-    """The recorded sweep's best variant for a steady (latency) or catch-up (throughput) workload."""
-    if not RESULTS.exists():
-        return "base"
-    recorded = json.loads(RESULTS.read_text())
-    return recorded["best"]["steady" if steady else "catch-up"]
 
 
 def choose(results: list[dict]) -> dict[str, str]:
@@ -104,8 +58,6 @@ def report(results: list[dict], best: dict[str, str], command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench import run
-
     parser = argparse.ArgumentParser(prog="python -m bench.mm2_sweep", description=__doc__.splitlines()[0])
     parser.add_argument("scale", nargs="?", default="0.5", help="fraction of the bench's record counts")
     parser.add_argument("--warmup-runs", type=int, default=0,

@@ -226,7 +226,7 @@ class Scenario:
     def _target_count(self) -> int | None:
         try:
             offsets = end_offsets(self.target, self.outcome.remote)
-        except Exception:  # noqa: BLE001 - the target may still be settling
+        except Exception:  # the target may still be settling
             return None
         return sum(offsets.values()) if offsets else None
 
@@ -247,7 +247,7 @@ class Scenario:
                     found = compare(self.target, self.outcome.remote, acked)
                     if found.missing == 0:
                         return True, time.monotonic() - started, "", found.duplicates
-                except Exception:  # noqa: BLE001 - retried; the target may be settling
+                except Exception:  # retried; the target may be settling
                     pass
             if now - started > self.catch_up_timeout:
                 return False, now - started, f"{what}: not caught up after {self.catch_up_timeout:.0f} s " \
@@ -331,7 +331,7 @@ class Scenario:
             try:
                 out.remote_replication_factor, out.remote_min_insync_replicas = \
                     remote_topic_facts(self.target, out.remote)
-            except Exception as e:  # noqa: BLE001 - reported
+            except Exception as e:  # reported
                 self._fail(f"cannot describe {out.remote} on the target: {e}")
             events: list[tuple[str, Callable[[], str | None]]] = []
             for role, topic in (("source", out.topic), ("target", out.remote)):
@@ -369,7 +369,7 @@ class Scenario:
             final = compare(self.target, out.remote, out.acked)
             out.on_target, out.missing, out.duplicates, out.out_of_order = \
                 final.on_target, final.missing, final.duplicates, final.out_of_order
-        except Exception as e:  # noqa: BLE001 - reported
+        except Exception as e:  # reported
             self._fail(f"cannot read {out.remote} on the target: {e}")
         if self.tool == "mm2":
             out.task_failures = mm2_failures(Path(out.log), self.target)
@@ -382,7 +382,7 @@ def mm2_failures(log: Path, target: str) -> list[str]:
              if any(marker in line for marker in FAILURE_MARKERS)]
     try:
         records = consume_all(target, "mm2-status.A.internal", timeout=30)
-    except Exception as e:  # noqa: BLE001 - reported
+    except Exception as e:  # reported
         return [*found, f"(status topic mm2-status.A.internal unreadable: {e})"]
     for rs in records.values():
         for r in rs:

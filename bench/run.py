@@ -35,7 +35,6 @@ import datetime
 import json
 import os
 import shlex
-import signal
 import statistics
 import struct
 import subprocess
@@ -44,39 +43,36 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import ClassVar
 
 import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from bench import mm2_sweep
+from bench import mm2_variants
+from bench.common import (
+    BROKER_HEAP,
+    BROKER_JVM,
+    BROKER_PROPERTIES,
+    REPO,
+    WORK,
+    Brokers,
+    command,
+    flow_properties,
+    stop_tool,
+    target_total,
+    write_log4j,
+)
 from bench.landed import check_landed, verdict_of
 from bench.measure import TreeSampler, percentile
 from mm2py.config.model import ClusterConfig
 from mm2py.dev import cluster as devcluster
 from mm2py.kafka.admin import Admin
-from mm2py.source.positions import PositionStore, PositionTail
+from mm2py.stores.positions import PositionStore, PositionTail
 
-REPO = Path(__file__).resolve().parent.parent
-WORK = REPO / "bench" / "work"
 A_PORT, B_PORT = 29092, 29192
 TMPFS = Path("/dev/shm")
 # left for the processes when broker logs live in memory: two brokers (1 GiB heaps), MM2 (3 GiB
 # heap; ~2.6 GB RSS measured with 2 GiB) or mm2py (~2.2 GB), the load producer's buffers, the OS
 PROCESS_HEADROOM = 8 << 30
-BROKER_PROPERTIES = {
-    # a mirrored topic is deleted after each run; its files must leave before the next run, not
-    # a minute later (the default delay), or two runs' copies share the disk or the memory
-    "file.delete.delay.ms": 1000,
-}
-# The brokers' JVM as Kafka's own scripts start it (kafka-server-start.sh: -Xms = -Xmx;
-# kafka-run-class.sh: G1 settings), with the 16 MB G1 regions of Kafka's documented production
-# settings. With a 1 GB heap's default 1 MB regions every multi-MB produce request is a
-# humongous object, and the target broker's concurrent marking took 9% of the machine during an
-# mm2py b run; without -Xms the heap shrank between runs and grew back through page faults.
-BROKER_HEAP = "1g"
-BROKER_JVM = (f"-Xms{BROKER_HEAP}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
-              "-XX:+ExplicitGCInvokesConcurrent", "-XX:G1HeapRegionSize=16M")
 # memory touched before a catch-up run besides the workload's size: the replicator's own
 # (MM2 ~2.6 GB, mm2py ~2.2 GB), and what the host takes back while the tool starts
 TOUCH_HEADROOM = 6 << 30
@@ -198,34 +194,6 @@ def cpu_per_gb(before: dict[str, float], after: dict[str, float], gb: float) -> 
     return {role: round((after[role] - used) / gb, 1) for role, used in before.items()} if gb else {}
 
 
-@dataclass(frozen=True)
-class Brokers:
-    """The bench's two broker processes and the folder that holds their clusters."""
-
-    workdir: Path
-    pids: dict[str, int]  # by role: source, target
-    NAMES: ClassVar[dict[str, str]] = {"source": "bench-a", "target": "bench-b"}
-
-    def data(self, role: str) -> Path:
-        cluster = devcluster.cluster_status(self.NAMES[role], self.workdir)
-        assert cluster is not None
-        return cluster.data
-
-    def cpu(self) -> dict[str, float]:
-        """CPU seconds used so far by each broker process, by role."""
-        return {role: sum(psutil.Process(pid).cpu_times()[:2]) for role, pid in self.pids.items()}
-
-    def wait_deleted(self, role: str, topics: list[str], timeout: float = 120) -> None:
-        """Until the deleted topics' log folders are gone (renamed *-delete, then removed)."""
-        data, deadline = self.data(role), time.monotonic() + timeout
-        prefixes = tuple(f"{t}-" for t in topics)
-        while any(f.name.startswith(prefixes) for f in data.iterdir()):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the {role} broker still holds log folders of deleted topics {topics[:3]}... "
-                                   f"after {timeout:.0f} s in {data}")
-            time.sleep(0.5)
-
-
 def topic_names(w: Workload) -> list[str]:
     return [f"bench-{w.name}"] if w.topics == 1 else [f"bench-{w.name}-{i:03d}" for i in range(w.topics)]
 
@@ -295,55 +263,10 @@ def load(w: Workload, bootstrap: str, brokers: Brokers) -> int:
     return w.records * w.topics * w.size
 
 
-def target_total(admin: Admin, remote: list[str]) -> int:
-    topics = admin.topics()
-    tps = [(t, p) for t in remote if t in topics for p in range(topics[t])]
-    return sum(admin.list_offsets(tps, "latest").values()) if tps else 0
-
-
 def committed_total(tail: PositionTail, topics: list[str]) -> int:
     """Source records whose positions are committed on the target (exactly-once mode): positions
     move in the same transaction as the data, and transaction markers make offsets overcount."""
     return sum(position + 1 for (topic, _), position in tail.refresh().items() if topic in topics)
-
-
-def flow_properties(alias: str, source_port: int, target_port: int, topics: str) -> list[str]:
-    """The lines every bench file starts with: one flow ``alias->tgt`` on single-broker clusters."""
-    return [
-        f"clusters = {alias}, tgt",
-        f"{alias}.bootstrap.servers = 127.0.0.1:{source_port}",
-        f"tgt.bootstrap.servers = 127.0.0.1:{target_port}",
-        f"{alias}->tgt.enabled = true",
-        f"{alias}->tgt.topics = {topics}",
-        "replication.factor = 1",
-        "checkpoints.topic.replication.factor = 1",
-        "heartbeats.topic.replication.factor = 1",
-        "offset-syncs.topic.replication.factor = 1",
-        "offset.storage.replication.factor = 1",
-        "config.storage.replication.factor = 1",
-        "status.storage.replication.factor = 1",
-        "sync.topic.acls.enabled = false",
-        "refresh.topics.interval.seconds = 5",
-    ]
-
-
-def stop_tool(proc: subprocess.Popen) -> None:
-    """SIGTERM to the tool's process group (started with ``start_new_session``); SIGKILL after 60 s."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
-def write_log4j() -> None:
-    """MM2's log configuration for the bench: warnings and errors only."""
-    WORK.mkdir(parents=True, exist_ok=True)
-    (WORK / "log4j2.yaml").write_text(
-        "Configuration:\n  Appenders:\n    Console:\n      name: OUT\n      PatternLayout:\n"
-        "        Pattern: \"[%d] %p %m (%c)%n\"\n  Loggers:\n    Root:\n      level: WARN\n"
-        "      AppenderRef:\n        - ref: OUT\n")
 
 
 def mm2_properties(alias: str, w: Workload, tool: str) -> str:
@@ -360,9 +283,9 @@ def mm2_properties(alias: str, w: Workload, tool: str) -> str:
         f"{alias}.consumer.fetch.max.bytes = 67108864",
         f"{alias}.consumer.max.partition.fetch.bytes = 8388608",
     ]
-    if tool != "copier":  # the sweep's variant (bench.mm2_sweep); mm2py runs MM2's best file unchanged
+    if tool != "copier":  # the sweep's variant (bench.mm2_variants); mm2py runs MM2's best file unchanged
         variant = tool if tool.startswith("mm2@") else "mm2"
-        lines += mm2_sweep.lines_of(mm2_sweep.variant_of(variant, bool(w.steady_rate))[1], alias)
+        lines += mm2_variants.lines_of(mm2_variants.variant_of(variant, bool(w.steady_rate))[1], alias)
     if tool == "mm2py-lowlat":  # README's low-latency setting: micro-batches commit once a minute
         lines.append(f"copy.tail.ms = {LOW_LATENCY_TAIL_MS}")
     if tool == "mm2py-eos":  # mm2py's exactly-once mode (MM2's key; required: no silent fallback)
@@ -377,19 +300,6 @@ def mm2_properties(alias: str, w: Workload, tool: str) -> str:
                   f"schemas.mode = {'off' if tool == 'mm2py-shallow' else 'translate'}"]
     # BENCH_EXTRA: more properties for an experiment, e.g. "emit.heartbeats.enabled = false"
     return "\n".join(lines) + "\n" + os.environ.get("BENCH_EXTRA", "").replace(";", "\n") + "\n"
-
-
-def command(tool: str, config: Path, steady: bool = False) -> list[str]:
-    if tool == "mm2" or tool.startswith("mm2@"):
-        libs = devcluster.ensure_kafka_jars()
-        heap = mm2_sweep.variant_of(tool, steady)[1].heap
-        return ["java", f"-Xmx{heap}", f"-Dlog4j2.configurationFile={WORK / 'log4j2.yaml'}", "-cp", f"{libs}/*",
-                "org.apache.kafka.connect.mirror.MirrorMaker", str(config)]
-    if tool == "copier":  # mm2py's copy path without Spark: the machine's ceiling (bench.copier)
-        return [sys.executable, "-m", "bench.copier", str(config)]
-    # mm2py and its variants (exactly-once mode, low latency...: set in the properties)
-    level = os.environ.get("BENCH_MM2PY_LOG", "WARNING")
-    return [sys.executable, "-m", "mm2py", "run", str(config), "--log-level", level]
 
 
 class LatencyProbe:
@@ -822,7 +732,7 @@ def ratio_row(workload: str, py: list[RunResult], mm: list[RunResult], low: list
 
     ``floor``: the workload's runs without a replicator; its records/s over MM2's (catch-up) or its p99.
     """
-    def med(rs: list[RunResult], value) -> float:  # noqa: ANN001
+    def med(rs: list[RunResult], value) -> float:
         return statistics.median(value(r) for r in rs)
 
     if py[0].latency_ms:
@@ -952,7 +862,7 @@ def main(argv: list[str] | None = None) -> int:
               f"all but {TOOL_START_MEMORY >> 30} GiB of it held until the first record lands, " \
               f"brokers' JVM: -Xmx{BROKER_HEAP} {' '.join(BROKER_JVM)}"
     print(setting, flush=True)
-    write_log4j()
+    write_log4j(WORK)
     brokers = Brokers(workdir, {
         role: devcluster.start_cluster(Brokers.NAMES[role], port, workdir=workdir, heap=BROKER_HEAP,
                                        jvm_options=BROKER_JVM, extra_properties=BROKER_PROPERTIES).pid

@@ -44,9 +44,7 @@ import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.landed import check_landed
-from bench.measure import TreeSampler, percentile
-from bench.run import (
+from bench.common import (
     BROKER_HEAP,
     BROKER_JVM,
     BROKER_PROPERTIES,
@@ -58,7 +56,9 @@ from bench.run import (
     target_total,
     write_log4j,
 )
-from bench.run import command as bench_command
+from bench.common import command as bench_command
+from bench.landed import check_landed
+from bench.measure import TreeSampler, percentile
 from mm2py.config.model import ClusterConfig
 from mm2py.dev import cluster as devcluster
 from mm2py.kafka.admin import Admin
@@ -285,7 +285,7 @@ def command(tool: str, config: Path) -> list[str]:
     return [sys.executable, "-m", "mm2py", "run", str(config), "--log-level", "INFO"]
 
 
-def wait_for(what: str, done, deadline: float, proc: subprocess.Popen | None = None, log: Path | None = None) -> None:  # noqa: ANN001
+def wait_for(what: str, done, deadline: float, proc: subprocess.Popen | None = None, log: Path | None = None) -> None:
     last, moved = None, time.monotonic()
     while True:
         value = done()
@@ -479,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     shape = Shape(args.topics, args.partitions, int(args.backlog_gb * 1e9), steady_rate=args.steady_rate,
                   steady_seconds=args.steady_seconds, warmup_seconds=args.warmup)
     workdir = Path(args.broker_dir)
-    write_log4j()
+    write_log4j(WORK)
     setting = (f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Kafka "
                f"{devcluster.KAFKA_VERSION}, broker logs in {workdir}, {shape.topics} topics x {shape.partitions} "
                f"partitions, backlog {shape.backlog_records:,} x {shape.size} B, steady {shape.steady_rate:,}/s x "

@@ -30,7 +30,7 @@ def main() -> None:
     for signum in DEAF_TO:
         signal.signal(signum, signal.SIG_IGN)
     # PySpark's daemon and its forked workers install their own handlers for these: ignore instead
-    signal.signal = deaf_signal(signal.signal)  # type: ignore[assignment]
+    signal.signal = deaf_signal(signal.signal)
     from pyspark import daemon
 
     daemon.manager()

@@ -40,7 +40,7 @@ def collected(df: DataFrame) -> list[Row]:
     except Py4JJavaError as e:
         try:
             text = str(e)
-        except Exception:  # noqa: BLE001 - py4j asks the JVM for the text; the JVM may be gone
+        except Exception:  # py4j asks the JVM for the text; the JVM may be gone
             text = type(e).__name__
         interrupted = next((name for name in INTERRUPTIONS if name in text), None)
         if interrupted is not None:

@@ -86,7 +86,7 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         return state
 
     @property
-    def planner(self):  # noqa: ANN201 - imported lazily to keep executors light
+    def planner(self):  # imported lazily to keep executors light
         if self._planner is None:
             from mm2py.source.planner import planner_for
 

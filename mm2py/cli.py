@@ -48,7 +48,7 @@ def run_mirror_maker(args: argparse.Namespace) -> int:
     )
 
 
-def _guarded(func, args: argparse.Namespace) -> int:  # noqa: ANN001
+def _guarded(func, args: argparse.Namespace) -> int:
     try:
         return func(args)
     except ConfigError as e:

@@ -195,10 +195,10 @@ def from_task_failure(what: str, description: str) -> Mm2pyError:
         cls = EngineTimeoutError if any(words in description for words in _ENGINE_TIMEOUTS) else Mm2pyError
         return cls(f"{what} failed: {first.strip()}")
     name, text = found[-1]
-    cls = globals().get(name)
-    if not (isinstance(cls, type) and issubclass(cls, Mm2pyError)) or cls is ConfigError:
-        cls = Mm2pyError  # ConfigError words its message itself; a name we no longer have
-    error = cls(f"{what} failed: {text}")
+    named = globals().get(name)
+    if not (isinstance(named, type) and issubclass(named, Mm2pyError)) or named is ConfigError:
+        named = Mm2pyError  # ConfigError words its message itself; a name we no longer have
+    error = named(f"{what} failed: {text}")
     # the message may hold its cause's place too ("... [cluster=A]: ... [cluster=A topic=t partition=0]")
     where = max(_WHERE.finditer(text), key=lambda m: sum(g is not None for g in m.groups()), default=None)
     if where and isinstance(error, KafkaError):

@@ -45,12 +45,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from mm2py.config.model import FlowConfig
 from mm2py.policy import policy_for
-from mm2py.source.ledger import KINDS as LEDGER_KINDS
+from mm2py.stores.ledger import KINDS as LEDGER_KINDS
 
 log = structlog.get_logger(__name__)
 
@@ -63,8 +63,6 @@ RATE_WINDOW = 30.0  # seconds of micro-batches behind record_rate / byte_rate
 WINDOW = 60.0  # seconds of samples behind _min/_max/_avg and the quantiles (MM2: 2 x 30 s)
 MAX_SAMPLES = 1024
 COMMITS = 128  # micro-batch commits behind the offset-commit times
-REFRESH_SECONDS = 5.0
-CHECKPOINT_REFRESH_SECONDS = 30.0
 STATES = ("running", "stalled", "failed")
 CONNECTORS = {"source": "MirrorSourceConnector", "checkpoint": "MirrorCheckpointConnector",
               "heartbeat": "MirrorHeartbeatConnector"}
@@ -278,7 +276,7 @@ class Metrics:
         """Checkpoint freshness per group (``mm2py.freshness``); replaces what a flow had."""
         with self._lock:
             for g in groups:
-                self._freshness[(*g.flow.split("->"), g.group)] = g  # type: ignore[index]
+                self._freshness[(*g.flow.split("->"), g.group)] = g
 
     def observe_audit(self, flow: str, findings: Iterable[Any]) -> None:
         """One audit round of ``flow`` (``mm2py.audit``)."""
@@ -480,59 +478,3 @@ class _Families:
 
     def all(self) -> Iterator[Metric]:
         return iter(self._families.values())
-
-
-class MetricsServer:
-    """The HTTP endpoint and the threads refreshing lag, checkpoint freshness and the audit."""
-
-    def __init__(self, metrics: Metrics, port: int, flows: tuple[FlowConfig, ...], host: str = "0.0.0.0",
-                 audit_interval_seconds: float = 0.0):
-        self.metrics, self.port, self.flows, self.host = metrics, port, flows, host
-        self.audit_interval_seconds = audit_interval_seconds
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._server = None
-
-    def start(self) -> MetricsServer:
-        self._server, _ = start_http_server(self.port, addr=self.host, registry=self.metrics.registry)
-        self._every("mm2py-metrics", REFRESH_SECONDS, self._refresh_status)
-        checkpointing = [f for f in self.flows if f.emit_checkpoints_enabled]
-        if checkpointing:
-            interval = max(CHECKPOINT_REFRESH_SECONDS, min(f.emit_checkpoints_interval_seconds for f in checkpointing))
-            self._every("mm2py-checkpoints", interval, lambda: self._refresh_freshness(checkpointing))
-        if self.audit_interval_seconds > 0:
-            from mm2py.audit.runner import Auditor
-
-            auditor = Auditor(self.flows)
-            self._every("mm2py-audit", self.audit_interval_seconds,
-                        lambda: auditor.round(self.metrics.observe_audit))
-        log.info("metrics served", host=self.host, port=self.port, path="/metrics")
-        return self
-
-    def _every(self, name: str, seconds: float, work: Callable[[], None]) -> None:
-        def loop() -> None:
-            while not self._stop.is_set():
-                try:
-                    work()
-                except Exception as e:  # noqa: BLE001 - a metrics hiccup must never stop mirroring
-                    log.warning("refreshing metrics failed", what=name, error=str(e))
-                self._stop.wait(seconds)
-        thread = threading.Thread(target=loop, name=name, daemon=True)
-        thread.start()
-        self._threads.append(thread)
-
-    def _refresh_status(self) -> None:
-        from mm2py.ops.status import status
-
-        self.metrics.observe_status(status(self.flows))
-
-    def _refresh_freshness(self, flows: list[FlowConfig]) -> None:
-        from mm2py.freshness import checkpoint_freshness
-
-        for flow in flows:
-            self.metrics.observe_freshness(checkpoint_freshness(flow))
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._server is not None:
-            self._server.shutdown()

@@ -27,7 +27,7 @@ POLICY_CLASS_KEY = "replication.policy.class"
 
 
 class NameFilter(Protocol):
-    """A topic filter (``mm2py.filters.TopicFilterInterface``)."""
+    """A topic filter (``mm2py.config.filters.TopicFilterInterface``)."""
 
     def should_replicate_topic(self, topic: str) -> bool: ...
 

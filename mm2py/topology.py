@@ -38,9 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
-from mm2py.config.model import FlowConfig, MirrorMakerConfig
-from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.filters import (
+from mm2py.config.filters import (
     DEFAULT_TOPIC_FILTER,
     TOPIC,
     TopicFilterInterface,
@@ -48,6 +46,8 @@ from mm2py.filters import (
     is_default,
     load_topic_filter,
 )
+from mm2py.config.model import FlowConfig, MirrorMakerConfig
+from mm2py.errors import ConfigError, ConfigProblem
 from mm2py.policy import ReplicationPolicy, load_policy
 
 _PROBE = "mm2py-topology-probe"

@@ -1,6 +1,6 @@
 """Audit rounds: every mirrored partition of each flow, source versus target, per minute bucket.
 
-Runs in the replicator (a thread of ``mm2py.metrics.MetricsServer``) every
+Runs in the replicator (a thread of ``mm2py.engine.metrics_server.MetricsServer``) every
 ``audit.interval.seconds``. Each round, per flow:
 
 1. the positions the flow recorded on the target (what it has mirrored), read *before* the
@@ -30,7 +30,7 @@ from mm2py.errors import KafkaError
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.wire import RawClient
 from mm2py.policy import policy_for
-from mm2py.source.positions import PositionStore
+from mm2py.stores.positions import PositionStore
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)

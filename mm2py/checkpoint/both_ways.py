@@ -30,7 +30,7 @@ from mm2py.checkpoint.state import SyncLog
 from mm2py.checkpoint.translation import SyncIndex
 from mm2py.config.model import FlowConfig
 from mm2py.kafka.admin import Admin
-from mm2py.source.positions import PositionStore
+from mm2py.stores.positions import PositionStore
 from mm2py.types import TP
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
 from mm2py.kafka.admin import Admin
-from mm2py.source.ledger import Ledger, ledger_topic
+from mm2py.stores.ledger import Ledger, ledger_topic
 
 REASON = "source topic re-created and not yet mirrored by the flow (mm2py-ledger); not translated"
 

@@ -26,9 +26,9 @@ from mm2py.checkpoint.both_ways import BothWays
 from mm2py.checkpoint.generations import REASON, untaken
 from mm2py.checkpoint.state import CheckpointLog, Key, SyncLog, checkpoint_log_for, sync_log_for
 from mm2py.checkpoint.translation import SyncIndex
+from mm2py.config.filters import group_filter_for, topic_filter_for
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
-from mm2py.filters import group_filter_for, topic_filter_for
 from mm2py.formats import Checkpoint
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import ensure_compacted_topic

@@ -67,9 +67,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from mm2py.config.keys import CLIENT_TYPES, FLOW_KEYS_BY_NAME, TOP_LEVEL_CLIENT
+from mm2py.config.krb5jaas import settings_problem
 from mm2py.config.oauth import problems as oauth_problems
-from mm2py.kafka.clientconf import RDKAFKA_ADMIN, RDKAFKA_CONSUMER, RDKAFKA_PRODUCER
-from mm2py.kafka.krb5conf import settings_problem
+from mm2py.config.rdkafka_keys import RDKAFKA_ADMIN, RDKAFKA_CONSUMER, RDKAFKA_PRODUCER
 
 # MM2's MirrorClientConfig.CLIENT_CONFIG_DEF: what a cluster's clients inherit from '{alias}.' and the top level
 SECURITY = TOP_LEVEL_CLIENT

@@ -56,7 +56,7 @@ def apply_delivery(entries: Mapping[str, Entry], config: MirrorMakerConfig,
     for flow in config.flows:
         mode, key = flow_mode(entries, flow)
         if mode == "required" and flow.enabled and flow.partition_mismatch == "hash":
-            line = entries[key].line if key in entries else None
+            line = entries[key].line if key is not None and key in entries else None
             problems.append(ConfigProblem(
                 key, f"flow {flow.name} requires exactly-once delivery, which partition.mismatch = hash "
                      "(records re-keyed by a producer per task) does not have; use 'enabled' or "

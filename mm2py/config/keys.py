@@ -124,12 +124,12 @@ FLOW_KEYS: tuple[Key, ...] = (
           deprecated_names=("groups.blacklist",)),
     _flow("replication.policy.class", Kind.CLASS, "Remote topic naming: MM2's Java class name or a Python path."),
     _flow("topic.filter.class", Kind.CLASS, "Which topics a flow mirrors: MM2's DefaultTopicFilter (topics, "
-          "topics.exclude) or the Python path of a class with should_replicate_topic (mm2py.filters)."),
+          "topics.exclude) or the Python path of a class with should_replicate_topic (mm2py.config.filters)."),
     _flow("group.filter.class", Kind.CLASS, "Which consumer groups a flow checkpoints: MM2's DefaultGroupFilter "
-          "(groups, groups.exclude) or the Python path of a class with should_replicate_group (mm2py.filters)."),
+          "(groups, groups.exclude) or the Python path of a class with should_replicate_group (mm2py.config.filters)."),
     _flow("config.property.filter.class", Kind.CLASS, "Which topic configs are copied: MM2's "
           "DefaultConfigPropertyFilter (config.properties.exclude, use.defaults.from) or the Python path of a class "
-          "with should_replicate_config_property (mm2py.filters)."),
+          "with should_replicate_config_property (mm2py.config.filters)."),
     _flow("replication.policy.separator", Kind.STR, "Separator between cluster alias and topic in remote names."),
     _flow("replication.policy.internal.topic.separator.enabled", Kind.BOOL,
           "Use the separator in internal topic names too (KIP-949).", field="internal_topic_separator_enabled"),

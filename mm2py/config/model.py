@@ -89,7 +89,7 @@ class FlowConfig:
     groups: tuple[str, ...] = (".*",)
     groups_exclude: tuple[str, ...] = ("console-consumer-.*", "connect-.*", "__.*")
     replication_policy_class: str = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
-    # MM2's default filter classes, or Python paths (mm2py.filters)
+    # MM2's default filter classes, or Python paths (mm2py.config.filters)
     topic_filter_class: str = "org.apache.kafka.connect.mirror.DefaultTopicFilter"
     group_filter_class: str = "org.apache.kafka.connect.mirror.DefaultGroupFilter"
     config_property_filter_class: str = "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter"

@@ -18,10 +18,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import structlog
 
 from mm2py.config import clients
+from mm2py.config.filters import FILTER_KINDS, filter_props, is_default, load_filter
 from mm2py.config.keys import (
     ACCEPTED,
     AUDIT_INTERVAL,
@@ -44,7 +46,6 @@ from mm2py.config.model import ClusterConfig, FlowConfig, MirrorMakerConfig, fro
 from mm2py.config.properties import Entry
 from mm2py.config.support import Status, other_support
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.filters import FILTER_KINDS, filter_props, is_default, load_filter
 from mm2py.policy import POLICY_CLASS_KEY, load_policy
 
 log = structlog.get_logger(__name__)
@@ -136,7 +137,7 @@ class _Resolver:
         self.routed: dict[tuple[str, str], clients.FlowClients] = {}
 
     def problem(self, key: str | None, message: str, line: int | None = None) -> None:
-        if line is None and key in self.entries:
+        if line is None and key is not None and key in self.entries:
             line = self.entries[key].line
         self.problems.append(ConfigProblem(key, message, line, self.source))
 
@@ -222,7 +223,7 @@ class _Resolver:
             self.client_notes[name] = clients.NOWHERE_TOP
         if name == "metrics.port":
             port = self.parse(METRICS_PORT, name, entry.value)
-            self.metrics_port = int(port) if port is not None else None
+            self.metrics_port = int(cast(int, port)) if port is not None else None
         elif name == "metrics.bind.address":
             address = self.parse(METRICS_BIND_ADDRESS, name, entry.value)
             self.metrics_bind_address = str(address) if address is not None else self.metrics_bind_address

@@ -101,7 +101,7 @@ class _Transformer:
             try:
                 got = self.providers[name].get(path, set(keys))
                 data[(name, path)] = dict(getattr(got, "data", got) or {})
-            except Exception as e:  # noqa: BLE001 - a plugin's failure, whatever it raises, is the operator's to see
+            except Exception as e:  # a plugin's failure, whatever it raises, is the operator's to see
                 why = str(e) if isinstance(e, ConfigProviderError) else f"{type(e).__name__}: {e}"
                 for key, found in refs.items():
                     for ref in found:

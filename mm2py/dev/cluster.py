@@ -227,7 +227,7 @@ class DevCluster:
         """True when a broker answers a metadata request within ``timeout`` seconds."""
         try:
             return _probe(self, timeout)()
-        except Exception:  # noqa: BLE001 - any failure means "not answering"
+        except Exception:  # any failure means "not answering"
             return False
 
 
@@ -593,7 +593,7 @@ def _wait_ready(cluster: DevCluster, timeout: float, nodes: Sequence[BrokerNode]
         try:
             if answers():
                 return
-        except Exception as e:  # noqa: BLE001 - refused until the broker is up; reported on timeout
+        except Exception as e:  # refused until the broker is up; reported on timeout
             last = str(e)
         if time.monotonic() >= deadline:
             raise DevClusterError(f"broker {cluster.name} did not accept requests at {cluster.bootstrap} within "
@@ -632,7 +632,7 @@ def _wait_live(cluster: DevCluster, nodes: Sequence[BrokerNode], timeout: float)
                     waiting.remove(node)
                 else:
                     last[node.index] = "answers, but is not a live broker yet"
-            except Exception as e:  # noqa: BLE001 - refused until the broker is up; reported on timeout
+            except Exception as e:  # refused until the broker is up; reported on timeout
                 last[node.index] = str(e)
         if not waiting:
             return
@@ -1071,7 +1071,7 @@ def partition_leaders(bootstrap: str, topic: str, *, client: Mapping[str, object
     while True:
         try:
             return {p.id: p.leader if p.leader >= 0 else None for p in _partitions(admin, topic, 5)}
-        except Exception as e:  # noqa: BLE001 - retried; reported on timeout
+        except Exception as e:  # retried; reported on timeout
             if time.monotonic() >= deadline:
                 raise DevClusterError(f"cannot describe topic {topic} at {bootstrap} within {timeout:.0f} s: "
                                       f"{e}") from e
@@ -1095,7 +1095,7 @@ def wait_in_sync(bootstrap: str, topic: str, timeout: float = 60, *,
                 return
             last = "; ".join(f"partition {p.id}: leader {p.leader}, replicas {p.replicas}, isr {p.isrs}"
                              for p in sorted(short, key=lambda p: p.id))
-        except Exception as e:  # noqa: BLE001 - brokers come and go here; reported on timeout
+        except Exception as e:  # brokers come and go here; reported on timeout
             last = str(e)
         if time.monotonic() >= deadline:
             raise DevClusterError(f"topic {topic} at {bootstrap} not fully in sync after {timeout:.0f} s: {last}")

@@ -19,12 +19,12 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from mm2py.commands.status import rates_between, render
 from mm2py.config import load
 from mm2py.dev import cluster as devcluster
 from mm2py.kafka.admin import Admin
 from mm2py.ops.digest import compare_topic
 from mm2py.ops.status import status
+from mm2py.ops.status_view import rates_between, render
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "active-passive.properties"

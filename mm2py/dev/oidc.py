@@ -112,7 +112,7 @@ def _credentials(headers: Mapping[str, str], form: Mapping[str, str]) -> tuple[s
 
 def _handler(server: OidcServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's name
+        def log_message(self, format: str, *args: object) -> None:  # http.server's name
             pass  # quiet: requests carry credentials
 
         def _answer(self, status: int, body: Mapping[str, object]) -> None:
@@ -123,13 +123,13 @@ def _handler(server: OidcServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:  # http.server's name
             if self.path.split("?")[0] == "/jwks":
                 self._answer(200, server.jwks())
             else:
                 self._answer(404, {"error": "not_found"})
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:  # http.server's name
             length = int(self.headers.get("Content-Length") or 0)
             form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
             if self.path.split("?")[0] != "/token":

@@ -28,6 +28,7 @@ from mm2py.connectors.source import MirrorSourceDataSource
 from mm2py.connectors.warmup import WarmupDataSource
 from mm2py.engine.console import JvmOutput, divert_py4j, log4j2_options
 from mm2py.engine.jvmcache import DriverArchive
+from mm2py.engine.metrics_server import MetricsServer
 from mm2py.engine.prepare import TargetPreparation, prepare_flow_target
 from mm2py.engine.shutdown import Shutdown, signals_to
 from mm2py.engine.sparkhome import use_lean_spark_home
@@ -35,7 +36,7 @@ from mm2py.engine.supervisor import State, Supervisor
 from mm2py.errors import Mm2pyError, from_task_failure
 from mm2py.kafka.krb5conf import check_flows as check_kerberos
 from mm2py.kafka.tls import check_stores
-from mm2py.metrics import Metrics, MetricsServer
+from mm2py.metrics import Metrics
 from mm2py.schemas.check import check_schemas
 from mm2py.source.commit import committer_for
 from mm2py.source.exactly_once import fence
@@ -149,7 +150,7 @@ class WorkerWarmup:
     def _run(self) -> None:
         try:
             self.warm()
-        except BaseException as e:  # noqa: BLE001 - handed to finish()
+        except BaseException as e:  # handed to finish()
             self.error = e
 
     def start(self) -> WorkerWarmup:
@@ -184,12 +185,12 @@ class Connector:
         carries the source's offsets, thousands of partitions of JSON built and parsed per call.
         """
         try:
-            last = self.query._jsq.lastProgress()  # noqa: SLF001 - PySpark's handle on the JVM query
+            last = self.query._jsq.lastProgress()  # PySpark's handle on the JVM query
             stamp = last.timestamp() if last is not None else None
             if stamp is None or stamp == self.progress_at:
                 return False
             durations = last.durationMs().toString()  # the Java map's own text: one call, not one per entry
-        except Exception:  # noqa: BLE001 - a query whose JVM side is gone reports nothing
+        except Exception:  # a query whose JVM side is gone reports nothing
             return False
         self.progress_at = stamp
         self.phases = parse_durations(durations)
@@ -316,7 +317,7 @@ class Engine:
                 if flow.name in by_name:
                     by_name[flow.name].connectors.append(connector)
                 else:  # heartbeats of a flow that does not mirror (MM2 runs them for every pair)
-                    running = RunningFlow(flow, None, [connector])  # type: ignore[arg-type]
+                    running = RunningFlow(flow, None, [connector])
                     self.flows.append(running)
                     self.supervisor.add(flow.name, mirrors=False)
 
@@ -405,7 +406,7 @@ class Engine:
         connector.restart_at = None
         try:
             connector.query = connector.start()
-        except Exception as e:  # noqa: BLE001 - py4j or Spark; tried again at the next backoff
+        except Exception as e:  # py4j or Spark; tried again at the next backoff
             health = self.supervisor.failed(connector.flow.name, Mm2pyError(_first_line(e)), ever_ran=True)
             connector.restart_at = health.retry_at
             return
@@ -433,7 +434,7 @@ class Engine:
             for key, (_running, connector, first) in list(waiting.items()):
                 try:
                     idle = not connector.query.status["isTriggerActive"] or batch_id(connector.query) != first
-                except Exception:  # noqa: BLE001 - the query ended meanwhile
+                except Exception:  # the query ended meanwhile
                     idle = True
                 if idle:
                     with contextlib.suppress(Exception):
@@ -456,7 +457,7 @@ class Engine:
             for connector in reversed(running.connectors):
                 try:
                     connector.query.stop()
-                except Exception as e:  # noqa: BLE001 - keep stopping the others
+                except Exception as e:  # keep stopping the others
                     unstoppable.append(f"{connector.kind} {running.flow.name}")
                     if not quiet:
                         log.warning("stopping a query failed", flow=running.flow.name, connector=connector.kind,
@@ -474,7 +475,7 @@ class Engine:
 def _exception(query: StreamingQuery) -> str | None:
     try:
         exc = query.exception()
-    except Exception as e:  # noqa: BLE001 - the JVM side of a query may be gone
+    except Exception as e:  # the JVM side of a query may be gone
         return _first_line(e)
     return str(exc) if exc is not None else None
 
@@ -483,7 +484,7 @@ def _first_line(exc: BaseException) -> str:
     """``str(exc)``'s first line; a py4j error asks the JVM for its text, and the JVM may be gone."""
     try:
         return (str(exc).splitlines() or [""])[0]
-    except Exception:  # noqa: BLE001 - ConnectionRefusedError and kin, from py4j
+    except Exception:  # ConnectionRefusedError and kin, from py4j
         return type(exc).__name__
 
 
@@ -554,7 +555,7 @@ def run(
             # PySpark's SparkContext installs its own SIGINT handler (cancel every job, raise
             # KeyboardInterrupt): Ctrl-C must stop in order as SIGTERM does
             signal.signal(signal.SIGINT, shutdown.handle)
-            gateway = getattr(spark.sparkContext._gateway, "proc", None)  # noqa: SLF001 - spark-submit exec'd the JVM
+            gateway = getattr(spark.sparkContext._gateway, "proc", None)  # spark-submit exec'd the JVM
             shutdown.jvm_pid = getattr(gateway, "pid", None)
             return _serve(config, spark, root, flows, targets, shutdown, until_caught_up=until_caught_up,
                           preparation=preparation, committed=archive.worked)

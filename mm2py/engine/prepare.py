@@ -71,14 +71,14 @@ class TargetPreparation:
         for flow in self.heartbeats:
             try:
                 self.prepare_heartbeats(flow)
-            except Exception as e:  # noqa: BLE001 - the heartbeat connector meets it and reports it
+            except Exception as e:  # the heartbeat connector meets it and reports it
                 log.info("heartbeats topic not prepared before the flows started; the heartbeat connector "
                          "creates it", flow=flow.name, cluster=flow.target.alias, error=str(e))
         for flow in self.flows:
             try:
                 self.prepare(flow)
                 self.prepared.add(flow.name)
-            except Exception as e:  # noqa: BLE001 - the planner or committer meets it and reports it
+            except Exception as e:  # the planner or committer meets it and reports it
                 log.info("targets not prepared before the flow started; its planner and committer create "
                          "what is missing", flow=flow.name, error=str(e))
         self.seconds = time.monotonic() - started

@@ -10,6 +10,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka import KafkaError as CKafkaError
@@ -97,7 +98,8 @@ def translate(exc: BaseException, *, cluster: str, action: str, topic: str | Non
                                    "sasl.*/ssl.* settings of this cluster", cluster=cluster, topic=topic, cause=exc)
     if code in (CKafkaError._TRANSPORT, CKafkaError._ALL_BROKERS_DOWN, CKafkaError._TIMED_OUT):
         return ClusterUnreachableError(message, cluster=cluster, topic=topic, cause=exc, retriable=True)
-    retriable = isinstance(err, CKafkaError) and is_retriable(code, library_says_retriable=err.retriable())
+    retriable = (isinstance(err, CKafkaError) and code is not None
+                 and is_retriable(code, library_says_retriable=err.retriable()))
     return KafkaError(message, cluster=cluster, topic=topic, cause=exc, retriable=retriable)
 
 
@@ -108,13 +110,14 @@ class Admin:
         self.alias = cluster.alias
         self.bootstrap = cluster.bootstrap_servers
         self.timeout = timeout_ms / 1000
-        conf = rdkafka_config(cluster.bootstrap_servers, cluster.admin, cluster.alias, "admin")
+        conf: dict[str, Any] = rdkafka_config(cluster.bootstrap_servers, cluster.admin, cluster.alias, "admin")
         conf.setdefault("client.id", f"mm2py-admin-{cluster.alias}")
         self._conf = conf
         # librdkafka reports a refused login only through error_cb; the request itself then
         # fails as a transport error or times out, which would read as "unreachable"
         self._auth_failure: str | None = None
-        self._client = AdminClient({**conf, "error_cb": self._on_client_error})
+        client_conf: dict[str, Any] = {**conf, "error_cb": self._on_client_error}
+        self._client = AdminClient(client_conf)
         self.principal = principal_of(cluster.admin)
 
     def _on_client_error(self, err: CKafkaError) -> None:
@@ -363,7 +366,8 @@ class Admin:
 
     def topic_acls(self) -> list[TopicAcl] | None:
         """Every TOPIC ACL binding; None when the cluster has no authorizer."""
-        wanted = AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.ANY, None, None,
+        # None matches any name, principal and host; confluent-kafka's type hints allow only str
+        wanted = AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.ANY, None, None,  # type: ignore[arg-type]
                                   AclOperation.ANY, AclPermissionType.ANY)
         try:
             bindings = self._client.describe_acls(wanted, request_timeout=self.timeout).result(timeout=self.timeout)

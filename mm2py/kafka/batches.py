@@ -81,7 +81,7 @@ class BatchView:
         return self.magic == 2 and self.contiguous and not self.log_append_time
 
 
-def split_batches(buf: bytes) -> Iterator[BatchView]:
+def split_batches(buf: bytes | memoryview) -> Iterator[BatchView]:
     """Yield every complete batch in a fetch response's records field.
 
     A fetch may end with a partial batch (cut by max bytes); it is left out, and the caller
@@ -109,7 +109,7 @@ def split_batches(buf: bytes) -> Iterator[BatchView]:
         pos += size
 
 
-def verify_crc(buf: bytes, view: BatchView) -> None:
+def verify_crc(buf: bytes | memoryview, view: BatchView) -> None:
     stored = struct.unpack_from(">I", buf, view.start + 17)[0]
     actual = crc32c.crc32c(memoryview(buf)[view.start + 21 : view.start + view.size])
     if stored != actual:

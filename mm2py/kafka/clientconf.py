@@ -14,47 +14,15 @@ import re
 import socket
 from collections.abc import Mapping
 
+from mm2py.config.krb5jaas import is_gssapi
+from mm2py.config.rdkafka_keys import RDKAFKA_RENAMED, RDKAFKA_SAME
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.kafka.krb5conf import is_gssapi, kafka_python_kerberos, rdkafka_kerberos
+from mm2py.kafka.krb5conf import kafka_python_kerberos, rdkafka_kerberos
+from mm2py.kafka.oauth import token_source
 from mm2py.kafka.tls import client_tls, ssl_context
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
-# Java keys that mean the same thing to librdkafka under the same name, by the clients that take them
-# (mm2py.config.clients says which client each key reaches).
-_RDKAFKA_COMMON = frozenset({
-    "security.protocol", "sasl.mechanism", "sasl.kerberos.service.name", "client.id",
-    "socket.connection.setup.timeout.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms", "retry.backoff.ms",
-    "retry.backoff.max.ms", "metadata.max.age.ms", "connections.max.idle.ms", "client.dns.lookup",
-})
-_RDKAFKA_SAME = {
-    None: _RDKAFKA_COMMON,
-    "admin": _RDKAFKA_COMMON,
-    "consumer": _RDKAFKA_COMMON | {
-        "client.rack", "fetch.max.bytes", "max.partition.fetch.bytes", "fetch.min.bytes", "check.crcs",
-        "session.timeout.ms", "heartbeat.interval.ms", "max.poll.interval.ms", "group.instance.id",
-    },
-    "producer": _RDKAFKA_COMMON | {
-        "acks", "linger.ms", "batch.size", "compression.type", "enable.idempotence",
-        "max.in.flight.requests.per.connection", "retries", "delivery.timeout.ms", "request.timeout.ms",
-        "transaction.timeout.ms",
-    },
-}
-# Java keys librdkafka spells differently (values converted in _rdkafka_renamed)
-_RDKAFKA_RENAMED_COMMON = frozenset({"request.timeout.ms", "send.buffer.bytes", "receive.buffer.bytes"})
-_RDKAFKA_RENAMED = {
-    None: _RDKAFKA_RENAMED_COMMON,
-    "admin": _RDKAFKA_RENAMED_COMMON,
-    "consumer": _RDKAFKA_RENAMED_COMMON | {"fetch.max.wait.ms"},
-    "producer": _RDKAFKA_RENAMED_COMMON | {
-        "max.request.size", "buffer.memory", "compression.gzip.level", "compression.lz4.level",
-        "compression.zstd.level",
-    },
-}
-# The Java keys each kind of librdkafka client of mm2py applies (besides ssl.* / sasl.jaas.config, translated below)
-RDKAFKA_CONSUMER = _RDKAFKA_SAME["consumer"] | _RDKAFKA_RENAMED["consumer"]
-RDKAFKA_PRODUCER = _RDKAFKA_SAME["producer"] | _RDKAFKA_RENAMED["producer"]
-RDKAFKA_ADMIN = _RDKAFKA_SAME["admin"] | _RDKAFKA_RENAMED["admin"]
 # Java keys that have no meaning for our clients and are dropped on purpose.
 _JAVA_ONLY = {
     "key.serializer",
@@ -80,8 +48,6 @@ def _jaas_credentials(jaas: str, alias: str) -> tuple[str, str]:
 
 def _token_source(props: Mapping[str, str], alias: str) -> object | None:
     """The OAUTHBEARER token source of a client (mm2py.kafka.oauth), None for other mechanisms."""
-    from mm2py.kafka.oauth import token_source  # imported here: mm2py.config imports this module
-
     return token_source(props, alias)
 
 
@@ -93,7 +59,7 @@ RDKAFKA_LOGGER.setLevel(logging.CRITICAL)
 
 def _rdkafka_renamed(conf: dict[str, object], props: Mapping[str, str], kind: str | None) -> None:
     """The Java keys librdkafka spells differently, converted (ranges clamped to librdkafka's)."""
-    names = _RDKAFKA_RENAMED[kind]
+    names = RDKAFKA_RENAMED[kind]
 
     def number(key: str) -> int | None:
         try:
@@ -121,13 +87,13 @@ def _rdkafka_renamed(conf: dict[str, object], props: Mapping[str, str], kind: st
 def rdkafka_config(bootstrap: str, props: Mapping[str, str], alias: str, kind: str | None = None) -> dict[str, object]:
     """Settings for confluent-kafka clients; ``kind`` (consumer, producer, admin) adds that client's own settings.
 
-    Every Java key with a librdkafka equivalent is passed on; ``RDKAFKA_CONSUMER`` etc. list them.
+    Every Java key with a librdkafka equivalent is passed on; ``mm2py.config.rdkafka_keys`` lists them.
     Callers set what mm2py decides itself (group.id, isolation level, acks) after this.
     """
     # librdkafka logs through Python logging, so our log setup decides what is shown;
     # connection failures surface as mm2py errors naming the cluster instead
     conf: dict[str, object] = {"bootstrap.servers": bootstrap, "logger": RDKAFKA_LOGGER}
-    same = _RDKAFKA_SAME[kind]
+    same = RDKAFKA_SAME[kind]
     for key, value in props.items():
         if key in same:
             conf[key] = value

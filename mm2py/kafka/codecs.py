@@ -8,6 +8,7 @@ so a section compressed here is one any Kafka client reads.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import lz4.frame
 from kafka.codec import gzip_decode, gzip_encode, snappy_decode, snappy_encode, zstd_decode, zstd_encode
@@ -18,7 +19,7 @@ def _lz4_encode(data: bytes | bytearray) -> bytes:
 
 
 _DECODE: dict[int, Callable[[bytes], bytes]] = {1: gzip_decode, 2: snappy_decode, 4: zstd_decode}
-_ENCODE: dict[int, Callable[[bytes], bytes]] = {1: gzip_encode, 2: snappy_encode, 3: _lz4_encode, 4: zstd_encode}
+_ENCODE: dict[int, Callable[[Any], bytes]] = {1: gzip_encode, 2: snappy_encode, 3: _lz4_encode, 4: zstd_encode}
 
 
 def decompressed(codec: int, body: bytes | memoryview) -> bytearray:

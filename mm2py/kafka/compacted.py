@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import cast
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka import KafkaError as KafkaErrorCode
@@ -89,12 +90,12 @@ def read_to_end(consumer: Consumer, topic: str, starts: Mapping[int, int], ends:
             # consume() waits out its timeout unless it gets its count: ask for what is left to read
             left = min(sum(end - reached.get(p, 0) for p, end in wanted.items()), 10000)
             for msg in consumer.consume(max(left, 1), timeout=0.05):
-                if msg.error():
-                    if msg.error().code() in _UNUSED_GROUP_ERRORS:
+                if error := msg.error():
+                    if error.code() in _UNUSED_GROUP_ERRORS:
                         continue
-                    raise KafkaError(str(msg.error()), cluster=cluster, topic=topic)
+                    raise KafkaError(str(error), cluster=cluster, topic=topic)
                 on_record(msg)
-                reached[msg.partition()] = msg.offset() + 1
+                reached[cast(int, msg.partition())] = cast(int, msg.offset()) + 1
             # the position passes markers and compacted gaps that yield no message
             for tp in consumer.position([TopicPartition(topic, p) for p in wanted]):
                 if tp.offset >= 0:
@@ -123,7 +124,7 @@ def _read(cluster: ClusterConfig, topic: str, timeout: float, start: int) -> tup
         if start <= end:
             read_to_end(consumer, topic, {0: max(start, low)}, {0: end}, cluster=cluster.alias,
                         deadline=time.monotonic() + timeout,
-                        on_record=lambda m: entries.append((m.offset(), m.key(), m.value())))
+                        on_record=lambda m: entries.append((cast(int, m.offset()), m.key(), m.value())))
     finally:
         consumer.close()
     return entries, end

@@ -30,6 +30,7 @@ import struct
 import sys
 import types
 from dataclasses import dataclass
+from typing import Any
 
 import kafka
 import kafka.errors as kerr
@@ -170,10 +171,11 @@ class FrameProtocol(KafkaProtocol):
     _size_buf: bytearray
     _size_filled: int
     _pool: list[bytearray]
-    _buf: bytearray | None
+    _buf: Any  # the frame being received (a bytearray), None between frames
     _frame_size: int  # -1 while the 4-byte size is being read
     _filled: int
     _ready: list
+    bytes_to_send: list  # kafka-python's: what is still to be sent, now also Chunks
 
     def _start_frames(self) -> None:
         self._size_buf = bytearray(4)
@@ -296,7 +298,7 @@ def _sock_recv_frames(transport: object) -> tuple[bytes, Exception | None]:
             n = sock.recv_into(parser.free_space())
         except _WOULD_BLOCK:
             return b"", None
-        except Exception as e:  # noqa: BLE001 - the transport aborts the connection with it
+        except Exception as e:  # the transport aborts the connection with it
             return b"", kerr.KafkaConnectionError(e)
         if n == 0:
             return b"", kerr.KafkaConnectionError("socket disconnected")
@@ -324,7 +326,7 @@ def _sock_send_pieces(transport: object) -> tuple[int, Exception | None]:
             except _WOULD_BLOCK:
                 queue.appendleft(Chunks(views[first:]))
                 return total, None
-            except Exception as e:  # noqa: BLE001 - the transport aborts the connection with it
+            except Exception as e:  # the transport aborts the connection with it
                 return total, kerr.KafkaConnectionError(e)
             total += sent
             while sent:

@@ -1,7 +1,7 @@
 """Kerberos (``sasl.mechanism=GSSAPI``) settings of an MM2 file, for each client library, and the start check.
 
 An MM2 file gives a Kerberos client ``sasl.kerberos.service.name`` and a ``sasl.jaas.config``
-with ``Krb5LoginModule`` (``mm2py.kafka.krb5jaas``). librdkafka takes the keytab and principal
+with ``Krb5LoginModule`` (``mm2py.config.krb5jaas``). librdkafka takes the keytab and principal
 as ``sasl.kerberos.keytab`` / ``sasl.kerberos.principal`` and runs ``kinit`` itself; kafka-python
 takes the service name and finds the ticket through the environment ``mm2py.kafka.krb5login``
 sets up. ``check_flows`` logs every Kerberos client of the flows in before Spark starts.
@@ -12,42 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from mm2py.config.krb5jaas import GSSAPI, is_gssapi, kerberos_login
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.kafka.krb5jaas import Krb5Login, parse_krb5_login
 from mm2py.kafka.krb5login import check_login, use_login
 
 if TYPE_CHECKING:
     from mm2py.config.model import ClusterConfig, FlowConfig
 
-GSSAPI = "GSSAPI"
 _NO_PROVIDER = "No provider for SASL mechanism GSSAPI"
-
-
-def is_gssapi(props: Mapping[str, str]) -> bool:
-    return props.get("sasl.mechanism", "").strip().upper() == GSSAPI
-
-
-def kerberos_login(props: Mapping[str, str], alias: str) -> Krb5Login:
-    """The login a GSSAPI client's settings ask for; ConfigError naming the key when they are incomplete."""
-    if not props.get("sasl.kerberos.service.name", "").strip():
-        raise ConfigError(ConfigProblem(f"{alias}.sasl.kerberos.service.name",
-                                        "sasl.mechanism=GSSAPI needs the brokers' Kerberos service name (kafka)"))
-    if "sasl.jaas.config" not in props:
-        raise ConfigError(ConfigProblem(f"{alias}.sasl.jaas.config",
-                                        "sasl.mechanism=GSSAPI needs sasl.jaas.config with Krb5LoginModule"))
-    return parse_krb5_login(props["sasl.jaas.config"], alias)
-
-
-def settings_problem(props: Mapping[str, str]) -> tuple[str, str] | None:
-    """(key without alias, why) when a GSSAPI client's settings cannot run; None when they can (or no GSSAPI)."""
-    if not is_gssapi(props):
-        return None
-    try:
-        kerberos_login(props, "")
-    except ConfigError as e:
-        problem = e.problems[0]
-        return (problem.key or "").lstrip("."), problem.message
-    return None
 
 
 def rdkafka_kerberos(props: Mapping[str, str], alias: str) -> dict[str, object]:

@@ -22,8 +22,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from mm2py.config.krb5jaas import Krb5Login
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.kafka.krb5jaas import Krb5Login
 
 # how the environment of this process (or the driver it was forked from) names its keytab login
 LOGIN_ENV = "MM2PY_KRB5_LOGIN"
@@ -72,7 +72,7 @@ def _prime(login: Krb5Login, cache: str) -> None:
         name = gssapi.Name(login.principal, gssapi.NameType.kerberos_principal)
         creds = gssapi.Credentials(name=name, usage="initiate", store={"client_keytab": login.keytab, "ccache": cache})
         creds.store(store={"ccache": cache}, usage="initiate", overwrite=True, set_default=True)
-    except Exception:  # noqa: BLE001 - no gssapi package, no KDC: reported when a client connects
+    except Exception:  # no gssapi package, no KDC: reported when a client connects
         return
 
 
@@ -150,7 +150,7 @@ def check_login(login: Krb5Login, alias: str, service: str, host: str, *, key: s
         try:
             _acquire(login, service, host, cache)
             outcome.append(None)
-        except Exception as e:  # noqa: BLE001 - reported below, named
+        except Exception as e:  # reported below, named
             outcome.append(e)
 
     worker = threading.Thread(target=attempt, name=f"krb5-check-{alias}", daemon=True)

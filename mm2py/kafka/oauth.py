@@ -187,7 +187,7 @@ def preflight(clients: Iterable[tuple[str, Mapping[str, str]]]) -> None:
                 key = "sasl.oauthbearer.token.provider" if settings.provider else "sasl.jaas.config"
                 problems.append(ConfigProblem(f"{prefix}.{key}", f"the client credentials of client id "
                                               f"'{settings.client_id}' were refused: {e}"))
-        except Exception as e:  # noqa: BLE001 - a provider callable's own failure, named
+        except Exception as e:  # a provider callable's own failure, named
             if settings.provider:
                 problems.append(ConfigProblem(f"{prefix}.sasl.oauthbearer.token.provider",
                                               f"{settings.provider} failed: {type(e).__name__}: {e}"))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import kafka.errors as kerr
 from kafka.protocol.admin.transactions import ListTransactionsRequest
@@ -112,7 +113,7 @@ class Transaction:
                                    producer_epoch=self.epoch, committed=committed),
                    "EndTxn(commit)" if committed else "EndTxn(abort)")
 
-    def _call(self, request: Callable[[], object], what: str) -> object:
+    def _call(self, request: Callable[[], object], what: str) -> Any:
         """Send ``request()`` to the coordinator until it answers without a transient error."""
         deadline = self.clock() + self.timeout_ms / 1000
         backoff = 0.05

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import kafka.errors as kerr
 from kafka.future import Future
@@ -82,7 +82,7 @@ def to_kafka_error(
     """Map a broker error code to our exception tree, keeping where it happened."""
     exc = error_for(code)
     text = f"{exc.__name__}" + (f": {detail}" if detail else "")
-    where = {"cluster": cluster, "topic": topic, "partition": partition, "offset": offset}
+    where: dict[str, Any] = {"cluster": cluster, "topic": topic, "partition": partition, "offset": offset}
     if issubclass(exc, kerr.AuthorizationError):
         return AuthorizationError(f"not authorized ({text})", **where)
     if exc in (kerr.MessageSizeTooLargeError, kerr.RecordListTooLargeError):
@@ -233,7 +233,7 @@ class RawClient:
         """Read what the brokers answered so far, waiting up to ``timeout_ms`` (less once ``future`` is done)."""
         self._net.poll(timeout_ms=timeout_ms, future=future)
 
-    def wait(self, future: Future) -> object:
+    def wait(self, future: Future) -> Any:  # a kafka-python response: its fields by the request's schema
         deadline = time.monotonic() + self.timeout_ms / 1000
         while not future.is_done:
             left = deadline - time.monotonic()
@@ -351,7 +351,7 @@ class RawClient:
         future.add_errback(lambda _: sessions.failed(plan))
         return future
 
-    def fetched(self, response: object) -> dict[TP, FetchedPartition]:
+    def fetched(self, response: Any) -> dict[TP, FetchedPartition]:
         """A Fetch answer's partitions, by topic name (a v13 answer names its topics by id)."""
         if isinstance(response, fastio.RawFetch):  # read in place by an adapted connection
             return self._named(response.partitions)
@@ -376,7 +376,7 @@ class RawClient:
         first = next(iter(parts), None)
         if first is None or isinstance(first[0], str):
             return parts  # type: ignore[return-value]
-        name_of = self._topic_ids.name_of
+        name_of: Callable[[Any], str] = self._topic_ids.name_of
         try:
             return {(name_of(topic), partition): data for (topic, partition), data in parts.items()}
         except KeyError as e:
@@ -395,7 +395,7 @@ class RawClient:
         return self._send(node, fastio.ChunkedProduce(dict(batches), timeout_ms, transactional_id))
 
     @staticmethod
-    def produced(response: object) -> dict[TP, ProducedPartition]:
+    def produced(response: Any) -> dict[TP, ProducedPartition]:
         out: dict[TP, ProducedPartition] = {}
         for topic in response.responses:
             for p in topic.partition_responses:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mm2py.filters import ConfigPropertyFilterInterface, should_replicate_source_default
+from mm2py.config.filters import ConfigPropertyFilterInterface, should_replicate_source_default
 from mm2py.kafka.resources import TopicConfigEntry
 
 MAX_MESSAGE_BYTES = "max.message.bytes"

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable
 
 import structlog
 
+from mm2py.config.filters import config_property_filter_for
 from mm2py.config.model import FlowConfig
 from mm2py.errors import AuthorizationError, KafkaError
-from mm2py.filters import config_property_filter_for
 from mm2py.kafka.admin import Admin
 from mm2py.metadata.acls import target_acls
 from mm2py.metadata.configs import creation_configs, pending, sync_operations

@@ -19,12 +19,12 @@ from mm2py.checkpoint.generations import REASON, untaken
 from mm2py.checkpoint.state import sync_log_for
 from mm2py.checkpoint.task import load_syncs
 from mm2py.client import MirrorClient
+from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.errors import ConfigError, ConfigProblem, KafkaError, Mm2pyError
-from mm2py.filters import topic_filter_for
 from mm2py.kafka.admin import Admin
 from mm2py.policy import policy_for
-from mm2py.source.positions import PositionStore
+from mm2py.stores.positions import PositionStore
 from mm2py.topology import loop_guard, reverse_flow
 from mm2py.types import TP
 

@@ -14,15 +14,15 @@ from dataclasses import asdict, dataclass, field, replace
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import ClusterConfig, FlowConfig
-from mm2py.filters import topic_filter_for
 from mm2py.formats import FormatError, Heartbeat
 from mm2py.kafka.admin import Admin, translate
 from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.ops.replicator import replicator_health
 from mm2py.policy import policy_for
-from mm2py.source.ledger import ledger_entries
-from mm2py.source.positions import PositionStore
+from mm2py.stores.ledger import ledger_entries
+from mm2py.stores.positions import PositionStore
 from mm2py.types import TP
 
 
@@ -55,7 +55,7 @@ class FlowStatus:
     # records whose schema ids could not be translated, per schemas.on.error action (mm2py.schemas)
     replicator_schema_errors: tuple[tuple[str, int], ...] = ()
     # source partitions found gone back (re-created, truncated) or with a gap, and what the flow did:
-    # mm2py-ledger.{source}.internal's events of this flow, oldest first (mm2py.source.ledger)
+    # mm2py-ledger.{source}.internal's events of this flow, oldest first (mm2py.stores.ledger)
     ledger: tuple[dict, ...] = ()
 
     @property

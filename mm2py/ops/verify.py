@@ -14,15 +14,15 @@ import re
 from dataclasses import dataclass
 
 from mm2py.checkpoint.task import load_syncs
+from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import FlowConfig
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.filters import topic_filter_for
 from mm2py.kafka.admin import Admin
 from mm2py.ops.digest import PartitionCheck, digest_ranges
 from mm2py.policy import policy_for
 from mm2py.schemas.check import require_registries
 from mm2py.schemas.decode import RecordDecoder
-from mm2py.source.positions import PositionStore
+from mm2py.stores.positions import PositionStore
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def audit_one(r: AuditRange) -> AuditResult:
     return AuditResult(r.flow.name, PartitionCheck(r.topic, r.partition, src, dst), r.source, r.target)
 
 
-def run_audit(spark, ranges: list[AuditRange]) -> list[AuditResult]:  # noqa: ANN001 - a SparkSession
+def run_audit(spark, ranges: list[AuditRange]) -> list[AuditResult]:  # a SparkSession
     """Audit ``ranges`` as Spark tasks, one per partition, results in flow/topic/partition order."""
     if not ranges:
         return []

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import FlowConfig
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.filters import topic_filter_for
 from mm2py.kafka.admin import Admin
 from mm2py.schemas.registry import Registry
 from mm2py.schemas.settings import SchemaSettings

@@ -47,7 +47,7 @@ class Registry:
                 return missing  # type: ignore[return-value]
             raise SchemaRegistryError(f"schema registry {self.url} refused {what}: HTTP {e.http_status_code} "
                                       f"{e.error_message}", cluster=self.alias, cause=e) from e
-        except Exception as e:  # noqa: BLE001 - httpx transport errors and kin: the registry did not answer
+        except Exception as e:  # httpx transport errors and kin: the registry did not answer
             raise SchemaRegistryError(f"schema registry {self.url} did not answer {what}: {type(e).__name__}: {e}",
                                       cluster=self.alias, cause=e) from e
 

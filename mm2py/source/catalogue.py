@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping
 
 import structlog
 
+from mm2py.config.filters import TopicFilter, TopicFilterInterface
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError, missing_acl
-from mm2py.filters import TopicFilter, TopicFilterInterface
 from mm2py.kafka.admin import Admin
 from mm2py.metadata.sync import MetadataSync
 from mm2py.policy import ReplicationPolicy
@@ -273,7 +273,7 @@ class TopicCatalogue:
             sizes = self.log_sizes({t for t, _ in tps})
             first = self.offsets.list_offsets(tps, "earliest")
             last = self.offsets.list_offsets(tps, "latest")
-        except Exception as e:  # noqa: BLE001 - sizing is an optimisation; plan with the default
+        except Exception as e:  # sizing is an optimisation; plan with the default
             log.warning("could not size source partitions; planning with a default", flow=self.flow.name,
                         error=str(e))
             return

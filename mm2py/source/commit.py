@@ -30,13 +30,13 @@ from mm2py.formats import OffsetSync
 from mm2py.kafka.admin import Admin
 from mm2py.metrics import Metrics
 from mm2py.policy import ReplicationPolicy, policy_for
-from mm2py.source.ledger import Ledger
 from mm2py.source.listing import OffsetLister, SourceListing
-from mm2py.source.positions import PositionStore
 from mm2py.source.ranges import RangeResult
 from mm2py.source.resets import gap_entry
 from mm2py.source.sync_history import all_syncs, history_for, history_syncs, unwritten
 from mm2py.source.sync_writer import OffsetSyncWriter
+from mm2py.stores.ledger import Ledger
+from mm2py.stores.positions import PositionStore
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
@@ -80,7 +80,7 @@ class FlowCommitter:
                  syncs: SyncSaver | None, source: OffsetLister, target: Admin | None = None,
                  metrics: Metrics | None = None, history: HistoryKeeper | None = None, ledger: Ledger | None = None):
         self.flow = flow
-        self.ledger = ledger  # records lost ranges (mm2py.source.ledger)
+        self.ledger = ledger  # records lost ranges (mm2py.stores.ledger)
         self.history = history
         self.policy = policy
         self.positions = positions

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mm2py.filters import TopicFilterInterface
+from mm2py.config.filters import TopicFilterInterface
 from mm2py.policy import ReplicationPolicy
 
 

@@ -18,24 +18,24 @@ import time
 
 import structlog
 
+from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
-from mm2py.filters import topic_filter_for
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import ensure_compacted_topic
 from mm2py.metadata.sync import MetadataSync
 from mm2py.policy import policy_for
 from mm2py.source.ahead import AheadWork, ahead_delay
 from mm2py.source.catalogue import TopicCatalogue
-from mm2py.source.ledger import Ledger
 from mm2py.source.listing import OffsetLister, SourceListing
-from mm2py.source.positions import PositionStore, PositionTail
 from mm2py.source.provenance import REGISTRY_TOPIC, Provenance, RegistryTail
 from mm2py.source.ranges import PartitionRange, split_key, tp_key
 from mm2py.source.reset_guard import ResetGuard, reset_sync_writer
 from mm2py.source.sizing import BatchSizer
 from mm2py.source.spark_offsets import Offsets
 from mm2py.source.stalls import PlannedRange, StallBook
+from mm2py.stores.ledger import Ledger
+from mm2py.stores.positions import PositionStore, PositionTail
 from mm2py.topology import LoopGuard
 from mm2py.types import TP
 

@@ -30,8 +30,8 @@ import structlog
 
 from mm2py.config.model import FlowConfig
 from mm2py.formats import OffsetSync
-from mm2py.source.ledger import GAP, LedgerEntry, LedgerState
 from mm2py.source.resets import CONTINUE, RECREATE, STOP, Reset, decide, describe, detect, entry_for, from_entry
+from mm2py.stores.ledger import GAP, LedgerEntry, LedgerState
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)

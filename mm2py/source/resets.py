@@ -5,7 +5,7 @@ is truncated below the flow's position (same id: an unclean leader election). Pl
 old position would wait for offsets the new log may never reach, then skip what it holds below
 them: a silent loss. ``detect`` finds both from what a plan reads anyway (each partition's next
 offset to copy, the source's log end, the topic ids of the same metadata answer) against the
-topic id the flow last copied under (mm2py.source.ledger). Records deleted before they were
+topic id the flow last copied under (mm2py.stores.ledger). Records deleted before they were
 mirrored (retention, DeleteRecords: a log start above the position) are found by the copy, which
 skips them and reports the range (mm2py.source.copier); the committer records it (``gap_entry``).
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mm2py.source.ledger import GAP, RECREATED, TRUNCATED, LedgerEntry, now_ms
+from mm2py.stores.ledger import GAP, RECREATED, TRUNCATED, LedgerEntry, now_ms
 from mm2py.types import TP
 
 CONTINUE, STOP, RECREATE, SKIPPED = "continue", "stop", "recreate", "skipped"

@@ -8,7 +8,7 @@ start where the copy stopped, not at Spark's offset, or the records in between a
 The sink records where each partition really got to (``mm2-offsets.{source}.internal`` on the
 target), and the planner runs in another process (Spark's Python source runner), so the
 positions topic is the one channel both see. ``StallBook`` reads it through a tail
-(``mm2py.source.positions.PositionTail``: one ListOffsets request and the few records the last
+(``mm2py.stores.positions.PositionTail``: one ListOffsets request and the few records the last
 micro-batch wrote, per micro-batch).
 """
 

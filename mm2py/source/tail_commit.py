@@ -35,9 +35,9 @@ from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
 from mm2py.formats import OffsetSync
 from mm2py.source.partition import PartitionCopy
-from mm2py.source.positions import PositionStore
 from mm2py.source.sync_history import history_for, run_starts
 from mm2py.source.sync_writer import OffsetSyncWriter
+from mm2py.stores.positions import PositionStore
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)

@@ -20,7 +20,6 @@ from mm2py.schemas.copier import TranslatingWriter
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.source.copier import Copier
 from mm2py.source.copy_settings import CopySettings, ProducerState
-from mm2py.source.positions import PositionStore
 from mm2py.source.producer_slot import ProducerSlot
 from mm2py.source.provenance import ProducerIds, Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
@@ -28,6 +27,7 @@ from mm2py.source.rehash import RehashWriter
 from mm2py.source.tail import TailWindow
 from mm2py.source.transactional import ExactlyOnce, TaskTransaction
 from mm2py.source.transforming import TransformingWriter
+from mm2py.stores.positions import PositionStore
 from mm2py.transforms import chain_for
 from mm2py.types import TP
 from mm2py.worker import kept_state, kept_writer, task_clients

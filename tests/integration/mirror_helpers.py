@@ -33,7 +33,7 @@ def properties(clusters: dict[str, str], flows: dict[str, dict[str, str]], extra
     return "\n".join(lines) + "\n" + SINGLE_BROKER + extra
 
 
-def mirror_once(spark, text: str, tmp_path: Path, timeout: float = 240) -> Engine:  # noqa: ANN001
+def mirror_once(spark, text: str, tmp_path: Path, timeout: float = 240) -> Engine:
     """Run every enabled flow in-process until it caught up with what the sources hold now."""
     config: MirrorMakerConfig = load_text(text)
     engine = Engine(config, spark, str(tmp_path / "ckpt"))
@@ -92,7 +92,7 @@ class Replicator:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
 
 
-def wait_for(predicate, timeout: float, message: str, replicator: Replicator | None = None) -> None:  # noqa: ANN001
+def wait_for(predicate, timeout: float, message: str, replicator: Replicator | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

@@ -39,9 +39,9 @@ from mm2py.errors import AuthenticationError, AuthorizationError, ClusterUnreach
 from mm2py.kafka.admin import Admin
 from mm2py.source.copy_settings import CopySettings
 from mm2py.source.planner import planner_for
-from mm2py.source.positions import PositionStore
 from mm2py.source.ranges import PartitionRange
 from mm2py.source.task import CopySpec, TaskRun, copy_ranges
+from mm2py.stores.positions import PositionStore
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import REPO, mirror_once, properties
 from tests.kafkautil import consume_all, create_topic, delete_topic, end_offsets, list_topics, produce, wait_until

@@ -45,7 +45,7 @@ def mirrored_in_order(target: str, remote: str, acked: dict[int, list[bytes]]) -
 def all_there(target: str, remote: str, acked: dict[int, list[bytes]]) -> bool:
     try:
         return mirrored_in_order(target, remote, acked)[0] == 0
-    except Exception:  # noqa: BLE001 - the target may still be restarting
+    except Exception:  # the target may still be restarting
         return False
 
 

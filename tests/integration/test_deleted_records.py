@@ -23,8 +23,8 @@ from mm2py.engine.driver import Engine
 from mm2py.kafka import batches as rb
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.wire import RawClient
-from mm2py.source.ledger import Ledger
-from mm2py.source.positions import PositionStore
+from mm2py.stores.ledger import Ledger
+from mm2py.stores.positions import PositionStore
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
 from tests.kafkautil import TS0, Record, consume_all, create_topic, end_offsets, produce
 
@@ -36,7 +36,7 @@ CHUNKS = (700, 700, 600)  # batches [0, 700), [700, 1400), [1400, 2000)
 LOST_EVENT = "deleted before they were mirrored"
 
 
-def produce_batches(bootstrap: str, topic: str, partition: int, codec: str | None, chunks=CHUNKS,  # noqa: ANN001
+def produce_batches(bootstrap: str, topic: str, partition: int, codec: str | None, chunks=CHUNKS,
                     first: int = 0) -> None:
     """``sum(chunks)`` keyed records with headers and distinct timestamps, one batch per chunk."""
     i = first

@@ -95,7 +95,7 @@ class Writers:
                 self.transactions = k
                 time.sleep(0.1)
             assert plain.flush(30) == 0
-        except Exception as e:  # noqa: BLE001 - reported by the test
+        except Exception as e:  # reported by the test
             self.failed.append(repr(e))
 
 

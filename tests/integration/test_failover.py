@@ -51,7 +51,7 @@ def failover_text(a: str, b: str, topic: str) -> str:
     return properties({"A": a, "B": b}, {"A->B": {"topics": topic}})
 
 
-def drill(spark, cluster_a, cluster_b, tmp_path, topic: str, values: list[bytes], group: str,  # noqa: ANN001
+def drill(spark, cluster_a, cluster_b, tmp_path, topic: str, values: list[bytes], group: str,
           use_cli: bool = False) -> None:
     text = failover_text(cluster_a.bootstrap, cluster_b.bootstrap, topic)
     mirror_once(spark, text, tmp_path / "m1")

@@ -80,7 +80,7 @@ class Writer(threading.Thread):
                     self.committed += keys
                 n += 1
                 time.sleep(0.03)
-        except BaseException as e:  # noqa: BLE001 - reported by the test
+        except BaseException as e:  # reported by the test
             self.error = e
 
 

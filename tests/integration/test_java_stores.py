@@ -73,7 +73,7 @@ def mtls_clusters(cluster_workdir: Path) -> Iterator[tuple[devcluster.DevCluster
     make_stores(stores)
     original = devcluster.listener_properties
 
-    def required_client_auth(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def required_client_auth(*args, **kwargs):
         server, _client = original(*args, **kwargs)
         server.update({"ssl.keystore.location": str(stores / "broker.p12"), "ssl.keystore.type": "PKCS12",
                        "ssl.keystore.password": BROKER_PW, "ssl.key.password": BROKER_PW,
@@ -112,7 +112,7 @@ def test_mutual_tls_with_pkcs12_key_store_and_jks_trust_store_through_connect_mi
     # the brokers do require a certificate: a client with the trust store alone is turned away
     anonymous = {k: v for k, v in client_settings(stores).items() if not k.startswith(("ssl.keystore", "ssl.key."))}
     admin = AdminClient({**rdkafka_config(a.bootstrap, anonymous, "A"), "socket.connection.setup.timeout.ms": 3000})
-    with pytest.raises(Exception):  # noqa: B017, PT011 - librdkafka's KafkaException of a failed handshake
+    with pytest.raises(Exception):  # noqa: B017 - librdkafka's KafkaException of a failed handshake
         admin.list_topics(timeout=5)
 
     topic = f"{unique_name}-t"
@@ -128,7 +128,7 @@ def test_mutual_tls_with_pkcs12_key_store_and_jks_trust_store_through_connect_mi
         def landed() -> int:
             try:
                 return sum(end_offsets(b.bootstrap, remote, client=b.rdkafka_config()).values())
-            except Exception:  # noqa: BLE001 - not created yet
+            except Exception:  # not created yet
                 return 0
 
         wait_for(lambda: landed() >= len(records), 240, f"{len(records)} records in {remote}", replicator)

@@ -55,7 +55,7 @@ def alter(bootstrap: str, topic: str, **values: str) -> None:
     admin.incremental_alter_configs([resource])[resource].result(30)
 
 
-def flow_text(cluster_a, cluster_b, topic: str, **keys: str) -> str:  # noqa: ANN001
+def flow_text(cluster_a, cluster_b, topic: str, **keys: str) -> str:
     return properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
                       {"A->B": {"topics": topic, **{k.replace("_", "."): v for k, v in keys.items()}}},
                       "emit.checkpoints.enabled = false\nsync.topic.acls.enabled = false\n")

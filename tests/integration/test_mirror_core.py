@@ -25,7 +25,7 @@ def records(topic: str, partition: int, count: int, start: int = 0):
     ]
 
 
-def fields(rec):  # noqa: ANN001, ANN201
+def fields(rec):
     return (rec.key, rec.value, tuple(rec.headers or ()), rec.timestamp)
 
 

@@ -56,18 +56,18 @@ class Flow:
         return load_text(self.text)
 
     @property
-    def flow(self):  # noqa: ANN201
+    def flow(self):
         return self.config.enabled_flows[0]
 
     def remote(self, topic: str) -> str:
         return f"{self.src}.{topic}"
 
-    def mirror(self, spark) -> None:  # noqa: ANN001
+    def mirror(self, spark) -> None:
         """One in-process run until caught up, each with a fresh Spark checkpoint (a restart)."""
         self.runs += 1
         mirror_once(spark, self.text, self.tmp / f"run{self.runs}")
 
-    def checkpoint_pass(self):  # noqa: ANN201
+    def checkpoint_pass(self):
         return run_checkpoints(self.flow)
 
     def checkpoints(self, group: str) -> dict[TP, Checkpoint]:
@@ -77,7 +77,7 @@ class Flow:
         return Admin(self.config.clusters[self.dst]).group_offsets(group)
 
 
-def make_flow(cluster_a, cluster_b, tmp_path: Path, keys: dict[str, str], extra: str = "") -> Flow:  # noqa: ANN001
+def make_flow(cluster_a, cluster_b, tmp_path: Path, keys: dict[str, str], extra: str = "") -> Flow:
     suffix = uuid.uuid4().hex[:6]
     src, dst = f"P{suffix}", f"Q{suffix}"
     text = properties({src: cluster_a.bootstrap, dst: cluster_b.bootstrap}, {f"{src}->{dst}": keys}, extra=extra)

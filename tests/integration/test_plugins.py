@@ -16,7 +16,7 @@ import pytest
 
 from mm2py.checkpoint.task import load_checkpoints, run_checkpoints
 from mm2py.config import load_text
-from mm2py.filters import GroupFilter, TopicFilter, group_filter_for, topic_filter_for
+from mm2py.config.filters import GroupFilter, TopicFilter, group_filter_for, topic_filter_for
 from mm2py.kafka.admin import Admin
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
 from tests.kafkautil import commit_offsets, consume_all, create_topic, end_offsets, list_topics, produce
@@ -41,7 +41,7 @@ def values(bootstrap: str, topic: str) -> dict[int, list[tuple[bytes | None, byt
 
 
 def test_user_topic_and_config_property_filters_mirror_what_the_defaults_would_not(
-        spark, cluster_a, cluster_b, unique_name, tmp_path: Path):  # noqa: ANN001
+        spark, cluster_a, cluster_b, unique_name, tmp_path: Path):
     src, dst = aliases()
     audit, orders = f"{unique_name}.internal", f"{unique_name}-orders"
     create_topic(cluster_a.bootstrap, audit, 2, {"retention.ms": "987654321", "max.compaction.lag.ms": "123456789"})
@@ -72,7 +72,7 @@ def test_user_topic_and_config_property_filters_mirror_what_the_defaults_would_n
 
 
 def test_user_group_filter_checkpoints_a_console_consumer_group(
-        spark, cluster_a, cluster_b, unique_name, tmp_path: Path):  # noqa: ANN001
+        spark, cluster_a, cluster_b, unique_name, tmp_path: Path):
     src, dst = aliases()
     topic = f"{unique_name}-t"
     console, app = f"console-consumer-{uuid.uuid4().hex[:8]}", f"{unique_name}-app"
@@ -99,7 +99,7 @@ def test_user_group_filter_checkpoints_a_console_consumer_group(
     assert checkpoints == {(console, remote, 0): 120, (console, remote, 1): 30}
 
 
-def test_user_policy_and_filters_in_the_running_replicator(cluster_a, cluster_b, unique_name, tmp_path: Path):  # noqa: ANN001
+def test_user_policy_and_filters_in_the_running_replicator(cluster_a, cluster_b, unique_name, tmp_path: Path):
     """``connect-mirror-maker`` as operators run it, with every class of the user's: a separate process."""
     src, dst = aliases()
     audit = f"{unique_name}.internal"

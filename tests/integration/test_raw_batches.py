@@ -20,7 +20,7 @@ RECORDS_AT = 61
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
-def raw_batches(cluster, topic: str, partition: int) -> list[tuple[int, int, bytes, bytes]]:  # noqa: ANN001
+def raw_batches(cluster, topic: str, partition: int) -> list[tuple[int, int, bytes, bytes]]:
     """(codec, record count, header bytes 21-43, records section) of every batch, read with a raw Fetch."""
     client = RawClient(cluster, client_id="raw-batches-test")
     try:

@@ -18,7 +18,7 @@ class UncaughtInJvm:
     def __init__(self) -> None:
         self.seen: list[str] = []
 
-    def uncaughtException(self, thread, throwable) -> None:  # noqa: ANN001, N802 - a Java interface
+    def uncaughtException(self, thread, throwable) -> None:  # a Java interface
         self.seen.append(f"{thread.getName()}: {throwable.toString()}")
 
     class Java:
@@ -35,11 +35,11 @@ def uncaught(spark):
     thread.setDefaultUncaughtExceptionHandler(before)
 
 
-def _start(spark, sink):  # noqa: ANN001
+def _start(spark, sink):
     return spark.readStream.format("rate").option("rowsPerSecond", 1).load().writeStream.foreachBatch(sink).start()
 
 
-def _ended(query, seconds: float) -> None:  # noqa: ANN001
+def _ended(query, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while query.isActive and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -50,13 +50,13 @@ def test_a_query_stopped_during_its_sinks_collect_ends_as_stopped(spark, uncaugh
     """Spark tests the error of a stopped foreachBatch with a pattern that recurses per character:
     on py4j's full text (a Java stack) the stream thread died of a StackOverflowError."""
     @udf("long")
-    def slow(x):  # noqa: ANN001, ANN202
+    def slow(x):
         time.sleep(12)  # stopped after 2 s; a slot it held would be free soon after anyway
         return x
 
     started = []
 
-    def sink(df, batch_id):  # noqa: ANN001, ANN202
+    def sink(df, batch_id):
         started.append(batch_id)
         collected(spark.range(2).select(slow("id")))
 
@@ -74,10 +74,10 @@ def test_a_query_stopped_during_its_sinks_collect_ends_as_stopped(spark, uncaugh
 
 def test_a_sinks_failed_job_is_the_querys_error_in_brief(spark, uncaught):
     @udf("long")
-    def crash(x):  # noqa: ANN001, ANN202
+    def crash(x):
         os._exit(3)  # a Python worker that dies: PySpark keeps the job's failure as a Py4JJavaError
 
-    def sink(df, batch_id):  # noqa: ANN001, ANN202
+    def sink(df, batch_id):
         collected(spark.range(1).select(crash("id")))
 
     query = _start(spark, sink)

@@ -18,7 +18,7 @@ from mm2py.checkpoint.task import load_syncs
 from mm2py.config import load_text
 from mm2py.kafka.admin import Admin
 from mm2py.ops.failover import plan_failover
-from mm2py.source.ledger import RECREATED, Ledger
+from mm2py.stores.ledger import RECREATED, Ledger
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.kafkautil import commit_offsets, consume_all, create_topic, delete_topic, end_offsets, list_topics, produce
 
@@ -85,7 +85,7 @@ def both_generations(p: int) -> list[str]:
     return [v.format(p=p) for v in expected("old", OLD) + expected("new", NEW)]
 
 
-def config_for(tmp_path: Path, cluster_a, cluster_b, topics: str, extra: dict | None = None) -> Path:  # noqa: ANN001
+def config_for(tmp_path: Path, cluster_a, cluster_b, topics: str, extra: dict | None = None) -> Path:
     keys = {"topics": topics, **(extra or {})}
     text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": keys},
                       extra="refresh.topics.interval.seconds = 2\n")

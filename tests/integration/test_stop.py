@@ -24,7 +24,7 @@ import pytest
 
 from bench.rolling_restart import Mm2
 from mm2py.config.model import ClusterConfig
-from mm2py.source.positions import PositionStore
+from mm2py.stores.positions import PositionStore
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.kafkautil import Stream, compare, consume_all, create_topic, end_offsets
 
@@ -84,11 +84,11 @@ def wait_exit(replicator: Replicator, timeout: float = 60) -> tuple[int, float]:
 def landed(bootstrap: str, remote: str) -> int:
     try:
         return sum(end_offsets(bootstrap, remote).values())
-    except Exception:  # noqa: BLE001 - not created yet
+    except Exception:  # not created yet
         return 0
 
 
-def mirrored_flow(cluster_a, cluster_b, unique_name: str, tmp_path: Path, tail_ms: int,  # noqa: ANN001
+def mirrored_flow(cluster_a, cluster_b, unique_name: str, tmp_path: Path, tail_ms: int,
                   extra: dict[str, str] | None = None) -> tuple[str, str, Path]:
     topic = f"{unique_name}-orders"
     create_topic(cluster_a.bootstrap, topic, 2)
@@ -99,7 +99,7 @@ def mirrored_flow(cluster_a, cluster_b, unique_name: str, tmp_path: Path, tail_m
     return topic, f"A.{topic}", config
 
 
-def signal_mid_tail(cluster_b, remote: str, stream: Stream, replicator: Replicator, how: str,  # noqa: ANN001
+def signal_mid_tail(cluster_b, remote: str, stream: Stream, replicator: Replicator, how: str,
                     signum: int) -> float:
     """Wait until the backlog landed and a tail is running, then signal; the seconds to a clean exit."""
     backlog = sum(map(len, stream.snapshot().values()))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mm2py.config.model import ClusterConfig
-from mm2py.source.positions import PositionStore
+from mm2py.stores.positions import PositionStore
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.kafkautil import Stream, compare, create_topic, end_offsets, producer_ids
 
@@ -52,7 +52,7 @@ def test_tailing_tasks_copy_a_stream_as_it_arrives_and_lose_nothing_across_resta
         def remote_exists() -> bool:
             try:
                 return bool(end_offsets(cluster_b.bootstrap, remote))
-            except Exception:  # noqa: BLE001 - not created yet
+            except Exception:  # not created yet
                 return False
 
         wait_for(lambda: sum(b["tailed"] for b in batch_lines(log)) >= 2 * RATE

@@ -79,7 +79,7 @@ def ours(bootstrap: str, unique: str) -> dict[str, int]:
 
 
 @contextlib.contextmanager
-def running(spark, text: str, tmp_path: Path) -> Iterator[Engine]:  # noqa: ANN001
+def running(spark, text: str, tmp_path: Path) -> Iterator[Engine]:
     """Every enabled flow of ``text`` running continuously in-process, with heartbeats, as ``run`` does."""
     config = load_text(text)
     engine = Engine(config, spark, str(tmp_path / "ckpt"))
@@ -242,7 +242,7 @@ def test_identity_both_ways_mirrors_what_cannot_loop_and_holds_back_what_would(c
 # -- remote topics that differ from their source ------------------------------------------------------
 
 
-def ab_flow(cluster_a, cluster_b, topics: str, **keys: str) -> str:  # noqa: ANN001
+def ab_flow(cluster_a, cluster_b, topics: str, **keys: str) -> str:
     return example("active-passive.properties", {"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
                    {"A->B.topics": topics, **FAST, **{k.replace("_", "."): v for k, v in keys.items()}})
 
@@ -252,7 +252,7 @@ def test_target_with_fewer_partitions_is_an_error(spark, cluster_a, cluster_b, u
     seed(cluster_a.bootstrap, topic, 60, partitions=3)
     create_topic(cluster_b.bootstrap, f"A.{topic}", 1)  # someone else's, too small
     # the query fails with the planner's error inside Spark's (StreamingQueryException)
-    with pytest.raises(Exception) as err:  # noqa: PT011 - the message is what is checked
+    with pytest.raises(Exception) as err:  # the message is what is checked
         mirror_once(spark, ab_flow(cluster_a, cluster_b, topic), tmp_path, timeout=120)
     message = str(err.value)
     assert f"remote topic A.{topic} has 1 partitions, fewer than the 3 of source topic {topic}" in message

@@ -20,7 +20,7 @@ from tests.kafkautil import TS0, consume_all, create_topic, delete_topic, produc
 pytestmark = pytest.mark.integration
 
 
-def mirrored(spark, cluster_a, cluster_b, unique_name, tmp_path, headers=None):  # noqa: ANN001, ANN201
+def mirrored(spark, cluster_a, cluster_b, unique_name, tmp_path, headers=None):
     topic = f"{unique_name}-t"
     create_topic(cluster_a.bootstrap, topic, 3)
     for p in range(3):
@@ -32,7 +32,7 @@ def mirrored(spark, cluster_a, cluster_b, unique_name, tmp_path, headers=None): 
     return topic, text
 
 
-def by_partition(results):  # noqa: ANN001, ANN201
+def by_partition(results):
     return {a.check.partition: a for a in results}
 
 
@@ -79,7 +79,7 @@ def _recreated(bootstrap: str, topic: str) -> bool:
     try:
         create_topic(bootstrap, topic, 3)
         return True
-    except Exception:  # noqa: BLE001 - still being deleted
+    except Exception:  # still being deleted
         return False
 
 

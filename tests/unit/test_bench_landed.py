@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import mm2_sweep
+from bench import mm2_variants
 from bench.landed import Landed, only_repeats, tally
 from bench.run import MARKERS, RunResult, cpu_per_gb, mm2_properties, replace_marked, summarize, verdict, workloads
 from mm2py.ops.digest import PartitionCheck, PartitionDigest
@@ -108,7 +108,7 @@ def test_verified_column_sums_over_the_pairs():
 
 
 @pytest.fixture
-def fake_bench(monkeypatch: pytest.MonkeyPatch, tmp_path):  # noqa: ANN001, ANN201
+def fake_bench(monkeypatch: pytest.MonkeyPatch, tmp_path):
     """bench.run.main with its brokers, load and runs replaced: results land in ``tmp_path``."""
     import types
 
@@ -185,7 +185,7 @@ def test_broker_cpu_per_gb_is_the_difference_over_the_data_moved():
 @pytest.mark.parametrize("steady", [False, True])
 def test_mm2py_runs_the_file_mm2_runs_with_the_sweeps_best_lines(steady: bool):
     w = workloads(0.01)["c" if steady else "b"]
-    best = mm2_sweep.lines_of(mm2_sweep.variant_of("mm2", steady)[1], "r1")
+    best = mm2_variants.lines_of(mm2_variants.variant_of("mm2", steady)[1], "r1")
     mm2 = mm2_properties("r1", w, "mm2").splitlines()
     mm2py = mm2_properties("r1", w, "mm2py").splitlines()
     assert best and mm2py == mm2  # the same file, the variant's lines last (they win)

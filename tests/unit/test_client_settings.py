@@ -17,8 +17,9 @@ from structlog.testing import capture_logs
 from mm2py.config import clients as cc
 from mm2py.config import load_text
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
+from mm2py.config.rdkafka_keys import RDKAFKA_CONSUMER, RDKAFKA_PRODUCER
 from mm2py.errors import ConfigError
-from mm2py.kafka.clientconf import RDKAFKA_CONSUMER, RDKAFKA_PRODUCER, kafka_python_config, rdkafka_config
+from mm2py.kafka.clientconf import kafka_python_config, rdkafka_config
 from mm2py.kafka.wire import RawClient, TopicIds, settings_of
 from mm2py.policy import offset_syncs_location
 from mm2py.source.copy_settings import MAX_IN_FLIGHT_PER_PARTITION, CopySettings
@@ -245,7 +246,7 @@ def test_copy_settings_default_to_mm2py_s_own_where_the_file_says_nothing():
 class _SendSpy(RawClient):
     """A RawClient without a connection: ``_send`` hands back the request."""
 
-    def __init__(self, cluster, role: str):  # noqa: ANN001 - no broker needed
+    def __init__(self, cluster, role: str):  # no broker needed
         settings = settings_of(cluster, role)
         self.rack = settings.get("client.rack", "") if role == "consumer" else ""
         self._sessions = {}
@@ -256,7 +257,7 @@ class _SendSpy(RawClient):
         self.sent.append(request)
         return Future()
 
-    def fetch_request(self, *args, **kwargs) -> object:  # noqa: ANN002, ANN003
+    def fetch_request(self, *args, **kwargs) -> object:
         self.fetch(*args, **kwargs)
         return self.sent[-1]
 

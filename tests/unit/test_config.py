@@ -279,7 +279,7 @@ def test_unknown_keys_are_listed_in_one_warning_not_fatal():
 
 
 def test_a_filter_class_that_cannot_be_loaded_is_refused_naming_key_and_line():
-    # mm2py loads filter classes (mm2py.filters); a Java one it cannot is no longer swallowed with a warning
+    # mm2py loads filter classes (mm2py.config.filters); a Java one it cannot is no longer swallowed with a warning
     (problem,) = problems(AB + "topic.filter.class = com.example.MyFilter\n")
     assert (problem.key, problem.line) == ("topic.filter.class", 6)
     assert "com.example.MyFilter" in problem.message and "Python port" in problem.message

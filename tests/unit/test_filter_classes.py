@@ -18,9 +18,7 @@ from structlog.testing import capture_logs
 
 import mm2py
 from mm2py.config import load_text
-from mm2py.config.model import FlowConfig
-from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.filters import (
+from mm2py.config.filters import (
     CONFIG_PROPERTY,
     GROUP,
     TOPIC,
@@ -36,6 +34,8 @@ from mm2py.filters import (
     load_topic_filter,
     topic_filter_for,
 )
+from mm2py.config.model import FlowConfig
+from mm2py.errors import ConfigError, ConfigProblem
 from mm2py.kafka.resources import TopicConfigEntry
 from mm2py.metadata.configs import creation_configs
 from mm2py.policy import policy_for
@@ -65,7 +65,7 @@ def refused(extra: str) -> list[ConfigProblem]:
 
 @pytest.mark.parametrize(("kind", "cls"), [(TOPIC, TopicFilter), (GROUP, GroupFilter),
                                            (CONFIG_PROPERTY, ConfigPropertyFilter)])
-def test_mm2_default_names_load_our_default_classes(kind, cls) -> None:  # noqa: ANN001
+def test_mm2_default_names_load_our_default_classes(kind, cls) -> None:
     for name in (JAVA + kind.java, kind.java, f" {JAVA}{kind.java} ", f"mm2py.filters.{cls.__name__}"):
         assert filter_class(kind, name) is cls
 

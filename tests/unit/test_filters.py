@@ -6,8 +6,8 @@ import pickle
 
 import pytest
 
+from mm2py.config.filters import ConfigPropertyFilter, GroupFilter, TopicFilter
 from mm2py.errors import ConfigError
-from mm2py.filters import ConfigPropertyFilter, GroupFilter, TopicFilter
 
 # MM2's defaults (DefaultTopicFilter, DefaultGroupFilter, DefaultConfigPropertyFilter)
 TOPICS_EXCLUDE = (r".*[\-\.]internal", r".*\.replica", "__.*")

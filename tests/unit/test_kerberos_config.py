@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from mm2py.config import load_text
+from mm2py.config.krb5jaas import Krb5Login, jaas_options, parse_krb5_login
 from mm2py.errors import ConfigError
 from mm2py.kafka import krb5login
 from mm2py.kafka.clientconf import kafka_python_config, rdkafka_config
-from mm2py.kafka.krb5jaas import Krb5Login, jaas_options, parse_krb5_login
 
 KEYTAB = ('com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true '
           'keyTab="/etc/security/mm2.keytab" principal="mm2@EXAMPLE.COM";')

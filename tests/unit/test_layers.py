@@ -1,79 +1,36 @@
-"""The layers hold: no import cycle, and ``mm2py/`` names its Spark adapters in one place only.
+"""The layers hold: no import cycle between modules or between packages, and ``mm2py/`` names its
+Spark adapters in one place only.
 
-Imports are read from the source text (every ``import``, at module level or inside a
-function), so a cycle hidden behind a lazy import counts too.
+The graphs are ``tests/layers.py``'s (``python -m tests.layers`` prints the package graph; so does
+``pytest -s tests/unit/test_layers.py``). Module imports are read from the source text (every
+``import``, at module level or inside a function), so a cycle hidden behind a lazy import counts
+too; the package graph also counts the ``__init__`` of every package an import passes through.
+
+``connectors/`` (the repository's top-level folder) installs as the package ``mm2py.connectors``:
+``mm2py/connectors/`` does not exist on disk, and ``mm2py.connectors.source`` is ``connectors/source.py``.
+docs/design.md's module map (its Layout block) names every module, on its package's lines.
 """
 
 from __future__ import annotations
 
-import ast
+import re
 import tomllib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.layers import (
+    KNOWN_UPWARD,
+    REPO,
+    find_cycle,
+    import_graph,
+    imports,
+    module_files,
+    package_graph,
+    package_of,
+    render,
+)
+
 # the one module of mm2py/ allowed to import the adapters: the engine's composition root
 COMPOSITION_ROOT = "mm2py.engine.driver"
-
-
-def _module_files() -> dict[str, Path]:
-    """Module name -> file, for mm2py/ and connectors/ (installed as mm2py.connectors)."""
-    out = {}
-    for folder, package in (("mm2py", "mm2py"), ("connectors", "mm2py.connectors")):
-        for path in sorted((REPO / folder).rglob("*.py")):
-            parts = list(path.relative_to(REPO / folder).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            out[".".join([package, *parts])] = path
-    return out
-
-
-def _imports(module: str, path: Path, known: set[str]) -> set[str]:
-    """The project modules ``module`` imports (a package import counts as its ``__init__``)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
-        else:
-            continue
-        for name in names:
-            while name and name not in known:
-                name = name.rpartition(".")[0]
-            if name and name != module:
-                found.add(name)
-    return found
-
-
-def import_graph() -> dict[str, set[str]]:
-    files = _module_files()
-    known = set(files)
-    return {module: _imports(module, path, known) for module, path in files.items()}
-
-
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One import cycle as ``[a, b, ..., a]``, or None. Package ``__init__`` edges to parents skipped."""
-    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if node.startswith(nxt + "."):
-                continue  # a module importing its own package's __init__ is how Python loads it
-            if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        path.pop()
-        state[node] = 2
-        return None
-
-    for start in sorted(graph):
-        if start not in state and (found := visit(start)):
-            return found
-    return None
 
 
 def test_find_cycle_finds_one() -> None:
@@ -101,7 +58,7 @@ def test_only_the_composition_root_imports_the_connectors() -> None:
 
 def test_connectors_are_thin() -> None:
     """Adapters hand off to the core: no adapter module holds more than a screenful of code."""
-    for module, path in _module_files().items():
+    for module, path in module_files().items():
         if module.startswith("mm2py.connectors"):
             lines = path.read_text().splitlines()
             code = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
@@ -111,5 +68,79 @@ def test_connectors_are_thin() -> None:
 def test_every_package_is_installed() -> None:
     """pyproject lists packages by hand (connectors/ maps to mm2py.connectors): none is forgotten."""
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    packages = {m for m, p in _module_files().items() if p.name == "__init__.py"}
+    packages = {m for m, p in module_files().items() if p.name == "__init__.py"}
     assert packages == listed
+
+
+def test_no_package_import_cycle() -> None:
+    """Packages form layers: none imports, at run time, one that imports it back (printed with -s)."""
+    graph = package_graph()
+    print("\n" + render(graph))
+    cycle = find_cycle(graph)
+    assert cycle is None, "package import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_package_graph_counts_lazy_imports_and_every_init(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from mm2py.config.model import X\n"
+                      "def f():\n    from mm2py.kafka.admin import Admin\n")
+    known = {"mm2py", "mm2py.config", "mm2py.config.model", "mm2py.kafka", "mm2py.kafka.admin"}
+    assert imports("m", source, known) == {"mm2py.config.model", "mm2py.kafka.admin"}
+    assert imports("m", source, known, runtime_only=True) == {"mm2py.kafka.admin"}
+    # mm2py.source.x -> mm2py.config.model passes through mm2py.config's __init__: one package edge
+    assert package_of("mm2py.config.model") == package_of("mm2py.config") == "mm2py.config"
+    assert package_of("mm2py.connectors.source") == "mm2py.connectors"
+
+
+def test_known_upward_imports_are_still_there() -> None:
+    """An allowance left out of the package graph goes once its import does: delete it from KNOWN_UPWARD."""
+    graph = import_graph(runtime_only=True)
+    for module, package in KNOWN_UPWARD.items():
+        assert any(package_of(t) == package for t in graph[module]), f"{module} no longer imports {package}"
+
+
+def test_connectors_install_as_mm2py_connectors() -> None:
+    """connectors/ is the package mm2py.connectors: pyproject maps it, and no mm2py/connectors/ exists."""
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["package-dir"] == {"mm2py.connectors": "connectors"}
+    assert not (REPO / "mm2py" / "connectors").exists()
+    assert module_files()["mm2py.connectors.source"] == REPO / "connectors" / "source.py"
+
+
+def test_bench_has_no_import_cycle() -> None:
+    cycle = find_cycle(import_graph((("bench", "bench"),)))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def _module_map() -> dict[str, set[str]]:
+    """The words of design.md's module map (its Layout block), by the package whose lines hold them."""
+    text = (REPO / "docs" / "design.md").read_text()
+    block = text.split("## Layout\n", 1)[1].split("```", 2)[1]
+    words: dict[str, set[str]] = {}
+    package: str | None = None
+    for line in block.splitlines():
+        if folder := re.match(r"  ([a-z_]+)/\s", line):
+            package = f"mm2py.{folder.group(1)}"
+        elif re.match(r"  [a-z_]+\.py", line):
+            package = "mm2py"  # a line of mm2py's top-level modules
+        elif line.startswith("connectors/"):
+            package = "mm2py.connectors"
+        elif line and not line.startswith(" "):
+            package = None
+        if package:
+            words.setdefault(package, set()).update(re.findall(r"[a-z_][a-z0-9_]*", line))
+    return words
+
+
+def test_the_module_map_lists_every_module() -> None:
+    """docs/design.md's Layout names every module of mm2py/ and connectors/ on its package's lines."""
+    words = _module_map()
+    missing = []
+    for module, path in module_files().items():
+        if path.name == "__init__.py":
+            continue
+        parts = module.split(".")
+        package = "mm2py" if len(parts) == 2 else package_of(module)
+        if parts[-1] not in words.get(package, set()):
+            missing.append(f"{module} ({path.relative_to(REPO)})")
+    assert missing == [], "add to docs/design.md's Layout: " + ", ".join(missing)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from mm2py.config.filters import ConfigPropertyFilter
 from mm2py.config.model import FlowConfig
-from mm2py.filters import ConfigPropertyFilter
 from mm2py.kafka.resources import TopicAcl
 from mm2py.kafka.resources import TopicConfigEntry as E
 from mm2py.metadata.acls import target_acls

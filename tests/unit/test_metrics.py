@@ -145,7 +145,7 @@ def test_process_metrics_are_served():
 
 def test_audit_is_served_and_read_back_by_status():
     from mm2py.audit.buckets import AuditFinding
-    from mm2py.commands.status import render
+    from mm2py.ops.status_view import render
 
     m = Metrics(process=False)
     m.observe_health([Health("A->B", State.RUNNING, 1_700_000_000.0, "")])
@@ -165,7 +165,7 @@ def test_bind_address_and_audit_interval_settings_and_the_endpoint_binds_there()
     import socket
     import urllib.request
 
-    from mm2py.metrics import MetricsServer
+    from mm2py.engine.metrics_server import MetricsServer
 
     base = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
     default = load_text(base + "metrics.port = 9404\n")

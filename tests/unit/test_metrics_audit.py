@@ -41,7 +41,7 @@ class FakeLog:
         base, n, _ = self.batches[-1]
         return base + n
 
-    def fetch(self, node, positions, **kw):  # noqa: ANN001, ANN003
+    def fetch(self, node, positions, **kw):
         (tp, offset), = positions.items()
         self.fetches += 1
         if offset < self.log_start or offset > self.end:
@@ -50,11 +50,11 @@ class FakeLog:
                         if b + n > offset and b + n > self.log_start)
         return FetchedPartition(0, self.end, self.end, self.log_start, (), data)
 
-    def wait(self, future):  # noqa: ANN001
+    def wait(self, future):
         return future
 
     @staticmethod
-    def fetched(response):  # noqa: ANN001
+    def fetched(response):
         return {("t", 0): response}
 
 
@@ -113,7 +113,7 @@ def test_a_long_log_is_counted_over_several_rounds():
     counts = PartitionCounts()
     original = log.fetch
 
-    def one_batch(node, positions, **kw):  # noqa: ANN001, ANN003 - a broker answering one batch per fetch
+    def one_batch(node, positions, **kw):  # a broker answering one batch per fetch
         part = original(node, positions, **kw)
         first = next(iter(split_batches(part.records)), None)
         return part if first is None else FetchedPartition(0, part.high_watermark, part.last_stable_offset,

@@ -10,9 +10,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from mm2py.config import load_text
+from mm2py.config.filters import TopicFilter
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
-from mm2py.filters import TopicFilter
 from mm2py.kafka.resources import TopicConfigEntry
 from mm2py.policy import policy_for
 from mm2py.source.ahead import AHEAD_SECONDS
@@ -621,7 +621,7 @@ def test_a_tailing_micro_batch_refreshes_topics_beside_its_tail_and_the_next_pla
     r.planner.ranges(start, end)
     r.src.counts["new"] = 2  # created on the source while the micro-batch tails
     r.events.clear()
-    r.catalogue._refreshed_at -= 5  # noqa: SLF001 - the listing is due by the time the refresh starts
+    r.catalogue._refreshed_at -= 5  # the listing is due by the time the refresh starts
     r.planner.tailing(AHEAD_SECONDS + 0.05)  # the refresh starts 0.05 s into the tail
     deadline = time.monotonic() + 5
     while ("dst", "create_topics", ("A.new",)) not in r.events and time.monotonic() < deadline:
@@ -646,7 +646,7 @@ def test_a_refresh_that_failed_beside_the_tail_is_done_again_by_the_plan():
         raise KafkaError("source unreachable", cluster="A", retriable=True)
 
     r.src.topics = unreachable  # type: ignore[method-assign]
-    r.catalogue._refreshed_at -= 5  # noqa: SLF001 - the listing is due by the time the refresh starts
+    r.catalogue._refreshed_at -= 5  # the listing is due by the time the refresh starts
     r.planner.tailing(AHEAD_SECONDS + 0.01)
     deadline = time.monotonic() + 5
     while not failed and time.monotonic() < deadline:

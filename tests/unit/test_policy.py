@@ -8,8 +8,8 @@ from collections.abc import Mapping
 
 import pytest
 
+from mm2py.config.filters import TopicFilter
 from mm2py.errors import ConfigError
-from mm2py.filters import TopicFilter
 from mm2py.policy import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,

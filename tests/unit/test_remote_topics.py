@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from mm2py.config import load_text
+from mm2py.config.filters import TopicFilter
 from mm2py.errors import KafkaError
-from mm2py.filters import TopicFilter
 from mm2py.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 from mm2py.source.deletes import orphaned_remote_topics
 from mm2py.source.mismatch import Action, on_fewer_partitions

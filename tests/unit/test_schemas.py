@@ -161,9 +161,9 @@ def test_untranslatable_records_are_counted_per_partition_and_action() -> None:
 
 
 def test_status_shows_what_schemas_on_error_did() -> None:
-    from mm2py.commands.status import render
     from mm2py.ops.replicator import parse_health
     from mm2py.ops.status import FlowStatus
+    from mm2py.ops.status_view import render
 
     text = ('mm2py_flow_state{source="A",target="B",state="running"} 1\n'
             'mm2py_schema_untranslatable_records{source="A",target="B",topic="A.o",partition="0",action="pass"} 2\n'

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from mm2py.commands.status import rates_between, render
 from mm2py.ops.status import FlowStatus, TopicStatus
+from mm2py.ops.status_view import rates_between, render
 
 
 def _flow(mirrored: int, end: int = 1000) -> FlowStatus:

@@ -5,11 +5,14 @@
 (``useKeyTab=true keyTab="..." principal="..."``) or from the ticket cache a ``kinit`` left
 (``useTicketCache=true``, ``KRB5CCNAME``); any other combination is refused with one
 ``ConfigError`` naming the cluster and key, never guessed at. Parsing does no I/O.
+``settings_problem`` is the check ``mm2py.config.clients`` runs on a GSSAPI client's settings;
+``mm2py.kafka.krb5conf`` logs in with what ``kerberos_login`` returns.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mm2py.errors import ConfigError, ConfigProblem
@@ -99,3 +102,33 @@ def parse_krb5_login(jaas: str, alias: str, key: str = "sasl.jaas.config") -> Kr
     if _true(options, "useTicketCache"):
         return Krb5Login(principal, ticket_cache=options.get("ticketCache") or None)
     raise refuse("set useKeyTab=true with keyTab and principal (or useTicketCache=true for a kinit's ticket cache)")
+
+
+GSSAPI = "GSSAPI"
+
+
+def is_gssapi(props: Mapping[str, str]) -> bool:
+    return props.get("sasl.mechanism", "").strip().upper() == GSSAPI
+
+
+def kerberos_login(props: Mapping[str, str], alias: str) -> Krb5Login:
+    """The login a GSSAPI client's settings ask for; ConfigError naming the key when they are incomplete."""
+    if not props.get("sasl.kerberos.service.name", "").strip():
+        raise ConfigError(ConfigProblem(f"{alias}.sasl.kerberos.service.name",
+                                        "sasl.mechanism=GSSAPI needs the brokers' Kerberos service name (kafka)"))
+    if "sasl.jaas.config" not in props:
+        raise ConfigError(ConfigProblem(f"{alias}.sasl.jaas.config",
+                                        "sasl.mechanism=GSSAPI needs sasl.jaas.config with Krb5LoginModule"))
+    return parse_krb5_login(props["sasl.jaas.config"], alias)
+
+
+def settings_problem(props: Mapping[str, str]) -> tuple[str, str] | None:
+    """(key without alias, why) when a GSSAPI client's settings cannot run; None when they can (or no GSSAPI)."""
+    if not is_gssapi(props):
+        return None
+    try:
+        kerberos_login(props, "")
+    except ConfigError as e:
+        problem = e.problems[0]
+        return (problem.key or "").lstrip("."), problem.message
+    return None

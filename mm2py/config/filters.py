@@ -37,8 +37,9 @@ import importlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
+from mm2py.config.keys import FLOW_KEYS_BY_NAME, split_list
 from mm2py.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:
@@ -125,16 +126,12 @@ def should_replicate_source_default(filt: ConfigPropertyFilterInterface, prop: s
 
 
 def _flow_default(key: str) -> tuple[str, ...]:
-    # FlowConfig holds every default once; imported late, as mm2py.config imports this module
-    from mm2py.config.keys import FLOW_KEYS_BY_NAME
-
-    return tuple(FLOW_KEYS_BY_NAME[key].default)  # type: ignore[call-overload]  # a regex list
+    """A list key's default, from FlowConfig (which holds every default once)."""
+    return tuple(cast(tuple[str, ...], FLOW_KEYS_BY_NAME[key].default))  # a regex list
 
 
 def _list_setting(props: Mapping[str, object], names: tuple[str, ...]) -> tuple[str, ...] | None:
     """The first of ``names`` present in ``props``, as a ConfigDef LIST; None when none is."""
-    from mm2py.config.keys import split_list
-
     for name in names:
         value = props.get(name)
         if value is None:
@@ -293,6 +290,8 @@ TOPIC_FILTER_CLASS_KEY = "topic.filter.class"
 GROUP_FILTER_CLASS_KEY = "group.filter.class"
 CONFIG_PROPERTY_FILTER_CLASS_KEY = "config.property.filter.class"
 _JAVA_PACKAGE = "org.apache.kafka.connect.mirror."
+# where this module lived before it moved into mm2py.config: class paths naming it still load
+_OLD_MODULE = "mm2py.filters."
 # The keys a flow resolves itself (precedence, deprecated names, defaults): handed to every filter's
 # configure with their resolved values, so a user class reads what the default filters read.
 _RESOLVED = {
@@ -332,6 +331,8 @@ def filter_class(kind: _FilterKind, class_name: str) -> type:
     subclass anything here. Raises ConfigError naming the key otherwise.
     """
     name = class_name.strip()
+    if name.startswith(_OLD_MODULE):
+        name = __name__ + "." + name.removeprefix(_OLD_MODULE)
     if name.removeprefix(_JAVA_PACKAGE) == kind.java:
         return kind.default
     module_name, _, attr = name.rpartition(".")
@@ -345,15 +346,15 @@ def filter_class(kind: _FilterKind, class_name: str) -> type:
                        f"a Java filter other than {kind.java} needs a Python port)")
         except AttributeError:
             problem = f"module {module_name!r} has no {attr!r}"
-        except Exception as e:  # noqa: BLE001 - a user module failing at import is a config problem
+        except Exception as e:  # a user module failing at import is a config problem
             problem = f"importing module {module_name!r} failed: {type(e).__name__}: {e}"
         else:
             if not isinstance(cls, type):
                 problem = "not a class"
             elif not callable(getattr(cls, kind.method, None)):
                 problem = f"the class has no method {kind.method}(name) -> bool"
-            elif getattr(cls, "__abstractmethods__", None):
-                problem = f"the class is abstract ({', '.join(sorted(cls.__abstractmethods__))})"
+            elif abstract := getattr(cls, "__abstractmethods__", None):
+                problem = f"the class is abstract ({', '.join(sorted(abstract))})"
             else:
                 return cls
     raise ConfigError(ConfigProblem(kind.key, f"{problem} (got {class_name!r})"))
@@ -378,7 +379,7 @@ class _RecordingProps(dict[str, object]):
         self.used.add(key)
         return super().__getitem__(key)
 
-    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+    def get(self, key: str, default: object = None) -> object:
         self.used.add(key)
         return super().get(key, default)
 
@@ -396,7 +397,7 @@ def load_filter(kind: _FilterKind, class_name: str, props: Mapping[str, object],
     cls = filter_class(kind, class_name)
     try:
         built = cls()
-    except Exception as e:  # noqa: BLE001 - whatever a user's constructor raises
+    except Exception as e:  # whatever a user's constructor raises
         raise ConfigError(ConfigProblem(
             kind.key, f"{class_name!r} cannot be built without arguments: {type(e).__name__}: {e}")) from e
     configure = getattr(built, "configure", None)
@@ -406,7 +407,7 @@ def load_filter(kind: _FilterKind, class_name: str, props: Mapping[str, object],
             configure(recording)
         except ConfigError:
             raise
-        except Exception as e:  # noqa: BLE001 - whatever a user's configure raises
+        except Exception as e:  # whatever a user's configure raises
             raise ConfigError(ConfigProblem(
                 kind.key, f"{class_name!r}: configure failed: {type(e).__name__}: {e}")) from e
         finally:

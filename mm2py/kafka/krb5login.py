@@ -66,11 +66,14 @@ def _prime(login: Krb5Login, cache: str) -> None:
     Without it MIT Kerberos would log in as the keytab's first principal, which need not be the
     one the JAAS line names. Best effort: a failure here shows at the client's own login.
     """
+    if login.keytab is None:
+        return
     try:
         import gssapi
 
         name = gssapi.Name(login.principal, gssapi.NameType.kerberos_principal)
-        creds = gssapi.Credentials(name=name, usage="initiate", store={"client_keytab": login.keytab, "ccache": cache})
+        keytab: dict[bytes | str, bytes | str] = {"client_keytab": login.keytab, "ccache": cache}
+        creds = gssapi.Credentials(name=name, usage="initiate", store=keytab)
         creds.store(store={"ccache": cache}, usage="initiate", overwrite=True, set_default=True)
     except Exception:  # no gssapi package, no KDC: reported when a client connects
         return
@@ -114,7 +117,7 @@ def _acquire(login: Krb5Login, service: str, host: str, cache: str | None) -> No
     if login.uses_keytab:
         assert login.principal is not None and login.keytab is not None
         name = gssapi.Name(login.principal, gssapi.NameType.kerberos_principal)
-        store = {"client_keytab": login.keytab, **({"ccache": cache} if cache else {})}
+        store: dict[bytes | str, bytes | str] = {"client_keytab": login.keytab, **({"ccache": cache} if cache else {})}
         creds = gssapi.Credentials(name=name, usage="initiate", store=store)
     target = gssapi.Name(f"{service}@{host}", gssapi.NameType.hostbased_service)
     context = gssapi.SecurityContext(name=target, creds=creds, usage="initiate", mech=gssapi.MechType.kerberos)

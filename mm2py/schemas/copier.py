@@ -35,7 +35,7 @@ from mm2py.schemas.registry import registry_for
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.schemas.subjects import SubjectSync, Untranslatable
 from mm2py.schemas.translate import IdTranslator
-from mm2py.source.batch_writer import BatchWriter
+from mm2py.source.batch_writer import BatchWriter, owned_records
 from mm2py.source.partition import PartitionCopy, Pending
 from mm2py.source.ranges import PartitionRange, RangeResult
 
@@ -134,9 +134,7 @@ class TranslatingWriter(BatchWriter):
                 part.enqueue(self.stamp(batch, rewritten, part),  # the source's batch when no id changed
                              Pending(view.base_offset, view.record_count, rewritten.size), rebuilt=batch is not buf)
                 return
-        records = rb.decode(buf, view)
-        if trim_before is not None:
-            records = [rec for rec in records if rec.offset >= trim_before]
+        records = owned_records(buf, view, trim_before)
         out: list[rb.Record] = []
         for rec in records:
             try:

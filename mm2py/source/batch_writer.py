@@ -25,6 +25,12 @@ from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.source.small_run import SmallRun
 
 
+def owned_records(buf: bytes, view: rb.BatchView, trim_before: int | None) -> list[rb.Record]:
+    """The records of the batch at ``view``, those below ``trim_before`` left out (another range owns them)."""
+    records = rb.decode(buf, view)
+    return records if trim_before is None else [rec for rec in records if rec.offset >= trim_before]
+
+
 class BatchWriter:
     """Raw batches to the partition's produce queue. Constructor does no I/O.
 
@@ -54,9 +60,7 @@ class BatchWriter:
             part.enqueue(self.stamp(buf, view, part), Pending(view.base_offset, view.record_count, view.size),
                          rebuilt=False)
             return
-        records = rb.decode(buf, view)
-        if trim_before is not None:
-            records = [rec for rec in records if rec.offset >= trim_before]
+        records = owned_records(buf, view, trim_before)
         self.enqueue_rebuilt(part, records, rb.codec_of(buf, view))
 
     def enqueue_rebuilt(self, part: PartitionCopy, records: list[rb.Record], codec: int) -> None:

@@ -24,7 +24,7 @@ from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError
 from mm2py.kafka import batches as rb
 from mm2py.kafka.clientconf import rdkafka_config
-from mm2py.source.batch_writer import BatchWriter
+from mm2py.source.batch_writer import BatchWriter, owned_records
 from mm2py.source.partition import PartitionCopy
 
 _M = 0x5BD1E995
@@ -90,9 +90,7 @@ class RehashWriter(BatchWriter):
         assert self.producer is not None, "started by the copier"
         r = part.range
         self.target_topic = r.target_topic
-        records = rb.decode(buf, view)
-        if trim_before is not None:
-            records = [rec for rec in records if rec.offset >= trim_before]
+        records = owned_records(buf, view, trim_before)
         keyless = next(self.sticky) % r.target_partitions
         for rec in records:
             partition = keyless if rec.key is None else key_partition(rec.key, r.target_partitions)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mm2py.kafka import batches as rb
-from mm2py.source.batch_writer import BatchWriter
+from mm2py.source.batch_writer import BatchWriter, owned_records
 from mm2py.source.partition import PartitionCopy
 from mm2py.source.ranges import PartitionRange
 from mm2py.source.small_run import SmallRun
@@ -44,9 +44,7 @@ class TransformingWriter(BatchWriter):
         if not chain.links:
             super().enqueue(part, buf, view, trim_before)
             return
-        records = rb.decode(buf, view)
-        if trim_before is not None:
-            records = [rec for rec in records if rec.offset >= trim_before]
+        records = owned_records(buf, view, trim_before)
         kept: list[rb.Record] = []
         for rec in records:
             out = chain.apply(topic, rec)

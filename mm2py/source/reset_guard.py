@@ -16,6 +16,10 @@ Invariants:
   ledger's last event of it is that stop; other partitions go on;
 - ``recreate``: the remote topic is deleted and created again before its partitions are planned
   from the new log start; positions and syncs restart at 0;
+- a topic re-created with fewer partitions than its remote topic holds is never continued (its
+  remote topic would keep partitions no source partition feeds): its partitions are stopped with
+  an ERROR naming the topics and both counts; ``recreate`` gives the remote topic the new count,
+  and a topic re-created with more partitions is continued (the catalogue grows its remote topic);
 - the constructor does no I/O.
 """
 
@@ -30,8 +34,18 @@ import structlog
 
 from mm2py.config.model import FlowConfig
 from mm2py.formats import OffsetSync
-from mm2py.source.ledger import GAP, LedgerEntry, LedgerState
-from mm2py.source.resets import CONTINUE, RECREATE, STOP, Reset, decide, describe, detect, entry_for, from_entry
+from mm2py.source.ledger import GAP, RECREATED, LedgerEntry, LedgerState
+from mm2py.source.resets import (
+    CONTINUE,
+    RECREATE,
+    STOP,
+    Reset,
+    decide,
+    describe,
+    detect,
+    entry_for,
+    from_entry,
+)
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
@@ -69,7 +83,8 @@ class ResetGuard:
 
     ``topic_ids`` gives the source's topic ids as the plan's last metadata answer had them;
     ``save_positions`` and ``write_syncs`` record positions and offset syncs; ``recreate_remote``
-    creates a deleted remote topic again (the catalogue's refresh).
+    creates a deleted remote topic again (the catalogue's refresh); ``source_partitions`` lists
+    the source's topics with their partition counts (a re-created topic's count is checked).
     """
 
     def __init__(self, flow_name: str, policy: str, *, ledger: LedgerIO, source: Offsets, target: TargetIO,
@@ -77,11 +92,13 @@ class ResetGuard:
                  save_positions: Callable[[Mapping[TP, int]], None],
                  write_syncs: Callable[[Sequence[OffsetSync]], None] | None = None,
                  recreate_remote: Callable[[str], None] | None = None,
+                 source_partitions: Callable[[], Mapping[str, int]] | None = None,
                  sleep: Callable[[float], None] = time.sleep):
         self.flow_name, self.policy = flow_name, policy
         self.ledger, self.source, self.target = ledger, source, target
         self.remote_topic, self.topic_ids = remote_topic, topic_ids
         self.save_positions, self.write_syncs, self.recreate_remote = save_positions, write_syncs, recreate_remote
+        self.source_partitions = source_partitions
         self.sleep = sleep
         self._state: LedgerState | None = None
         self._stopped: dict[TP, Reset] = {}
@@ -138,12 +155,17 @@ class ResetGuard:
         remote = {r.tp: (self.remote_topic(r.topic), r.partition) for r in found}
         remote_ends = self.target.list_offsets(list(remote.values()), "latest")
         actions = {r.tp: decide(self.policy, r) for r in found}
+        shrunk = self._shrunk({r.topic for r in found if actions[r.tp] == CONTINUE and r.kind == RECREATED})
+        actions.update({r.tp: STOP for r in found if r.topic in shrunk})
         entries, ids = [], dict(unknown)
         for r in found:
             action, start = actions[r.tp], starts.get(r.tp, 0)
             end = remote_ends.get(remote[r.tp])
             lands = None if action == STOP else 0 if action == RECREATE else end
-            entries.append(entry_for(self.flow_name, r, action, log_start=start, remote_end=end, lands_at=lands))
+            entry = entry_for(self.flow_name, r, action, log_start=start, remote_end=end, lands_at=lands)
+            if r.topic in shrunk:
+                entry.source_new["partitions"], entry.target_old["partitions"] = shrunk[r.topic]
+            entries.append(entry)
             if action != STOP and r.new_id:
                 ids[r.topic] = r.new_id
         new = [e for r, e in zip(found, entries, strict=True) if not (r.tp in recorded and actions[r.tp] == STOP)]
@@ -159,6 +181,15 @@ class ResetGuard:
             fields = dict(flow=self.flow_name, topic=r.topic, partition=r.partition, kind=r.kind,
                           old_range=entry.source_old, new_range=entry.source_new, target_before=entry.target_old,
                           target_after=entry.target_new, action=action, ledger="mm2py-ledger")
+            if action == STOP and r.topic in shrunk:
+                self._stopped[r.tp] = r
+                count, have = shrunk[r.topic]
+                log.error(f"source topic {r.topic} was re-created with {count} partitions; its remote topic "
+                          f"{self.remote_topic(r.topic)} has {have}: continuing would leave partitions no source "
+                          "partition feeds, so the partition is stopped (other topics go on). Set "
+                          "source.reset.policy = recreate (or delete the remote topic) and restart",
+                          source_partitions=count, remote_partitions=have, **fields)
+                continue
             if action == STOP:
                 self._stopped[r.tp] = r
                 log.error(f"{describe(r)}: partition stopped (source.reset.policy = stop); other partitions go "
@@ -176,6 +207,18 @@ class ResetGuard:
                                              0 if actions[tp] == RECREATE else max(remote_ends.get(remote[tp], 0), 0))
                                   for tp, offset in sorted(restart.items())])
         return ResetOutcome(restart, self.stopped())
+
+    def _shrunk(self, topics: set[str]) -> dict[str, tuple[int, int]]:
+        """Of re-created ``topics``, those with fewer partitions than their remote topic: (source, remote) counts."""
+        if not topics or self.source_partitions is None:
+            return {}
+        counts, remote = self.source_partitions(), self.target.topics()
+        out = {}
+        for topic in sorted(topics):
+            count, have = counts.get(topic), remote.get(self.remote_topic(topic))
+            if count is not None and have is not None and have > count:
+                out[topic] = (count, have)
+        return out
 
     def _recreate(self, topic: str) -> None:
         """Delete the remote topic of ``topic`` and create it again (its partitions planned after)."""

@@ -20,6 +20,9 @@ Invariants:
   remote topic would keep partitions no source partition feeds): its partitions are stopped with
   an ERROR naming the topics and both counts; ``recreate`` gives the remote topic the new count,
   and a topic re-created with more partitions is continued (the catalogue grows its remote topic);
+- a remote topic deleted on the target and created again by the catalogue (``remote_lost``) has
+  its partitions planned again from the source's log start, after a ledger event and an offset
+  sync ``(log start, 0)``; an ERROR names the records below the log start it held, gone for good;
 - the constructor does no I/O.
 """
 
@@ -34,7 +37,7 @@ import structlog
 
 from mm2py.config.model import FlowConfig
 from mm2py.formats import OffsetSync
-from mm2py.source.ledger import GAP, RECREATED, LedgerEntry, LedgerState
+from mm2py.source.ledger import GAP, RECREATED, REMOTE_DELETED, LedgerEntry, LedgerState
 from mm2py.source.resets import (
     CONTINUE,
     RECREATE,
@@ -45,6 +48,7 @@ from mm2py.source.resets import (
     detect,
     entry_for,
     from_entry,
+    refill_entry,
 )
 from mm2py.types import TP
 
@@ -103,10 +107,15 @@ class ResetGuard:
         self._state: LedgerState | None = None
         self._stopped: dict[TP, Reset] = {}
         self._stops: dict[TP, LedgerEntry] = {}  # stops the ledger holds, by partition (``_note``)
+        self._lost: set[str] = set()  # source topics whose remote topic was created again (``remote_lost``)
 
     def prepare(self, admin: object) -> None:
         """Before the first plan: the ledger topic exists on the target."""
         self.ledger.ensure_topic(admin)
+
+    def remote_lost(self, topic: str) -> None:
+        """The remote topic of ``topic``, mirrored before, was created again: refilled at the next review."""
+        self._lost.add(topic)
 
     def stopped(self) -> frozenset[TP]:
         return frozenset(self._stopped)
@@ -124,12 +133,43 @@ class ResetGuard:
             if tp in begin and tp not in seen and tp not in self._stopped:
                 found.append(from_entry(last))
                 recorded.add(tp)
+        # a partition gone back is handled by its reset, which lands its records on the new remote topic
+        lost = {tp: position for tp, position in begin.items()
+                if tp[0] in self._lost and tp not in seen and tp not in self._stopped}
+        self._lost -= {t for t, _ in begin}
+        refilled = self._refill(lost, log_ends, state) if lost else {}
         if unknown and not found:
             state.topic_ids.update(unknown)
             self.ledger.append(topic_ids=unknown)
         if not found:
-            return ResetOutcome(stopped=self.stopped())
-        return self._act(found, state, unknown, recorded)
+            return ResetOutcome(refilled, self.stopped())
+        outcome = self._act(found, state, unknown, recorded)
+        return ResetOutcome({**refilled, **outcome.restart}, outcome.stopped)
+
+    def _refill(self, lost: Mapping[TP, int], log_ends: Mapping[TP, int], state: LedgerState) -> dict[TP, int]:
+        """Record the remote partitions lost on the target and plan them again from the source's log start."""
+        starts = self.source.list_offsets(sorted(lost), "earliest")
+        entries = [refill_entry(self.flow_name, t, p, position, starts.get((t, p), 0), log_ends.get((t, p), -1))
+                   for (t, p), position in sorted(lost.items())]
+        self.ledger.append(entries)  # recorded before the flow acts on it
+        state.entries.extend(entries)
+        for e in entries:
+            start = e.source_new["start"]
+            fields = dict(flow=self.flow_name, topic=e.topic, partition=e.partition, kind=REMOTE_DELETED,
+                          remote_topic=self.remote_topic(e.topic), position=e.source_old["end"], log_start=start,
+                          action=e.action, ledger="mm2py-ledger")
+            if start > 0:
+                log.error(f"remote topic was deleted on the target: copying the partition again from the source's "
+                          f"log start {start}; the records below source offset {start} it held are lost on the "
+                          "target (the source no longer has them)", **fields)
+            else:
+                log.warning("remote topic was deleted on the target: copying the partition again from the source's "
+                            "log start 0; nothing is lost", **fields)
+        restart = {tp: starts.get(tp, 0) for tp in lost}
+        self.save_positions({tp: offset - 1 for tp, offset in restart.items()})
+        if self.write_syncs is not None:
+            self.write_syncs([OffsetSync(t, p, offset, 0) for (t, p), offset in sorted(restart.items())])
+        return restart
 
     def _load(self) -> LedgerState:
         if self._state is None:
@@ -140,7 +180,7 @@ class ResetGuard:
     def _note(self, entries: Iterable[LedgerEntry]) -> None:
         """Keep each partition's standing stop: its last event (a gap aside) when that is a stop."""
         for e in entries:
-            if e.kind == GAP:
+            if e.kind in (GAP, REMOTE_DELETED):
                 continue
             if e.action == STOP:
                 self._stops[(e.topic, e.partition)] = e
@@ -229,6 +269,7 @@ class ResetGuard:
             self.sleep(0.5)
         if self.recreate_remote is not None:
             self.recreate_remote(topic)
+        self._lost.discard(topic)  # created again on purpose, planned from the new log start
 
 
 def reset_sync_writer(flow: FlowConfig) -> Callable[[Sequence[OffsetSync]], None] | None:

@@ -407,8 +407,9 @@ class Metrics:
             if f.status_at is not None:
                 for kind in LEDGER_KINDS:
                     g.counter("mm2py_source_resets", "Source partitions the flow found gone back (kind recreated: "
-                              "topic re-created; truncated: log ends below the position) or with records deleted "
-                              "before they were mirrored (gap), as recorded in mm2py-ledger.{source}.internal.",
+                              "topic re-created; truncated: log ends below the position), with records deleted "
+                              "before they were mirrored (gap), or refilled after their remote topic was deleted "
+                              "(remote-deleted), as recorded in mm2py-ledger.{source}.internal.",
                               [*FLOW_LABELS, "kind"], [*fl, kind], f.ledger.get(kind, 0))
             if f.fetched_bytes or f.connectors:
                 g.counter("kafka_consumer_incoming_byte", "Record-batch bytes fetched from the source.",

@@ -12,6 +12,10 @@ Which buckets are compared (``compare``):
 - not buckets that retention of the remote topic may have removed (older than its retention.ms);
 - not the newest mirrored bucket and later ones: micro-batches in flight.
 
+Records deleted from the source before they were mirrored (a ledger gap: mm2py.stores.ledger)
+are counted on neither side: the source is counted from its log start now, so a gap is never
+reported missing.
+
 Per bucket, records the source holds beyond the target's are *missing*; records the target
 holds beyond the source's are *duplicates* (at-least-once re-copies after a restart).
 """

@@ -61,6 +61,19 @@ def find_flow(config: MirrorMakerConfig, source: str, target: str) -> FlowConfig
     raise ConfigError(ConfigProblem(f"{source}->{target}.enabled", f"the file has no flow {source}->{target}"))
 
 
+TRUNCATED_REASON = ("source log ends below the flow's mirrored position (truncated or re-created) and the flow "
+                    "has not taken it up yet (mm2py-ledger); not translated")
+
+
+def gone_back(positions: dict[TP, int], ends: dict[TP, int]) -> set[TP]:
+    """Partitions whose source log ends below the record after the flow's recorded position.
+
+    Their syncs are of the log before it went back: a group offset of the log now would translate
+    to another record. Once the flow takes the partition up, its position is below the new log start.
+    """
+    return {tp for tp, end in ends.items() if tp in positions and end < positions[tp] + 1}
+
+
 def plan_failover(config: MirrorMakerConfig, group: str, from_alias: str, to_alias: str,
                   to_time_ms: int | None = None) -> Plan:
     flow = find_flow(config, from_alias, to_alias)
@@ -88,16 +101,18 @@ def plan_failover(config: MirrorMakerConfig, group: str, from_alias: str, to_ali
         else:
             translate, how_found = load_syncs(flow).translate, "syncs"
         held = untaken(flow, src, Admin(flow.target, timeout_ms=flow.admin_timeout_ms), {t for t, _ in committed})
+        behind_position = gone_back(positions, ends)
         for (topic, partition), offset in sorted(committed.items()):
             remote = policy.format_remote_topic(from_alias, topic)
-            target = None if topic in held else translate(topic, partition, offset)
-            how = f"refused: {REASON}" if topic in held else how_found
+            refused = REASON if topic in held else TRUNCATED_REASON if (topic, partition) in behind_position else None
+            target = None if refused else translate(topic, partition, offset)
+            how = f"refused: {refused}" if refused else how_found
             if target is None and offset == 0:
                 target, how = 0, "start"
             mirrored = positions.get((topic, partition))
             behind = None if mirrored is None else max(0, ends.get((topic, partition), 0) - (mirrored + 1))
             rows.append(PartitionPlan(topic, remote, partition, offset, target,
-                                      how if target is not None or topic in held else "none", behind))
+                                      how if target is not None or refused else "none", behind))
     else:
         checkpoints = MirrorClient.for_cluster(config, to_alias).remote_consumer_offsets(group, from_alias)
         for (remote, partition), target in sorted(checkpoints.items()):

@@ -74,6 +74,8 @@ class TopicCatalogue:
         # bytes (a compressed 100-byte record may take 15 bytes, an uncompressed 1 KiB one 1 KiB)
         self.bytes_per_offset: dict[str, float] = {}
         self._created: set[str] = set()  # remote topics this flow created in this run
+        # told of each source topic whose remote topic it created again (mm2py.source.reset_guard)
+        self.on_remote_lost: Callable[[str], None] | None = None
         self._reported_missing: set[str] = set()
         self._refreshed_at = 0.0
         self._sized_at = 0.0  # when every topic's limits and sizes were last read
@@ -161,6 +163,10 @@ class TopicCatalogue:
                         configured=rf, brokers=brokers)
             rf = brokers
         self._create([(self.remote_topic(t), wanted[t], rf, configs.get(t)) for t in missing])
+        if self.on_remote_lost is not None:  # mirrored before: deleted on the target
+            for t in missing:
+                if t in self.partitions or self._mirrored_before(t):
+                    self.on_remote_lost(t)
 
     def _create(self, specs: list[tuple[str, int, int, Mapping[str, str] | None]]) -> None:
         """Create remote topics, ``CREATE_AT_ONCE`` per request (one round trip each, not one per topic)."""

@@ -359,7 +359,9 @@ def planner_for(flow: FlowConfig, guard: LoopGuard | None = None) -> BatchPlanne
     resets = ResetGuard(flow.name, flow.source_reset_policy, ledger=ledger,
                         source=listing, target=dst, remote_topic=lambda topic: catalogue.remote_topic(topic),
                         topic_ids=listing.topic_ids, save_positions=store.save, write_syncs=reset_sync_writer(flow),
-                        recreate_remote=lambda topic: catalogue.refresh_topics(force=True))
+                        recreate_remote=lambda topic: catalogue.refresh_topics(force=True),
+                        source_partitions=src.topics)
+    catalogue.on_remote_lost = resets.remote_lost
     planner = BatchPlanner(flow, catalogue=catalogue, source=src, target=dst, store=store, resets=resets,
                            stalls=StallBook(flow.name, PositionTail(store, dst)),
                            sizer=BatchSizer(flow.max_batch_bytes, flow.batch_duration_ms / 1000),

@@ -16,6 +16,13 @@ Invariants:
   ledger's last event of it is that stop; other partitions go on;
 - ``recreate``: the remote topic is deleted and created again before its partitions are planned
   from the new log start; positions and syncs restart at 0;
+- a topic re-created with fewer partitions than its remote topic holds is never continued (its
+  remote topic would keep partitions no source partition feeds): its partitions are stopped with
+  an ERROR naming the topics and both counts; ``recreate`` gives the remote topic the new count,
+  and a topic re-created with more partitions is continued (the catalogue grows its remote topic);
+- a remote topic deleted on the target and created again by the catalogue (``remote_lost``) has
+  its partitions planned again from the source's log start, after a ledger event and an offset
+  sync ``(log start, 0)``; an ERROR names the records below the log start it held, gone for good;
 - the constructor does no I/O.
 """
 
@@ -30,8 +37,19 @@ import structlog
 
 from mm2py.config.model import FlowConfig
 from mm2py.formats import OffsetSync
-from mm2py.source.resets import CONTINUE, RECREATE, STOP, Reset, decide, describe, detect, entry_for, from_entry
-from mm2py.stores.ledger import GAP, LedgerEntry, LedgerState
+from mm2py.source.resets import (
+    CONTINUE,
+    RECREATE,
+    STOP,
+    Reset,
+    decide,
+    describe,
+    detect,
+    entry_for,
+    from_entry,
+    refill_entry,
+)
+from mm2py.stores.ledger import GAP, RECREATED, REMOTE_DELETED, LedgerEntry, LedgerState
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
@@ -69,7 +87,8 @@ class ResetGuard:
 
     ``topic_ids`` gives the source's topic ids as the plan's last metadata answer had them;
     ``save_positions`` and ``write_syncs`` record positions and offset syncs; ``recreate_remote``
-    creates a deleted remote topic again (the catalogue's refresh).
+    creates a deleted remote topic again (the catalogue's refresh); ``source_partitions`` lists
+    the source's topics with their partition counts (a re-created topic's count is checked).
     """
 
     def __init__(self, flow_name: str, policy: str, *, ledger: LedgerIO, source: Offsets, target: TargetIO,
@@ -77,19 +96,26 @@ class ResetGuard:
                  save_positions: Callable[[Mapping[TP, int]], None],
                  write_syncs: Callable[[Sequence[OffsetSync]], None] | None = None,
                  recreate_remote: Callable[[str], None] | None = None,
+                 source_partitions: Callable[[], Mapping[str, int]] | None = None,
                  sleep: Callable[[float], None] = time.sleep):
         self.flow_name, self.policy = flow_name, policy
         self.ledger, self.source, self.target = ledger, source, target
         self.remote_topic, self.topic_ids = remote_topic, topic_ids
         self.save_positions, self.write_syncs, self.recreate_remote = save_positions, write_syncs, recreate_remote
+        self.source_partitions = source_partitions
         self.sleep = sleep
         self._state: LedgerState | None = None
         self._stopped: dict[TP, Reset] = {}
         self._stops: dict[TP, LedgerEntry] = {}  # stops the ledger holds, by partition (``_note``)
+        self._lost: set[str] = set()  # source topics whose remote topic was created again (``remote_lost``)
 
     def prepare(self, admin: object) -> None:
         """Before the first plan: the ledger topic exists on the target."""
         self.ledger.ensure_topic(admin)
+
+    def remote_lost(self, topic: str) -> None:
+        """The remote topic of ``topic``, mirrored before, was created again: refilled at the next review."""
+        self._lost.add(topic)
 
     def stopped(self) -> frozenset[TP]:
         return frozenset(self._stopped)
@@ -107,12 +133,43 @@ class ResetGuard:
             if tp in begin and tp not in seen and tp not in self._stopped:
                 found.append(from_entry(last))
                 recorded.add(tp)
+        # a partition gone back is handled by its reset, which lands its records on the new remote topic
+        lost = {tp: position for tp, position in begin.items()
+                if tp[0] in self._lost and tp not in seen and tp not in self._stopped}
+        self._lost -= {t for t, _ in begin}
+        refilled = self._refill(lost, log_ends, state) if lost else {}
         if unknown and not found:
             state.topic_ids.update(unknown)
             self.ledger.append(topic_ids=unknown)
         if not found:
-            return ResetOutcome(stopped=self.stopped())
-        return self._act(found, state, unknown, recorded)
+            return ResetOutcome(refilled, self.stopped())
+        outcome = self._act(found, state, unknown, recorded)
+        return ResetOutcome({**refilled, **outcome.restart}, outcome.stopped)
+
+    def _refill(self, lost: Mapping[TP, int], log_ends: Mapping[TP, int], state: LedgerState) -> dict[TP, int]:
+        """Record the remote partitions lost on the target and plan them again from the source's log start."""
+        starts = self.source.list_offsets(sorted(lost), "earliest")
+        entries = [refill_entry(self.flow_name, t, p, position, starts.get((t, p), 0), log_ends.get((t, p), -1))
+                   for (t, p), position in sorted(lost.items())]
+        self.ledger.append(entries)  # recorded before the flow acts on it
+        state.entries.extend(entries)
+        for e in entries:
+            start = e.source_new["start"]
+            fields = dict(flow=self.flow_name, topic=e.topic, partition=e.partition, kind=REMOTE_DELETED,
+                          remote_topic=self.remote_topic(e.topic), position=e.source_old["end"], log_start=start,
+                          action=e.action, ledger="mm2py-ledger")
+            if start > 0:
+                log.error(f"remote topic was deleted on the target: copying the partition again from the source's "
+                          f"log start {start}; the records below source offset {start} it held are lost on the "
+                          "target (the source no longer has them)", **fields)
+            else:
+                log.warning("remote topic was deleted on the target: copying the partition again from the source's "
+                            "log start 0; nothing is lost", **fields)
+        restart = {tp: starts.get(tp, 0) for tp in lost}
+        self.save_positions({tp: offset - 1 for tp, offset in restart.items()})
+        if self.write_syncs is not None:
+            self.write_syncs([OffsetSync(t, p, offset, 0) for (t, p), offset in sorted(restart.items())])
+        return restart
 
     def _load(self) -> LedgerState:
         if self._state is None:
@@ -123,7 +180,7 @@ class ResetGuard:
     def _note(self, entries: Iterable[LedgerEntry]) -> None:
         """Keep each partition's standing stop: its last event (a gap aside) when that is a stop."""
         for e in entries:
-            if e.kind == GAP:
+            if e.kind in (GAP, REMOTE_DELETED):
                 continue
             if e.action == STOP:
                 self._stops[(e.topic, e.partition)] = e
@@ -138,12 +195,17 @@ class ResetGuard:
         remote = {r.tp: (self.remote_topic(r.topic), r.partition) for r in found}
         remote_ends = self.target.list_offsets(list(remote.values()), "latest")
         actions = {r.tp: decide(self.policy, r) for r in found}
+        shrunk = self._shrunk({r.topic for r in found if actions[r.tp] == CONTINUE and r.kind == RECREATED})
+        actions.update({r.tp: STOP for r in found if r.topic in shrunk})
         entries, ids = [], dict(unknown)
         for r in found:
             action, start = actions[r.tp], starts.get(r.tp, 0)
             end = remote_ends.get(remote[r.tp])
             lands = None if action == STOP else 0 if action == RECREATE else end
-            entries.append(entry_for(self.flow_name, r, action, log_start=start, remote_end=end, lands_at=lands))
+            entry = entry_for(self.flow_name, r, action, log_start=start, remote_end=end, lands_at=lands)
+            if r.topic in shrunk:
+                entry.source_new["partitions"], entry.target_old["partitions"] = shrunk[r.topic]
+            entries.append(entry)
             if action != STOP and r.new_id:
                 ids[r.topic] = r.new_id
         new = [e for r, e in zip(found, entries, strict=True) if not (r.tp in recorded and actions[r.tp] == STOP)]
@@ -159,6 +221,15 @@ class ResetGuard:
             fields = dict(flow=self.flow_name, topic=r.topic, partition=r.partition, kind=r.kind,
                           old_range=entry.source_old, new_range=entry.source_new, target_before=entry.target_old,
                           target_after=entry.target_new, action=action, ledger="mm2py-ledger")
+            if action == STOP and r.topic in shrunk:
+                self._stopped[r.tp] = r
+                count, have = shrunk[r.topic]
+                log.error(f"source topic {r.topic} was re-created with {count} partitions; its remote topic "
+                          f"{self.remote_topic(r.topic)} has {have}: continuing would leave partitions no source "
+                          "partition feeds, so the partition is stopped (other topics go on). Set "
+                          "source.reset.policy = recreate (or delete the remote topic) and restart",
+                          source_partitions=count, remote_partitions=have, **fields)
+                continue
             if action == STOP:
                 self._stopped[r.tp] = r
                 log.error(f"{describe(r)}: partition stopped (source.reset.policy = stop); other partitions go "
@@ -177,6 +248,18 @@ class ResetGuard:
                                   for tp, offset in sorted(restart.items())])
         return ResetOutcome(restart, self.stopped())
 
+    def _shrunk(self, topics: set[str]) -> dict[str, tuple[int, int]]:
+        """Of re-created ``topics``, those with fewer partitions than their remote topic: (source, remote) counts."""
+        if not topics or self.source_partitions is None:
+            return {}
+        counts, remote = self.source_partitions(), self.target.topics()
+        out = {}
+        for topic in sorted(topics):
+            count, have = counts.get(topic), remote.get(self.remote_topic(topic))
+            if count is not None and have is not None and have > count:
+                out[topic] = (count, have)
+        return out
+
     def _recreate(self, topic: str) -> None:
         """Delete the remote topic of ``topic`` and create it again (its partitions planned after)."""
         name = self.remote_topic(topic)
@@ -186,6 +269,7 @@ class ResetGuard:
             self.sleep(0.5)
         if self.recreate_remote is not None:
             self.recreate_remote(topic)
+        self._lost.discard(topic)  # created again on purpose, planned from the new log start
 
 
 def reset_sync_writer(flow: FlowConfig) -> Callable[[Sequence[OffsetSync]], None] | None:

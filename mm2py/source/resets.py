@@ -8,6 +8,8 @@ offset to copy, the source's log end, the topic ids of the same metadata answer)
 topic id the flow last copied under (mm2py.stores.ledger). Records deleted before they were
 mirrored (retention, DeleteRecords: a log start above the position) are found by the copy, which
 skips them and reports the range (mm2py.source.copier); the committer records it (``gap_entry``).
+A remote topic deleted on the target (the catalogue creates it again) has its partitions copied
+again from the source's log start (``refill_entry``).
 
 The actions (``decide``):
 - ``continue`` (default): the partition is copied again from its new log start, its records
@@ -22,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mm2py.stores.ledger import GAP, RECREATED, TRUNCATED, LedgerEntry, now_ms
+from mm2py.stores.ledger import GAP, RECREATED, REMOTE_DELETED, TRUNCATED, LedgerEntry, now_ms
 from mm2py.types import TP
 
-CONTINUE, STOP, RECREATE, SKIPPED = "continue", "stop", "recreate", "skipped"
+CONTINUE, STOP, RECREATE, SKIPPED, REFILL = "continue", "stop", "recreate", "skipped", "refill"
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,16 @@ def gap_entry(flow: str, topic: str, partition: int, lost_start: int, lost_end: 
     """The ledger event of records deleted from the source before they were mirrored (skipped)."""
     return LedgerEntry(GAP, flow, topic, partition, SKIPPED, {"start": lost_start, "end": lost_end},
                        {"start": lost_end}, {}, {"start": downstream} if downstream is not None else {}, now_ms())
+
+
+def refill_entry(flow: str, topic: str, partition: int, position: int, log_start: int, log_end: int) -> LedgerEntry:
+    """The ledger event of a remote topic deleted on the target: its partition is copied again from the log start.
+
+    The source records below ``log_start`` that the deleted remote partition held are gone from
+    the target for good (``source_new.start`` above 0 says so).
+    """
+    return LedgerEntry(REMOTE_DELETED, flow, topic, partition, REFILL, {"end": position},
+                       {"start": log_start, "end": log_end}, {}, {"start": 0}, now_ms())
 
 
 def describe(reset: Reset) -> str:

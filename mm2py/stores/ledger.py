@@ -3,7 +3,8 @@
 ``mm2py-ledger.{source}.internal`` (one partition, compacted) holds two kinds of JSON records:
 
 - an event per detected case (``LedgerEntry``): a source topic re-created, a log truncated below
-  the flow's position, records deleted before they were mirrored; its key is unique (flow,
+  the flow's position, records deleted before they were mirrored, a remote topic deleted on the
+  target; its key is unique (flow,
   topic, partition, time, kind), so compaction never drops one: the ledger keeps them all;
 - the topic id each mirrored source topic was last copied under, keyed by (flow, topic): a
   restarted flow compares it with the source's topic id, so a topic re-created while mm2py was
@@ -28,7 +29,8 @@ from mm2py.kafka.compacted import RecordWriter, ensure_compacted_topic, read_all
 RECREATED = "recreated"  # the source topic's id changed: deleted and created again
 TRUNCATED = "truncated"  # the source log ends below the flow's position (same topic id)
 GAP = "gap"  # records deleted (retention, DeleteRecords) before they were mirrored: skipped
-KINDS = (RECREATED, TRUNCATED, GAP)
+REMOTE_DELETED = "remote-deleted"  # the remote topic was deleted on the target: refilled from the log start
+KINDS = (RECREATED, TRUNCATED, GAP, REMOTE_DELETED)
 
 
 def ledger_topic(source_alias: str) -> str:
@@ -49,7 +51,7 @@ class LedgerEntry:
     flow: str
     topic: str
     partition: int
-    action: str  # "continue" | "stop" | "recreate" | "skipped"
+    action: str  # "continue" | "stop" | "recreate" | "skipped" | "refill"
     source_old: dict = field(default_factory=dict)
     source_new: dict = field(default_factory=dict)
     target_old: dict = field(default_factory=dict)
@@ -82,7 +84,7 @@ class LedgerState:
     def last_of(self, topic: str, partition: int) -> LedgerEntry | None:
         """The newest event of a partition (a stop stays in force until a later event resolves it)."""
         for entry in reversed(self.entries):
-            if entry.topic == topic and entry.partition == partition and entry.kind != GAP:
+            if entry.topic == topic and entry.partition == partition and entry.kind not in (GAP, REMOTE_DELETED):
                 return entry
         return None
 

@@ -27,13 +27,14 @@ pytestmark = pytest.mark.skipif(prom.binaries() is None, reason="promtool not in
 FLOW = load_text("clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
                  "A->B.enabled = true\n").enabled_flows[0]
 ALERTS = ("FlowStalled", "FlowFailed", "LagHigh", "LatencyHigh", "CheckpointStale", "HeartbeatStale",
-          "RecordsMissing", "MetricsAbsent")
+          "RecordsMissing", "SourceReset", "MetricsAbsent")
 STEPS = 20  # minutes held
 AB = {"source": "A", "target": "B"}
 
 
 def replicator(*, state: State = State.RUNNING, lag_s: float = 0.0, latency_ms: int = 400, heartbeat_age: float = 1.0,
-               checkpoint_age: float = 20.0, behind: int = 0, missing: int = 0) -> tuple[str, float]:
+               checkpoint_age: float = 20.0, behind: int = 0, missing: int = 0,
+               ledger: tuple[str, ...] = ()) -> tuple[str, float]:
     """What a replicator in that condition serves, and when it was scraped."""
     now = time.time()
     m = Metrics(process=False)
@@ -46,7 +47,8 @@ def replicator(*, state: State = State.RUNNING, lag_s: float = 0.0, latency_ms: 
                                            acked_ms=now_ms)], commit_seconds=0.01)
     lags = ((0, int(lag_s * 100), lag_s),)
     m.observe_status([FlowStatus("A->B", [TopicStatus("orders", "A.orders", 1, 1000, 1000 - lags[0][1], lags[0][1],
-                                                      lag_s, lags)], 5.0, heartbeat_age)])
+                                                      lag_s, lags)], 5.0, heartbeat_age,
+                                   ledger=tuple({"kind": kind} for kind in ledger))])
     m.observe_checkpoint_pass(FLOW, 0.2, [("billing", "A.orders", 0, 10, 10, False)])
     m.observe_freshness([GroupFreshness("A->B", "billing", int((now - checkpoint_age) * 1000),
                                         (("A.orders", 0, behind),))])
@@ -102,6 +104,40 @@ def test_lag_latency_checkpoint_heartbeat_and_missing_records(tmp_path):
         scenario("heartbeat stale", frozen=True, heartbeat_age=90, quiet_at="1m",
                  expect={"HeartbeatStale": ("3m", AB)}),
         scenario("missing", missing=12, expect={"RecordsMissing": ("3m", {**topic, "partition": "0"})}),
+    ], tmp_path)
+
+
+def resets_at(series: list[dict], kind: str, before: int, at_step: int) -> list[dict]:
+    """``series`` with the ``kind`` resets counter at ``before`` until step ``at_step``, one more from then on."""
+    out = []
+    for s in series:
+        if s["series"].startswith("mm2py_source_resets_total{") and f'kind="{kind}"' in s["series"]:
+            s = {**s, "values": f"{before}x{at_step - 1} {before + 1}x{STEPS - at_step}"}
+        out.append(s)
+    return out
+
+
+def test_source_reset_fires_when_the_ledger_gains_an_event_and_not_for_old_ones(tmp_path):
+    text, at = replicator(ledger=("gap",))
+    held = prom.promtool_series(text, steps=STEPS, at=at)
+    assert any(s["series"].startswith("mm2py_source_resets_total{") and 'kind="recreated"' in s["series"]
+               for s in held), "the scrape serves a counter per kind, zeros included"
+    quiet = [{"eval_time": t, "alertname": "SourceReset", "exp_alerts": []} for t in ("1m", "10m", "19m")]
+    run([
+        # a replicator (re)started over a ledger holding an old gap: the counter starts at 1 and stays
+        {"name": "old ledger events", "interval": "1m", "input_series": held, "alert_rule_test": quiet},
+        {"name": "a topic re-created at minute 5", "interval": "1m",
+         "input_series": resets_at(held, "recreated", 0, 5), "alert_rule_test": [
+             {"eval_time": "4m", "alertname": "SourceReset", "exp_alerts": []},
+             {"eval_time": "7m", "alertname": "SourceReset",
+              "exp_alerts": [prom.expected_alert("SourceReset", {**AB, "kind": "recreated"})]},
+             # the increase leaves the 30-minute window: quiet again
+             {"eval_time": "40m", "alertname": "SourceReset", "exp_alerts": []}]},
+        {"name": "another gap at minute 3", "interval": "1m", "input_series": resets_at(held, "gap", 1, 3),
+         "alert_rule_test": [{"eval_time": "6m", "alertname": "SourceReset",
+                              "exp_alerts": [prom.expected_alert("SourceReset", {**AB, "kind": "gap"})]},
+                             *[{"eval_time": "6m", "alertname": a, "exp_alerts": []}
+                               for a in ALERTS if a not in ("SourceReset", "MetricsAbsent")]]},
     ], tmp_path)
 
 

@@ -228,3 +228,43 @@ def test_ledger_records_round_trip_and_a_stop_is_the_partitions_last_word():
     assert state.entries == [stop, gap] and state.topic_ids == {"t": "abc"}
     assert state.last_of("t", 0) == stop, "a gap resolves nothing"
     assert gap.kind == GAP and gap.source_old == {"start": 3, "end": 7}
+
+
+# -- partition counts ----------------------------------------------------------------------------
+
+
+def shrinking(policy: str) -> tuple[Guarded, dict, list[dict]]:
+    """A 3-partition topic mirrored, then re-created with 2; the plan after, and its log lines."""
+    g = Guarded({"orders": 3}, policy=policy, stored={("orders", p): 999 for p in range(3)},
+                extra="A->B.refresh.topics.interval.seconds = 0\n")
+    g.guard.source_partitions = g.r.src.topics
+    g.guard.recreate_remote = lambda topic: g.r.dst.counts.__setitem__(f"A.{topic}", g.r.src.counts[topic])
+    g.r.src.latest = {("orders", p): 1000 for p in range(3)}
+    g.r.planner.prepare_target()
+    end = advance(g, g.r.planner.initial_offsets())
+    g.r.src.counts["orders"], g.ids["orders"] = 2, "orders-2"
+    g.r.src.latest, g.r.src.earliest = {("orders", p): 400 for p in range(2)}, {("orders", p): 0 for p in range(2)}
+    g.r.dst.latest = {("A.orders", p): 1000 for p in range(3)}
+    with capture_logs() as logs:
+        nxt = g.r.planner.latest_offsets(end, None)
+    return g, {"end": end, "next": nxt}, logs
+
+
+def test_a_topic_recreated_with_fewer_partitions_is_not_continued_into_a_remote_topic_with_more():
+    g, plan, logs = shrinking("continue")
+    assert g.r.planner.ranges(plan["end"], plan["next"]) == []
+    entries = g.ledger.appended[-1][0]
+    assert [(e.partition, e.kind, e.action) for e in entries] == [(0, RECREATED, STOP), (1, RECREATED, STOP)]
+    assert all(e.source_new["partitions"] == 2 and e.target_old["partitions"] == 3 for e in entries)
+    errors = [x for x in logs if x["log_level"] == "error"]
+    assert {x["partition"] for x in errors} == {0, 1}
+    assert all("re-created with 2 partitions" in x["event"] and "A.orders has 3" in x["event"] for x in errors)
+    assert g.saved == [] and g.syncs == [] and g.r.dst.deleted == []
+    assert g.ledger.state.topic_ids["orders"] == "orders-1", "not taken up: its groups are not translated"
+
+
+def test_recreate_gives_the_remote_topic_the_new_partition_count():
+    g, plan, _ = shrinking("recreate")
+    assert g.r.dst.deleted == ["A.orders"] and g.r.dst.counts["A.orders"] == 2
+    assert [(x.partition, x.start, x.end) for x in g.r.planner.ranges(plan["end"], plan["next"])] == [
+        (0, 0, 400), (1, 0, 400)]

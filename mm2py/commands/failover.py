@@ -10,7 +10,7 @@ from mm2py.config import load
 from mm2py.errors import ConfigError, ConfigProblem
 
 
-def _time_ms(text: str) -> int:
+def time_ms(text: str) -> int:
     if text.isdigit():
         return int(text)
     try:
@@ -28,7 +28,7 @@ def _failover(args: argparse.Namespace, back: bool = False) -> int:
         plan = plan_failback(config, args.group, args.source, args.target)
     else:
         plan = plan_failover(config, args.group, args.source, args.target,
-                             _time_ms(args.to_time) if args.to_time else None)
+                             time_ms(args.to_time) if args.to_time else None)
     print(render(plan))
     if not args.execute:
         print("\n(dry run: add --execute to commit these offsets to the group on "

@@ -42,9 +42,9 @@ def _translate_map(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_group_arguments(parser: argparse.ArgumentParser) -> None:
+def add_group_arguments(parser: argparse.ArgumentParser, group_required: bool = True) -> None:
     parser.add_argument("config", help="the MM2 properties file of the flows")
-    parser.add_argument("--group", required=True)
+    parser.add_argument("--group", required=group_required)
     parser.add_argument("--from", dest="source", required=True, metavar="ALIAS")
     parser.add_argument("--to", dest="target", required=True, metavar="ALIAS")
 

@@ -155,18 +155,23 @@ def place_by_time(config: MirrorMakerConfig, flow: FlowConfig, rows: list[Partit
 def plan_failback(config: MirrorMakerConfig, group: str, from_alias: str, to_alias: str) -> Plan:
     """The group consumed ``{to}.topic`` on ``from``; place it on ``topic`` of ``to`` again."""
     flow = find_flow(config, to_alias, from_alias)  # the flow that fed the cluster being left
+    committed = Admin(flow.target, timeout_ms=flow.admin_timeout_ms).group_offsets(group)
+    return Plan(group, from_alias, to_alias, tuple(inverse_committed(flow, committed)))
+
+
+def inverse_committed(flow: FlowConfig, committed: dict[TP, int]) -> list[PartitionPlan]:
+    """Offsets on ``flow``'s remote topics mapped back to its source topics (inverse syncs)."""
     policy = policy_for(flow)
     index = load_syncs(flow)
-    committed = Admin(flow.target, timeout_ms=flow.admin_timeout_ms).group_offsets(group)
     rows = []
     for (remote, partition), offset in sorted(committed.items()):
-        if policy.topic_source(remote) != to_alias:
+        if policy.topic_source(remote) != flow.source.alias:
             continue
         upstream_topic = policy.upstream_topic(remote) or remote
         upstream = index.inverse(upstream_topic, partition, offset)
         rows.append(PartitionPlan(remote, upstream_topic, partition, offset, upstream,
                                   "inverse syncs" if upstream is not None else "none", None))
-    return Plan(group, from_alias, to_alias, tuple(rows))
+    return rows
 
 
 def apply_plan(config: MirrorMakerConfig, plan: Plan) -> None:

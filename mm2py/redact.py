@@ -6,11 +6,12 @@ client secret, a key in PEM, a registry's ``basic.auth.user.info``, the ``passwo
 provider. ``mm2py.config.load_text`` registers them (``register``); ``install`` wraps the process's
 ``sys.stdout`` and ``sys.stderr`` so that every line written there (structlog's and stdlib
 logging's records, including the client libraries' own debug logs, error lines, command output)
-passes ``hide`` first. ``hide`` also blanks what a SASL exchange carries whatever the values
+passes ``hide`` first; so does the one free text ``/metrics`` serves (a flow's last error,
+``mm2py.metrics``). ``hide`` also blanks what a SASL exchange carries whatever the values
 (kafka-python's debug log of a ``SaslAuthenticateRequest``, a ``Bearer`` token).
 
-Invariants: a registered value shorter than ``MIN_LENGTH`` is not hidden everywhere (it would
-blank ordinary words; ``mm2py.config.transform.redact`` hides those in their key's own errors);
+Invariants: a value shorter than ``MIN_LENGTH`` is not registered (hiding it would blank ordinary
+words; ``mm2py.config.transform.redact`` hides those in their own key's config errors);
 ``hide`` only replaces text, so a line keeps its shape.
 """
 

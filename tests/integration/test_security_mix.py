@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
 import urllib.request
@@ -120,8 +122,16 @@ def secret_forms() -> dict[str, str]:
 
 
 def mm2py(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mm2py", *args], capture_output=True, text=True, cwd=REPO,
-                          timeout=timeout)
+    """``mm2py ARGS`` in a session of its own: on a timeout its Spark JVM is killed with it."""
+    proc = subprocess.Popen([sys.executable, "-m", "mm2py", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"mm2py {' '.join(args)} still ran after {timeout} s:\n{err[-3000:]}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def leaks(where: str, text: str, extra: dict[str, str]) -> list[str]:
@@ -221,6 +231,9 @@ def test_three_mechanisms_in_one_file_and_no_secret_in_any_output(
     outputs["replicator log (debug)"] = log.read_text(errors="replace")
     outputs["Spark event log"] = event_log(tmp_path / "events")
     assert "SparkListenerJobStart" in outputs["Spark event log"], "Spark wrote an event log of the jobs"
+    for i, (where, out) in enumerate(outputs.items()):  # kept for a look after a failure
+        (tmp_path / f"output-{i}.txt").write_text(f"{where}\n{out}")
+    print("verify:", verify.stdout.strip().splitlines()[-3:], "\nfailover plan:", failover.stdout.strip())
     print("refused login:", [line for line in (refused.stderr + started.stderr).splitlines() if "C" in line][-2:])
     print("characters read:", {where: len(out) for where, out in outputs.items()})
     found = [leak for where, out in outputs.items() for leak in leaks(where, out, extra)]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from mm2py import __version__
 from mm2py.errors import ConfigError, Mm2pyError
+from mm2py.redact import install as install_redaction
 
 COMMANDS = ("run", "dev_cluster", "dev_registry", "offsets", "failover", "status", "verify")
 
@@ -67,6 +68,7 @@ def _stop_before_start(signum: int, _frame: object) -> None:
 
 
 def connect_mirror_maker_main(argv: Sequence[str] | None = None) -> int:
+    install_redaction()  # stdout and stderr hide the file's secrets (mm2py.redact)
     for signum in (signal.SIGINT, signal.SIGTERM):  # the run replaces these (mm2py.engine.shutdown)
         signal.signal(signum, _stop_before_start)
     parser = argparse.ArgumentParser(
@@ -90,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    install_redaction()
     args = build_parser().parse_args(argv)
     return _guarded(args.func, args)
 

@@ -50,6 +50,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from mm2py.config.model import FlowConfig
 from mm2py.policy import policy_for
+from mm2py.redact import hide
 from mm2py.stores.ledger import KINDS as LEDGER_KINDS
 
 log = structlog.get_logger(__name__)
@@ -363,8 +364,9 @@ class Metrics:
             g.gauge("mm2py_flow_state_since_seconds", "When the flow entered its state (epoch s).", FLOW_LABELS, fl,
                     f.since)
             if f.reason:
+                # the one free text served: it passes the rule that keeps secrets out of output
                 g.gauge("mm2py_flow_reason_info", "The last error of a stalled or failed flow.",
-                        [*FLOW_LABELS, "reason"], [*fl, f.reason], 1)
+                        [*FLOW_LABELS, "reason"], [*fl, hide(f.reason)], 1)
             for kind, state in sorted(f.connectors.items()):
                 connector = CONNECTORS.get(kind, kind)
                 for s in (*STATES, "stopped"):

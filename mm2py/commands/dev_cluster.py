@@ -30,7 +30,7 @@ def _up(args: argparse.Namespace) -> int:
         cluster = devcluster.start_cluster(args.name, args.port, listeners_security=args.security,
                                            controller_port=args.controller_port, wait_timeout=args.timeout,
                                            brokers=args.brokers, oauth=oauth,
-                                           sasl_mechanism=args.sasl_mechanism)
+                                           sasl_mechanism=args.sasl_mechanism, client_auth=args.client_auth)
     except BaseException:
         if oauth is not None:
             stop_oidc(devcluster.default_workdir() / args.name)
@@ -107,6 +107,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     help="how clients sign in on a SASL listener: PLAIN (admin/admin-secret); OAUTHBEARER: "
                          "RS256 tokens of an OIDC provider started beside the brokers (client credentials in "
                          "client.properties); GSSAPI: Kerberos, from a KDC of its own on port+3")
+    up.add_argument("--client-auth", action="store_true",
+                    help="with --security SSL or SASL_SSL: the broker requires a client certificate "
+                         "(ssl.client.auth=required); client.properties names a PKCS12 key store")
     up.add_argument("--oidc-port", type=int, help="the OIDC provider's port (default: port+2)")
     up.add_argument("--token-lifetime", type=float, default=3600, help="OAUTHBEARER token lifetime in seconds")
     up.add_argument("--timeout", type=float, default=90, help="seconds to wait for the brokers (default 90)")

@@ -3,8 +3,9 @@
 ``load("mm2.properties")`` parses the file as ``java.util.Properties`` does, replaces its
 ``${provider:path:key}`` references (``mm2py.config.transform``), resolves it as MM2's
 MirrorMakerConfig does and validates every key, raising one ``ConfigError`` that lists every
-problem (key, line, file) and never a value a provider gave. ``.yaml``/``.yml`` files are the
-same keys spelled in YAML, and go through the same steps.
+problem (key, line, file) and never a value a provider gave. Loading registers the file's
+secrets with ``mm2py.redact``, which keeps them out of everything the process prints.
+``.yaml``/``.yml`` files are the same keys spelled in YAML, and go through the same steps.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from mm2py.config.resolve import parse_cluster_key, parse_flow_key, resolve
 from mm2py.config.transform import redact, transform
 from mm2py.config.yamlconf import parse_yaml
 from mm2py.errors import ConfigError, ConfigProblem
+from mm2py.redact import register, secret_values
 
 __all__ = [
     "ClusterConfig",
@@ -46,6 +48,8 @@ def load_text(text: str, source: str = "<text>", fmt: Format = "properties") -> 
     else:
         raise ValueError(f"unknown configuration format {fmt!r} (expected 'properties' or 'yaml')")
     transformed = transform(entries, source)
+    # from here on, nothing this process prints shows a secret of the file (mm2py.redact)
+    register(secret_values({k: e.value for k, e in transformed.entries.items()}))
     try:
         config = resolve(transformed.entries, source)
         return apply_delivery(transformed.entries, config, source)

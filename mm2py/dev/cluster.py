@@ -371,13 +371,14 @@ def _oauth_properties(protocol: str, oauth: OAuthLogin) -> tuple[dict[str, str],
 
 def listener_properties(
     protocol: str, port: int, controller_port: int, directory: Path, sasl_users: Mapping[str, str] | None = None,
-    oauth: OAuthLogin | None = None,
+    oauth: OAuthLogin | None = None, client_auth: bool = False,
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Broker and client settings for a client listener speaking ``protocol``.
 
     The one place listeners are composed, so SASL and TLS are a parameter rather than a copy.
     With ``oauth`` (SASL protocols only) the client listener also takes OAUTHBEARER tokens and
-    clients use them; the brokers' own connections stay PLAIN.
+    clients use them; the brokers' own connections stay PLAIN. ``client_auth`` (TLS protocols
+    only) requires a client certificate (``mm2py.dev.mtls``).
     Returns (server properties, Java client properties).
     """
     protocol = protocol.upper()
@@ -430,6 +431,14 @@ def listener_properties(
         })
         # PEM truststores work for Java clients (KIP-651) and for librdkafka / kafka-python alike
         client.update({"ssl.truststore.location": stores["truststore"], "ssl.truststore.type": "PEM"})
+    if client_auth:
+        if not tls:
+            raise DevClusterError(f"client certificates need a TLS protocol (SSL, SASL_SSL), not {protocol}")
+        from mm2py.dev.mtls import client_auth_properties
+
+        server_mtls, client_mtls = client_auth_properties(directory, stores["truststore"])
+        server.update(server_mtls)
+        client.update(client_mtls)
     return server, client
 
 
@@ -660,6 +669,7 @@ def start_cluster(
     brokers: int = 1,
     sasl_mechanism: str = "PLAIN",
     kdc_port: int | None = None,
+    client_auth: bool = False,
 ) -> DevCluster:
     """Start cluster ``name`` on 127.0.0.1:``port``; returns once the broker accepts requests.
 
@@ -676,7 +686,8 @@ def start_cluster(
 
     ``sasl_mechanism`` GSSAPI (with a SASL protocol): Kerberos from a KDC of the cluster's own on
     127.0.0.1:``kdc_port`` (default port + 3; port + 2 is an OAUTHBEARER cluster's OIDC provider),
-    see ``mm2py.dev.kerberos``.
+    see ``mm2py.dev.kerberos``. ``client_auth`` (SSL or SASL_SSL): the broker requires a client
+    certificate, which ``client.properties`` names (a PKCS12 key store, ``mm2py.dev.mtls``).
     """
     workdir = Path(workdir) if workdir is not None else default_workdir()
     if brokers < 1:
@@ -722,7 +733,7 @@ def start_cluster(
             (directory / "brokers").unlink(missing_ok=True)
             (directory / "broker.pid").unlink(missing_ok=True)
             listeners, client = listener_properties(listeners_security, port, controller_port, directory, sasl_users,
-                                                    oauth)
+                                                    oauth, client_auth)
             jvm_options = (*jvm_options, *(oauth.jvm_options if oauth else ()))
             if sasl_mechanism.upper() == "GSSAPI":
                 from mm2py.dev.kerberos import kerberize

@@ -21,6 +21,7 @@ from confluent_kafka.admin import (
     AclPermissionType,
     AdminClient,
     AlterConfigOpType,
+    ClusterMetadata,
     ConfigEntry,
     ConfigResource,
     ConfigSource,
@@ -103,6 +104,11 @@ def translate(exc: BaseException, *, cluster: str, action: str, topic: str | Non
     return KafkaError(message, cluster=cluster, topic=topic, cause=exc, retriable=retriable)
 
 
+# a metadata request waits first this many seconds, then twice as long each time the answer is one of these
+_METADATA_SLICE = 1.0
+_WAITING = (CKafkaError._TRANSPORT, CKafkaError._ALL_BROKERS_DOWN, CKafkaError._TIMED_OUT)
+
+
 class Admin:
     """Admin operations on one cluster. Cheap to build; build it where it is used."""
 
@@ -139,6 +145,22 @@ class Admin:
             return refused
         return translate(exc, cluster=self.alias, action=action, topic=topic, principal=self.principal, group=group)
 
+    def _metadata(self, topic: str | None = None) -> ClusterMetadata:
+        """``list_topics`` within the admin timeout, asked again in growing slices, so that a refused
+        login (reported only through ``error_cb``) ends the wait within a slice, not at the timeout.
+        Raises the last KafkaException; callers translate it (``_translate`` names a refused login)."""
+        deadline, wait = time.monotonic() + self.timeout, _METADATA_SLICE
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return self._client.list_topics(topic, timeout=max(min(wait, left), 0.1))
+            except KafkaException as e:
+                self._client.poll(0)  # serves error_cb
+                code = e.args[0].code() if e.args and isinstance(e.args[0], CKafkaError) else None
+                if self._auth_failure is not None or left <= wait or code not in _WAITING:
+                    raise
+            wait *= 2
+
     @property
     def client_config(self) -> dict[str, str]:
         return dict(self._conf)
@@ -160,7 +182,7 @@ class Admin:
     def topics(self) -> dict[str, int]:
         """Every topic's partition count."""
         try:
-            md = self._client.list_topics(timeout=self.timeout)
+            md = self._metadata()
         except KafkaException as e:
             raise self._translate(e, f"listing topics at {self.bootstrap}") from e
         out = {}
@@ -179,7 +201,7 @@ class Admin:
         out = {}
         for name in names:
             try:
-                md = self._client.list_topics(topic=name, timeout=self.timeout)
+                md = self._metadata(name)
             except KafkaException as e:
                 raise self._translate(e, f"describing topic {name}", topic=name) from e
             error = md.topics[name].error if name in md.topics else None
@@ -212,7 +234,7 @@ class Admin:
 
     def broker_count(self) -> int:
         try:
-            return len(self._client.list_topics(timeout=self.timeout).brokers)
+            return len(self._metadata().brokers)
         except KafkaException as e:
             raise self._translate(e, "describing the cluster") from e
 

@@ -116,3 +116,19 @@ def test_a_missing_keytab_is_named_before_any_kdc_is_asked(tmp_path):
     login = Krb5Login("mm2@EXAMPLE.COM", keytab=str(tmp_path / "absent.keytab"))
     with pytest.raises(ConfigError, match=r"A.sasl.jaas.config.*keytab .*absent.keytab does not exist"):
         krb5login.check_login(login, "A", "kafka", "127.0.0.1")
+
+
+def test_gssapi_is_refused_at_start_when_librdkafka_lacks_it(monkeypatch):
+    """Stock confluent-kafka wheels have no GSSAPI: the run stops naming the key (its logins stubbed here)."""
+    from mm2py.kafka import krb5conf
+
+    keys = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI", "sasl.kerberos.service.name": "kafka",
+            "sasl.jaas.config": KEYTAB}
+    flow = load_text(file_with(**keys)).enabled_flows[0]
+    monkeypatch.setattr(krb5conf, "check_login", lambda *args: None)
+    monkeypatch.setattr(krb5conf, "rdkafka_has_gssapi", lambda: False)
+    with pytest.raises(ConfigError) as err:
+        krb5conf.check_flows([flow])
+    assert [p.key for p in err.value.problems] == ["A.sasl.mechanism"]
+    assert "built without GSSAPI" in str(err.value) and "--no-binary confluent-kafka" in str(err.value)
+

@@ -151,6 +151,9 @@ def test_a_restart_from_positions_inside_a_batch_copies_the_rest_of_it_and_repor
     store.ensure_topic(Admin(clusters["B"]), replication_factor=1)
     store.save({(topic, 0): 299, (topic, 1): 299})
     store.close()
+    # the remote topic the run that recorded those positions made (without it, positions with no
+    # remote topic mean it was deleted on B, and the flow refills it from the log start)
+    create_topic(cluster_b.bootstrap, f"A.{topic}", 2)
     delete_records(cluster_a.bootstrap, {(topic, 1): 1000})
 
     with structlog.testing.capture_logs() as logs:

@@ -129,9 +129,27 @@ class Auditor:
         if time.monotonic() - audit.configs_at < CONFIG_REFRESH_SECONDS and set(remote) <= set(audit.known):
             return
         flow = audit.flow
-        src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms).topic_configs(remote)
-        dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms).topic_configs(remote.values())
+        src = _existing_configs(Admin(flow.source, timeout_ms=flow.admin_timeout_ms), remote)
+        dst = _existing_configs(Admin(flow.target, timeout_ms=flow.admin_timeout_ms), remote.values())
         audit.compacted = {t for t, entries in src.items() if "compact" in (_config(entries, "cleanup.policy") or "")}
         audit.retention_ms = {t: int(_config(entries, "retention.ms") or -1) for t, entries in dst.items()}
         audit.known = set(remote)
         audit.configs_at = time.monotonic()
+
+
+def _existing_configs(admin: Admin, topics: Iterable[str]) -> dict[str, list]:
+    """Configs of ``topics``; a topic deleted since it was listed is left out, not a failed round."""
+    topics = list(topics)
+    try:
+        return admin.topic_configs(topics)
+    except KafkaError as e:
+        if not e.topic:
+            raise
+    out: dict[str, list] = {}
+    for topic in topics:  # one by one, to leave out those that are gone
+        try:
+            out.update(admin.topic_configs([topic]))
+        except KafkaError as e:
+            if e.topic != topic or "UNKNOWN_TOPIC" not in str(e):
+                raise
+    return out

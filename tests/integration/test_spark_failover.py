@@ -9,11 +9,8 @@ import sys
 
 import pytest
 
-from mm2py.config import load_text
-from mm2py.ops.failover import plan_failover
-from tests.integration.mirror_helpers import mirror_once, properties
-from tests.integration.test_failover import consume
-from tests.kafkautil import create_topic, produce
+from tests.integration.mirror_helpers import properties
+from tests.integration.test_failover import a_group_on_a_mirrored_topic
 
 pytestmark = pytest.mark.integration
 
@@ -24,16 +21,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_checkpoint_failover_equals_group_plan_and_fails_back(spark, cluster_a, cluster_b, unique_name, tmp_path):
     """A checkpoint holding a group's offsets gets the group's failover offsets; failback restores them."""
-    topic = f"{unique_name}-orders"
-    create_topic(cluster_a.bootstrap, topic, 3)
-    values = [f"o-{i}".encode() for i in range(3000)]
-    for p in range(3):
-        produce(cluster_a.bootstrap, topic, [(b"k", v, None, None) for v in values[p::3]], partition=p)
-    text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic}})
-    mirror_once(spark, text, tmp_path / "m1")
-    group = f"{unique_name}-g"
-    consume(cluster_a.bootstrap, group, topic, limits={0: 333, 1: 1000, 2: 1})
-    plan = plan_failover(load_text(text), group, "A", "B")
+    topic, text, plan = a_group_on_a_mirrored_topic(spark, cluster_a, cluster_b, unique_name, tmp_path)
     source = {str(p.partition): p.source_offset for p in plan.partitions}
     cp = tmp_path / "cp"
     (cp / "offsets").mkdir(parents=True)

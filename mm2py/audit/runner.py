@@ -93,8 +93,9 @@ class Auditor:
         dst = RawClient(flow.target, client_id=f"mm2py-audit-{flow.name}", timeout_ms=timeout)
         try:
             topics = sorted(t for t in remote if t not in audit.compacted)
-            src_leaders = src.leaders(topics)
-            dst_leaders = dst.leaders(remote[t] for t in topics)
+            # a topic deleted since its position was saved is not audited (missing_ok)
+            src_leaders = src.leaders(topics, missing_ok=True)
+            dst_leaders = dst.leaders((remote[t] for t in topics), missing_ok=True)
             now_ms = int(self.wall() * 1000)
             findings = []
             for (topic, partition), last in sorted(positions.items()):

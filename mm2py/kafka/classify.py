@@ -32,6 +32,8 @@ class Action(enum.Enum):
         return self is not Action.FATAL
 
 
+UNKNOWN_TOPIC_OR_PARTITION = 3  # the topic (or partition) does not exist on the cluster
+
 # code -> (Kafka's name, action)
 TABLE: dict[int, tuple[str, Action]] = {
     2: ("CORRUPT_MESSAGE", Action.RETRY),

@@ -31,7 +31,7 @@ from mm2py.errors import (
     RecordTooLargeError,
 )
 from mm2py.kafka import fastio
-from mm2py.kafka.classify import is_retriable
+from mm2py.kafka.classify import UNKNOWN_TOPIC_OR_PARTITION, is_retriable
 from mm2py.kafka.clientconf import kafka_python_config
 from mm2py.kafka.fetch_response import FetchedPartition
 from mm2py.kafka.fetch_session import FetchSession
@@ -259,8 +259,9 @@ class RawClient:
         """Whether the address of broker ``node_id`` is known (from metadata seen so far)."""
         return self._net.cluster.broker_metadata(node_id) is not None
 
-    def leaders(self, topics: Iterable[str]) -> dict[TP, int]:
-        """Current leader broker of every partition of ``topics``."""
+    def leaders(self, topics: Iterable[str], *, missing_ok: bool = False) -> dict[TP, int]:
+        """Current leader broker of every partition of ``topics``; with ``missing_ok``, topics
+        the cluster does not have are left out instead of raising."""
         names = sorted(set(topics))
         request = METADATA(
             topics=[METADATA.MetadataRequestTopic(name=t) for t in names],
@@ -270,6 +271,8 @@ class RawClient:
         response = self.wait(self._send(self.any_node(), request))
         leaders: dict[TP, int] = {}
         for topic in response.topics:
+            if topic.error_code == UNKNOWN_TOPIC_OR_PARTITION and missing_ok:
+                continue
             if topic.error_code:
                 raise to_kafka_error(topic.error_code, cluster=self.alias, topic=topic.name)
             if topic.topic_id is not None and topic.topic_id.int:

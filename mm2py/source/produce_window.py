@@ -29,13 +29,13 @@ from kafka.future import Future
 
 from mm2py.errors import KafkaError, missing_acl
 from mm2py.kafka import batches as rb
+from mm2py.kafka.classify import UNKNOWN_TOPIC_OR_PARTITION
 from mm2py.kafka.wire import RawClient, error_for, to_kafka_error
 from mm2py.source.copy_settings import CopySettings
 from mm2py.source.partition import PartitionCopy
 from mm2py.source.resend import ResendBook, resendable
 from mm2py.types import TP
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
 TOO_LARGE = (kerr.MessageSizeTooLargeError, kerr.RecordListTooLargeError)
 
 # per request: its future, broker, and each target partition's copy with its generation when sent

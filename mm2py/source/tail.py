@@ -124,7 +124,7 @@ def window_for(flow: FlowConfig, ms: int, stop: StopFlag | None) -> TailWindow |
     if flow.exactly_once != "off":
         return None
     sink = worker.kept_state(("tail progress", flow.name, flow.source.bootstrap_servers,
-                              flow.target.bootstrap_servers), lambda: FlowProgressSink(flow))
+                              flow.target.bootstrap_servers), lambda: FlowProgressSink(flow).open())
     progress = TailProgress(sink, flow.copy_tail_commit_ms / 1000, syncs=flow.emit_offset_syncs_enabled,
                             history=flow.offset_syncs_history_enabled)
     return TailWindow(time.monotonic() + ms / 1000, stop, progress)

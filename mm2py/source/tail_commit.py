@@ -133,6 +133,15 @@ class FlowProgressSink:
         self.history = (history_for(flow) if flow.emit_offset_syncs_enabled and flow.offset_syncs_history_enabled
                         else None)
 
+    def open(self) -> FlowProgressSink:
+        """Start the producers now, without waiting on them: librdkafka connects and fetches the
+        idempotent producer id in the background while the task copies, so the first record
+        does not wait for that (``PositionStore.open``)."""
+        self.positions.open()
+        if self.syncs is not None:
+            self.syncs.open()
+        return self
+
     def write_syncs(self, syncs: Sequence[OffsetSync], history: Sequence[OffsetSync]) -> None:
         if self.syncs is None:
             return

@@ -252,7 +252,7 @@ def test_a_crash_loop_advances_positions_and_copies_little_twice(cluster_a, clus
             now = positions()
             moved.append(now - last)
             last = now
-            replicator = Replicator(config, log).start()
+            replicator = Replicator(config, tmp_path / f"replicator-{kills}.log").start()  # one log a run
         sent = stream.stop()
         ends = sum(end_offsets(cluster_a.bootstrap, topic).values())
         # B's count includes what kills made it copy twice: wait for the positions instead

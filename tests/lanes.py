@@ -24,7 +24,8 @@ LONG_LANE_OFFSET = -8000
 
 
 def _pytest(marker: str, args: list[str], basetemp: Path, env: dict[str, str], **kwargs: object) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "pytest", "-q", "-m", marker, f"--basetemp={basetemp}", *args, "tests"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "--durations=25", "-m", marker, f"--basetemp={basetemp}",
+           *args, "tests"]
     return subprocess.Popen(cmd, env=env, start_new_session=True, **kwargs)  # type: ignore[call-overload]
 
 

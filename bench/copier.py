@@ -2,7 +2,7 @@
 
 ``python -m bench.copier CONFIG`` reads the same properties file as a bench run, creates the
 remote topics of its one enabled flow, and copies every partition from offset 0 to its end
-offset now with ``mm2py.source.task.copy_ranges``, as Spark tasks do, in one process per
+offset now with ``mm2py.source.copy.task.copy_ranges``, as Spark tasks do, in one process per
 core. Nothing else runs: no Spark, no positions or offset syncs, no checkpoints or heartbeats.
 
 The bench runs it as the tool ``copier`` (``--tools mm2,mm2py,copier``). Its row is the
@@ -23,9 +23,9 @@ from mm2py.config.filters import TopicFilter
 from mm2py.config.model import FlowConfig
 from mm2py.kafka.admin import Admin
 from mm2py.policy import policy_for
-from mm2py.source.copy_settings import CopySettings
+from mm2py.source.copy.copy_settings import CopySettings
+from mm2py.source.copy.task import CopySpec, TaskRun, copy_ranges
 from mm2py.source.ranges import PartitionRange
-from mm2py.source.task import CopySpec, TaskRun, copy_ranges
 
 
 def plan(flow: FlowConfig) -> list[PartitionRange]:

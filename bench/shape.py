@@ -70,7 +70,7 @@ DRIVER_KINDS = ("python", "python:mm2py", "python:pyspark.sql.streaming.python_s
                 "jvm:SparkSubmit")
 STALL_SECONDS = 180
 # mm2py's settings for this shape (--mm2py-settings): small batches from thousands of partitions
-# are written as fewer, larger ones (mm2py.source.small_run.SmallRun)
+# are written as fewer, larger ones (mm2py.source.copy.small_run.SmallRun)
 MM2PY_SETTINGS = "batch.coalesce.bytes = 262144"
 MICRO_BATCH_LINE = re.compile(rb"micro-batch mirrored")
 

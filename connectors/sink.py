@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, Row
 from mm2py.config.model import FlowConfig
 from mm2py.errors import Mm2pyError, brief_failure
 from mm2py.metrics import Metrics
-from mm2py.source.commit import FlowCommitter
+from mm2py.source.plan.commit import FlowCommitter
 from mm2py.source.ranges import RangeResult
 
 log = structlog.get_logger(__name__)

@@ -3,7 +3,7 @@
 Each Spark task copies a group of partition ranges from the source cluster to the target
 inside ``read()`` (raw batches, no records cross into the JVM) and yields one row: what it
 did for each range (``RangeResult``), packed. The sink (``mm2py.connectors.sink``) hands
-those rows to ``mm2py.source.commit``, which records offset syncs and positions.
+those rows to ``mm2py.source.plan.commit``, which records offset syncs and positions.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from pyspark.sql.types import StructType
 from mm2py import worker
 from mm2py.config.model import FlowConfig
 from mm2py.schemas.settings import SchemaSettings
-from mm2py.source.copy_settings import CopySettings
-from mm2py.source.exactly_once import spec_for
+from mm2py.source.copy.copy_settings import CopySettings
+from mm2py.source.copy.exactly_once import spec_for
+from mm2py.source.copy.stop_flag import StopFlag
+from mm2py.source.copy.tail import TailWindow, may_tail, tail_ms, tasks_to_tail, window_for
+from mm2py.source.copy.task import CopySpec, TaskRun, copy_ranges
 from mm2py.source.provenance import Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult, assign
-from mm2py.source.stop_flag import StopFlag
-from mm2py.source.tail import TailWindow, may_tail, tail_ms, tasks_to_tail, window_for
-from mm2py.source.task import CopySpec, TaskRun, copy_ranges
 from mm2py.topology import LoopGuard
 from mm2py.transforms import transform_keys
 
@@ -88,7 +88,7 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     @property
     def planner(self):  # imported lazily to keep executors light
         if self._planner is None:
-            from mm2py.source.planner import planner_for
+            from mm2py.source.plan.planner import planner_for
 
             self._planner = planner_for(self.flow, self.guard)
         return self._planner

@@ -40,7 +40,7 @@ class WarmupReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         import pyarrow  # noqa: F401 - rows go back to the JVM as Arrow
 
-        import mm2py.source.copier  # noqa: F401 - importing is the point
+        import mm2py.source.copy.copier  # noqa: F401 - importing is the point
         from mm2py import worker
 
         assert isinstance(partition, Slot)

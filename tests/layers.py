@@ -21,8 +21,16 @@ REPO = Path(__file__).resolve().parents[1]
 # (folder, the package it installs as): connectors/ installs as mm2py.connectors
 FOLDERS = (("mm2py", "mm2py"), ("connectors", "mm2py.connectors"))
 # Upward imports the package graph leaves out, by importing module, until the work that removes
-# each lands: schemas/copier.py subclasses source's Copier (issue 46: the Copier split).
+# each lands: schemas/copier.py subclasses mm2py.source.copy's BatchWriter (issue 46: the Copier split).
 KNOWN_UPWARD = {"mm2py.schemas.copier": "mm2py.source"}
+# mm2py.source's two sides, by where their code runs (the driver plans and commits, Spark's Python
+# workers copy): neither imports the other; both import the contract at mm2py.source's top level
+SOURCE_SIDES = ("mm2py.source.plan", "mm2py.source.copy")
+
+
+def side_of(module: str) -> str | None:
+    """The side of mm2py.source a module is on (its ``plan`` or ``copy`` subpackage), else None."""
+    return next((side for side in SOURCE_SIDES if module == side or module.startswith(side + ".")), None)
 
 
 def module_files(folders: tuple[tuple[str, str], ...] = FOLDERS) -> dict[str, Path]:
@@ -156,7 +164,26 @@ def render(graph: dict[str, set[str]]) -> str:
             lines.append(f"{level:>2}: {name} -> {uses}")
     lines.append(f"no package import cycle ({len(graph)} packages); left out: "
                  + "; ".join(f"{m} -> {p}" for m, p in KNOWN_UPWARD.items()))
+    lines.append("source's sides (side -> the parts of source it imports): " + "; ".join(
+        f"{side.removeprefix('mm2py.')} -> {', '.join(sorted(uses)) or '-'}"
+        for side, uses in source_sides().items()))
     return "\n".join(lines)
+
+
+def source_sides() -> dict[str, set[str]]:
+    """Each side of mm2py.source -> the parts of mm2py.source its modules import: the other side or the
+    contract (mm2py.source's top-level modules), every import counted."""
+    uses: dict[str, set[str]] = {side: set() for side in SOURCE_SIDES}
+    for module, targets in import_graph().items():
+        if (side := side_of(module)) is None:
+            continue
+        for target in targets:
+            other = side_of(target)
+            if other and other != side:
+                uses[side].add(other.removeprefix("mm2py."))
+            elif other is None and target.startswith("mm2py.source."):
+                uses[side].add("source (contract)")
+    return uses
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from mm2py.audit.buckets import bucket_of
 from mm2py.kafka.batches import split_batches
 from mm2py.kafka.wire import RawClient, to_kafka_error
-from mm2py.source.aborted import AbortedFilter
+from mm2py.source.copy.aborted import AbortedFilter
 from mm2py.types import TP
 
 OFFSET_OUT_OF_RANGE = 1

@@ -14,7 +14,7 @@ that read X below ``upstream`` resumes on Y at the first record it has not read,
 
 Invariants:
 - nothing is missed: each term is at most the Y offset of the first unread record of its kind;
-- positions are read before syncs, and syncs are written before positions (mm2py.source.commit),
+- positions are read before syncs, and syncs are written before positions (mm2py.source.plan.commit),
   so every record a position counts has its sync in the index read after it;
 - exact (nothing read twice) where both clusters order the records around ``upstream`` alike: a
   group caught up while both flows had caught up (the usual failover), or writes paused for longer

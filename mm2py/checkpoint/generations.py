@@ -1,6 +1,6 @@
 """Source topics re-created and not yet taken up by their flow: their group offsets are not translated.
 
-When a flow takes up a re-created topic (mm2py.source.reset_guard), it writes a sync that starts
+When a flow takes up a re-created topic (mm2py.source.plan.reset_guard), it writes a sync that starts
 the new topic's offsets over, and records the new topic id in its ledger. Until then, the syncs
 of a partition are the old topic's, and a group offset of the new topic would translate through
 them to a wrong place. ``untaken`` names such topics, by comparing each topic's id on the source

@@ -54,7 +54,7 @@ What follows from these rules (each is MM2's behaviour, kept):
   under a client prefix is warned, not used.
 
 How mm2py's clients take what reaches them is in ``RAW_FETCH`` / ``RAW_PRODUCE`` (kafka-python,
-``mm2py.kafka.clientconf.kafka_python_config`` and ``mm2py.source.copy_settings.CopySettings``) and
+``mm2py.kafka.clientconf.kafka_python_config`` and ``mm2py.source.copy.copy_settings.CopySettings``) and
 ``mm2py.kafka.clientconf.rdkafka_config`` (the librdkafka clients). Settings that do not apply
 are reviewed here (``review``) and named in one start-up warning with the reason; security
 settings that cannot be honoured are refused.

@@ -10,7 +10,7 @@ Two keys ask for exactly-once, as in MM2:
 
 A flow's mode (``FlowConfig.exactly_once``) is then ``off``, ``enabled`` (exactly-once when
 the target can do it, else at-least-once with one WARNING naming why) or ``required`` (the flow
-does not start without it: ``mm2py.source.exactly_once.prepare`` checks the target at start).
+does not start without it: ``mm2py.source.copy.exactly_once.prepare`` checks the target at start).
 ``partition.mismatch = hash`` has no exactly-once mode: ``required`` with it is refused here,
 naming the key and line.
 """

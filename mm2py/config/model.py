@@ -138,15 +138,15 @@ class FlowConfig:
     # mm2py additions (not in MM2)
     partition_mismatch: str = "error"  # "error" | "hash"
     sync_topic_deletes_enabled: bool = False
-    # a source partition gone back (topic re-created, log truncated): mm2py.source.resets
+    # a source partition gone back (topic re-created, log truncated): mm2py.source.plan.resets
     source_reset_policy: str = "continue"  # "continue" | "stop" | "recreate"
     max_batch_bytes: int = 1024 * 1024 * 1024  # admission control: most source bytes per micro-batch
     batch_duration_ms: int = 2000  # ... and about this much time of data at the measured rate
     batch_coalesce_bytes: int = 0  # runs of small source batches written as one batch of up to this size
     provenance_enabled: bool = True  # identity cycles: loop prevention by producer id (mm2py.source.provenance)
     trigger_interval_ms: int = 500  # minimum time between micro-batches
-    copy_tail_ms: int = 10000  # a caught-up copy task keeps copying new records this long (mm2py.source.tail)
-    copy_tail_commit_ms: int = 2000  # a tailing task records its progress this often (mm2py.source.tail_commit)
+    copy_tail_ms: int = 10000  # a caught-up copy task keeps copying new records this long (mm2py.source.copy.tail)
+    copy_tail_commit_ms: int = 2000  # a tailing task records its progress this often (mm2py.source.copy.tail_commit)
     schemas_mode: str = "off"  # "translate" | "preserve" | "off" (mm2py.schemas)
     schemas_on_error: str = "fail"  # "fail" | "pass" | "dead-letter"
     schemas_dead_letter_topic: str = "mm2py-schemas-dead-letter.{source}.internal"

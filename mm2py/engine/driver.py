@@ -38,12 +38,12 @@ from mm2py.kafka.krb5conf import check_flows as check_kerberos
 from mm2py.kafka.tls import check_stores
 from mm2py.metrics import Metrics
 from mm2py.schemas.check import check_schemas
-from mm2py.source.commit import committer_for
-from mm2py.source.exactly_once import fence
-from mm2py.source.exactly_once import prepare as prepare_exactly_once
-from mm2py.source.stop_flag import StopFlag
+from mm2py.source.copy.exactly_once import fence
+from mm2py.source.copy.exactly_once import prepare as prepare_exactly_once
+from mm2py.source.copy.stop_flag import StopFlag
+from mm2py.source.copy.tail import may_tail
+from mm2py.source.plan.commit import committer_for
 from mm2py.source.sync_history import prepare_history
-from mm2py.source.tail import may_tail
 from mm2py.topology import check_topology, loop_guard, reverse_flow
 from mm2py.transforms import check_flows as check_transforms
 
@@ -236,9 +236,9 @@ class Engine:
     flows: list[RunningFlow] = field(default_factory=list)
     metrics: Metrics | None = None
     supervisor: Supervisor = field(default_factory=Supervisor)
-    tailing: frozenset[str] = frozenset()  # flows whose copy tasks may tail (mm2py.source.tail)
+    tailing: frozenset[str] = frozenset()  # flows whose copy tasks may tail (mm2py.source.copy.tail)
     committed: Callable[[], None] | None = None  # called after each committed micro-batch of any flow
-    stop_flag: StopFlag = field(default_factory=lambda: StopFlag(None))  # raised on stop (mm2py.source.stop_flag)
+    stop_flag: StopFlag = field(default_factory=lambda: StopFlag(None))  # raised on stop (mm2py.source.copy.stop_flag)
 
     def _query(self, flow: FlowConfig, source: type, kind: str, sink: Callable, trigger: dict) -> StreamingQuery:
         reader = (
@@ -286,7 +286,7 @@ class Engine:
 
         by_name: dict[str, RunningFlow] = {}
         flows = tuple(prepare_exactly_once(prepare_history(flow), self._tasks(flow)) for flow in flows)
-        # each tailing flow holds task slots for its tail window (mm2py.source.tail)
+        # each tailing flow holds task slots for its tail window (mm2py.source.copy.tail)
         self.tailing = frozenset() if until_caught_up else frozenset(
             f.name for f in flows if may_tail(f, loop_guard(self.config, f).provenance))
         # every source first: copying starts before the other connectors' queries are made
@@ -417,7 +417,7 @@ class Engine:
 
         A stopped query cancels its running tasks, and what a cancelled task copied is not recorded:
         the next start copies it again. With the stop flag raised, tails end where they stand and
-        no source plans another micro-batch (mm2py.source.stop_flag), so each query is stopped once
+        no source plans another micro-batch (mm2py.source.copy.stop_flag), so each query is stopped once
         it is between triggers or the micro-batch it was running completed (committed, for a source).
         """
         def batch_id(query: StreamingQuery) -> int:

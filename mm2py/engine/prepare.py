@@ -35,7 +35,7 @@ import structlog
 from mm2py.checkpoint.task import ensure_checkpoints_topic
 from mm2py.config.model import FlowConfig
 from mm2py.heartbeat.emitter import HeartbeatEmitter
-from mm2py.source.planner import planner_for
+from mm2py.source.plan.planner import planner_for
 from mm2py.source.sync_writer import OffsetSyncWriter
 from mm2py.topology import LoopGuard
 

@@ -5,7 +5,7 @@ mm2py.connectors.daemon), so whoever signals (mm2py alone, its process group as 
 every process of a systemd unit) only this process acts on it.
 
 Invariants:
-- the first signal sets ``stop`` and raises the run's stop flag (mm2py.source.stop_flag) and does
+- the first signal sets ``stop`` and raises the run's stop flag (mm2py.source.copy.stop_flag) and does
   nothing else: the driver's main thread then lets the running micro-batches commit, stops the
   queries and Spark, and the process exits 0;
 - a second signal, or ``timeout_s`` plus ``GRACE_S`` after the first, ends the process at once:
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 
 import structlog
 
-from mm2py.source.stop_flag import StopFlag
+from mm2py.source.copy.stop_flag import StopFlag
 
 log = structlog.get_logger(__name__)
 

@@ -213,7 +213,7 @@ class Admin:
     def topic_ids(self, names: Iterable[str]) -> dict[str, str]:
         """The topic id of each of ``names`` that exists, as ``uuid.UUID`` text (as mm2py.kafka.wire gives it).
 
-        A re-created topic has a new id (mm2py.source.resets); a topic missing or hidden is left out.
+        A re-created topic has a new id (mm2py.source.plan.resets); a topic missing or hidden is left out.
         """
         from confluent_kafka import TopicCollection
 

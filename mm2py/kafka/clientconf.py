@@ -127,7 +127,7 @@ def kafka_python_config(bootstrap: str, props: Mapping[str, str], alias: str) ->
     """Settings for kafka-python's network client (the raw fetch/produce path).
 
     Connection-level Java settings (``mm2py.config.clients.RAW_CONNECTION``) and security; what a
-    Fetch or Produce request carries is the copier's (``mm2py.source.copy_settings.CopySettings``).
+    Fetch or Produce request carries is the copier's (``mm2py.source.copy.copy_settings.CopySettings``).
     """
     conf: dict[str, object] = {"bootstrap_servers": bootstrap.split(",")}
     if "security.protocol" in props:

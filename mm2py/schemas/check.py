@@ -34,7 +34,7 @@ def problems_of(flows: Iterable[FlowConfig]) -> list[ConfigProblem]:
                                               f"but does not select the registry's storage topic {storage!r} "
                                               "(schemas.storage.topic): add it to topics"))
             continue
-        if flow.partition_mismatch == "hash":  # its record path (mm2py.source.rehash) does not translate
+        if flow.partition_mismatch == "hash":  # its record path (mm2py.source.copy.rehash) does not translate
             problems.append(ConfigProblem(f"{flow.name}.partition.mismatch", f"flow {flow.name}: "
                                           "partition.mismatch = hash cannot be combined with schemas.mode = "
                                           "translate (re-keyed records would keep the source's ids); use 'error'"))

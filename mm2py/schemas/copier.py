@@ -35,8 +35,8 @@ from mm2py.schemas.registry import registry_for
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.schemas.subjects import SubjectSync, Untranslatable
 from mm2py.schemas.translate import IdTranslator
-from mm2py.source.batch_writer import BatchWriter, owned_records
-from mm2py.source.partition import PartitionCopy, Pending
+from mm2py.source.copy.batch_writer import BatchWriter, owned_records
+from mm2py.source.copy.partition import PartitionCopy, Pending
 from mm2py.source.ranges import PartitionRange, RangeResult
 
 _translators: dict[tuple[str, str, tuple, tuple], IdTranslator] = {}

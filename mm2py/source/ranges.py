@@ -35,7 +35,7 @@ class PartitionRange:
     # before (see the module docstring): records before it inside the first batch are trimmed.
     exact: bool = False
     # > 0 when the remote topic has fewer partitions than the source and partition.mismatch
-    # is hash: records are spread over this many target partitions by key (mm2py.source.rehash)
+    # is hash: records are spread over this many target partitions by key (mm2py.source.copy.rehash)
     target_partitions: int = 0
     # the remote topic's max.message.bytes when known (0: unknown): a larger batch stalls the
     # partition before it is sent, so nothing after it reaches the target out of order
@@ -65,13 +65,13 @@ class RangeResult:
     rebuilt: int = 0
     dropped: int = 0  # control records and aborted-transaction records left out
     went_home: int = 0  # records left out because they were first written on the target (provenance)
-    tailed: int = 0  # records copied after the planned end, while the task tailed (mm2py.source.tail)
+    tailed: int = 0  # records copied after the planned end, while the task tailed (mm2py.source.copy.tail)
     # (upstream offset, downstream offset) wherever the linear mapping starts or breaks
     syncs: tuple[tuple[int, int], ...] = field(default_factory=tuple)
     max_timestamp: int = -1  # newest record timestamp copied (ms), -1 if none
     fetched_ms: int = -1  # wall clock when the batch holding it was fetched
     acked_ms: int = -1  # wall clock when the target acknowledged the range's last batch
-    # A partition the target refused to take (mm2py.source.copier): the source offset of the
+    # A partition the target refused to take (mm2py.source.copy.copier): the source offset of the
     # batch it stopped at (next_offset is that offset), the batch's size and the reason.
     stall_offset: int = -1
     stall_bytes: int = -1
@@ -83,7 +83,7 @@ class RangeResult:
     # records sent to the dead-letter topic instead of the remote topic (dead-letter)
     schema_passed: int = 0
     schema_dead_lettered: int = 0
-    # leading ``syncs`` the task already wrote while it tailed (mm2py.source.tail_commit)
+    # leading ``syncs`` the task already wrote while it tailed (mm2py.source.copy.tail_commit)
     syncs_written: int = 0
 
     @staticmethod

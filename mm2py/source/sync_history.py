@@ -126,7 +126,7 @@ def bridged(syncs: Sequence[tuple[int, int]], before: tuple[int, int] | None) ->
 
 def unwritten(results: Iterable[RangeResult],
               last: Mapping[TP, tuple[int, int]]) -> tuple[list[RangeResult], dict[TP, tuple[int, int]]]:
-    """``results`` less the leading syncs their tasks wrote while tailing (mm2py.source.tail_commit).
+    """``results`` less the leading syncs their tasks wrote while tailing (mm2py.source.copy.tail_commit).
 
     Returns the results to write syncs for, and the last sync per partition to write them after:
     a range's last sync written by its task stands first (so ``all_syncs`` leaves it out and

@@ -37,10 +37,10 @@ from mm2py.dev import cluster as devcluster
 from mm2py.engine.driver import Engine
 from mm2py.errors import AuthenticationError, AuthorizationError, ClusterUnreachableError, Mm2pyError
 from mm2py.kafka.admin import Admin
-from mm2py.source.copy_settings import CopySettings
-from mm2py.source.planner import planner_for
+from mm2py.source.copy.copy_settings import CopySettings
+from mm2py.source.copy.task import CopySpec, TaskRun, copy_ranges
+from mm2py.source.plan.planner import planner_for
 from mm2py.source.ranges import PartitionRange
-from mm2py.source.task import CopySpec, TaskRun, copy_ranges
 from mm2py.stores.positions import PositionStore
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import REPO, mirror_once, properties

@@ -23,9 +23,9 @@ from mm2py.config.model import FlowConfig
 from mm2py.dev import cluster as devcluster
 from mm2py.errors import KafkaError
 from mm2py.kafka.wire import RawClient
-from mm2py.source.copy_settings import CopySettings
+from mm2py.source.copy.copy_settings import CopySettings
+from mm2py.source.copy.task import CopySpec, TaskRun, copy_ranges
 from mm2py.source.ranges import PartitionRange
-from mm2py.source.task import CopySpec, TaskRun, copy_ranges
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import SINGLE_BROKER, mirror_once
 from tests.kafkautil import consume_all, create_topic, produce

@@ -27,11 +27,11 @@ from mm2py.config import load_text
 from mm2py.dev import cluster as devcluster
 from mm2py.errors import KafkaError
 from mm2py.kafka.wire import RawClient
-from mm2py.source.copier import Copier
-from mm2py.source.copy_settings import CopySettings
-from mm2py.source.exactly_once import prepare, spec_for
+from mm2py.source.copy.copier import Copier
+from mm2py.source.copy.copy_settings import CopySettings
+from mm2py.source.copy.exactly_once import prepare, spec_for
+from mm2py.source.copy.transactional import HOLD_AFTER_COMMIT, HOLD_BEFORE_COMMIT, TaskTransaction
 from mm2py.source.ranges import PartitionRange
-from mm2py.source.transactional import HOLD_AFTER_COMMIT, HOLD_BEFORE_COMMIT, TaskTransaction
 from tests.conftest import PORT_OFFSET, own_clusters
 from tests.integration.mirror_helpers import REPO, Replicator, properties, wait_for
 from tests.integration.test_failover import consume

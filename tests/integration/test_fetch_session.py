@@ -59,10 +59,10 @@ def test_a_tailing_copy_fetches_in_a_session_and_copies_every_record(cluster_a, 
     import threading
     import time
 
-    from mm2py.source.copier import Copier
-    from mm2py.source.copy_settings import CopySettings
+    from mm2py.source.copy.copier import Copier
+    from mm2py.source.copy.copy_settings import CopySettings
+    from mm2py.source.copy.tail import TailWindow
     from mm2py.source.ranges import PartitionRange
-    from mm2py.source.tail import TailWindow
     from tests.kafkautil import consume_all
 
     topic, partitions = unique_name, 20

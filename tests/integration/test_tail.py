@@ -1,4 +1,4 @@
-"""Tailing copy tasks (mm2py.source.tail) on real clusters: a stream copied as it arrives, across restarts.
+"""Tailing copy tasks (mm2py.source.copy.tail) on real clusters: a stream copied as it arrives, across restarts.
 
 A producer streams into A throughout; ``connect-mirror-maker`` (a real child process) mirrors it
 to B with a trigger interval far longer than a fetch round trip, so records reach B between
@@ -58,7 +58,7 @@ def test_tailing_tasks_copy_a_stream_as_it_arrives_and_lose_nothing_across_resta
         wait_for(lambda: sum(b["tailed"] for b in batch_lines(log)) >= 2 * RATE
                  and sum(1 for b in batch_lines(log) if b["records"]) >= 5, 180,
                  "two seconds of the stream copied by tailing tasks, five micro-batches that copied", replicator)
-        # a worker's copy tasks share one idempotent producer id (mm2py.source.producer_slot): the
+        # a worker's copy tasks share one idempotent producer id (mm2py.source.copy.producer_slot): the
         # target keeps a producer state per Spark Python worker (two slots, and one more should a
         # worker be replaced), not one per micro-batch
         writers = producer_ids(cluster_b.bootstrap, remote, 2)

@@ -18,7 +18,7 @@ import pytest
 from mm2py.config import load_text
 from mm2py.engine.driver import Engine
 from mm2py.formats import OffsetSync
-from mm2py.source.rehash import key_partition
+from mm2py.source.copy.rehash import key_partition
 from tests.integration.mirror_helpers import REPO, Replicator, mirror_once, wait_for
 from tests.kafkautil import (
     TS0,

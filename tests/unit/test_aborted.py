@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mm2py.kafka.batches import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchView
-from mm2py.source.aborted import AbortedFilter
+from mm2py.source.copy.aborted import AbortedFilter
 
 
 def batch(offset: int, producer_id: int, *, control: bool = False, count: int = 1) -> BatchView:

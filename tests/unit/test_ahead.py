@@ -1,11 +1,11 @@
-"""The topic refresh beside a tailing micro-batch (mm2py.source.ahead)."""
+"""The topic refresh beside a tailing micro-batch (mm2py.source.plan.ahead)."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from mm2py.source.ahead import AHEAD_SECONDS, AheadWork, ahead_delay
+from mm2py.source.plan.ahead import AHEAD_SECONDS, AheadWork, ahead_delay
 
 
 def test_the_refresh_starts_ahead_of_the_tail_end_only_where_the_next_plan_would_not_list_again():

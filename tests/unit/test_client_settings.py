@@ -22,7 +22,7 @@ from mm2py.errors import ConfigError
 from mm2py.kafka.clientconf import kafka_python_config, rdkafka_config
 from mm2py.kafka.wire import RawClient, TopicIds, settings_of
 from mm2py.policy import offset_syncs_location
-from mm2py.source.copy_settings import MAX_IN_FLIGHT_PER_PARTITION, CopySettings
+from mm2py.source.copy.copy_settings import MAX_IN_FLIGHT_PER_PARTITION, CopySettings
 
 BASE = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="{}" password="p";'

@@ -10,7 +10,7 @@ from mm2py.config import load_text
 from mm2py.errors import KafkaError
 from mm2py.formats import OffsetSync
 from mm2py.policy import policy_for
-from mm2py.source.commit import FlowCommitter
+from mm2py.source.plan.commit import FlowCommitter
 from mm2py.source.ranges import RangeResult
 from mm2py.source.sync_history import run_starts
 from mm2py.types import TP
@@ -87,7 +87,7 @@ def test_an_empty_micro_batch_writes_nothing_and_totals_add_up() -> None:
 def test_the_log_line_rates_a_micro_batch_over_its_whole_cycle_not_its_commit(monkeypatch) -> None:
     from structlog.testing import capture_logs
 
-    import mm2py.source.commit as commit_module
+    import mm2py.source.plan.commit as commit_module
 
     # the committer's reads of the clock: at its start; then per commit its start, the end of its
     # writes, the lag field's check, its end and the rate field
@@ -152,8 +152,8 @@ def test_a_refusal_that_waiting_cannot_fix_fails_at_once() -> None:
 
 
 def test_a_retried_exactly_once_task_starts_after_what_its_dead_attempt_committed():
+    from mm2py.source.copy.task import after_committed
     from mm2py.source.ranges import PartitionRange
-    from mm2py.source.task import after_committed
 
     ranges = [PartitionRange("t", 0, 100, 200, "A.t"), PartitionRange("t", 1, 100, 200, "A.t"),
               PartitionRange("t", 2, 100, 200, "A.t")]
@@ -165,15 +165,15 @@ def test_a_retried_exactly_once_task_starts_after_what_its_dead_attempt_committe
 def test_transactional_positions_land_where_connect_puts_them():
     """murmur2 as Java's producer (and librdkafka's murmur2_random, checked on a broker): 3, 11, 7."""
     from mm2py.formats import SourceOffset
-    from mm2py.source.transactional import partition_for
+    from mm2py.source.copy.transactional import partition_for
 
     keys = [SourceOffset("A", "orders", p, 1).key_bytes() for p in range(3)]
     assert [partition_for(k, 25) for k in keys] == [3, 11, 7]
 
 
 def test_an_exactly_once_task_that_moved_nothing_aborts_its_empty_transaction():
+    from mm2py.source.copy.transactional import ExactlyOnce, TaskTransaction
     from mm2py.source.ranges import RangeResult
-    from mm2py.source.transactional import ExactlyOnce, TaskTransaction
 
     class Coordinator:
         def __init__(self) -> None:

@@ -15,12 +15,12 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from mm2py.kafka import batches as rb
 from mm2py.kafka.fetch_response import FetchedPartition
 from mm2py.kafka.wire import ProducedPartition
-from mm2py.source.copier import Copier
-from mm2py.source.copy_settings import CopySettings, ProducerState
-from mm2py.source.partition import PartitionCopy, Pending
+from mm2py.source.copy.copier import Copier
+from mm2py.source.copy.copy_settings import CopySettings, ProducerState
+from mm2py.source.copy.partition import PartitionCopy, Pending
+from mm2py.source.copy.tail import TailWindow
+from mm2py.source.copy.tail_commit import TailProgress
 from mm2py.source.ranges import PartitionRange
-from mm2py.source.tail import TailWindow
-from mm2py.source.tail_commit import TailProgress
 from mm2py.types import TP
 
 MESSAGE_TOO_LARGE = 10

@@ -14,7 +14,7 @@ SPARK_DESC = """[STREAM_FAILED] Query [id = 1, runId = 2] terminated with except
 org.apache.spark.api.python.PythonException: Traceback (most recent call last):
   File "/srv/mm2py/lib/python3.11/site-packages/mm2py/connectors/source.py", line 104, in read
     for result in copy_ranges(...):
-  File "/srv/mm2py/lib/python3.11/site-packages/mm2py/source/copier.py", line 288, in _handle_fetched
+  File "/srv/mm2py/lib/python3.11/site-packages/mm2py/source/copy/copier.py", line 288, in _handle_fetched
     raise missing_acl(...)
 mm2py.errors.AuthorizationError: not authorized: missing ACL ALLOW READ on TOPIC 'orders' for User:alice \
 (kafka-acls --add --allow-principal User:alice --operation Read --topic 'orders') [cluster=A topic=orders]

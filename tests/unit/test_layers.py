@@ -20,6 +20,7 @@ from pathlib import Path
 from tests.layers import (
     KNOWN_UPWARD,
     REPO,
+    SOURCE_SIDES,
     find_cycle,
     import_graph,
     imports,
@@ -27,6 +28,7 @@ from tests.layers import (
     package_graph,
     package_of,
     render,
+    side_of,
 )
 
 # the one module of mm2py/ allowed to import the adapters: the engine's composition root
@@ -97,6 +99,22 @@ def test_known_upward_imports_are_still_there() -> None:
     graph = import_graph(runtime_only=True)
     for module, package in KNOWN_UPWARD.items():
         assert any(package_of(t) == package for t in graph[module]), f"{module} no longer imports {package}"
+
+
+def test_the_source_sides_stay_apart() -> None:
+    """mm2py.source.plan (driver) and mm2py.source.copy (executor) never import each other, lazily or for
+    types; the shared contract at mm2py.source's top level imports neither."""
+    graph = import_graph()
+    offenders = sorted(
+        f"{module} imports {target}"
+        for module, targets in graph.items()
+        if module.startswith("mm2py.source.")
+        for target in targets
+        if side_of(target) and side_of(target) != side_of(module)
+    )
+    assert offenders == []
+    for side in SOURCE_SIDES:  # both sides are there, with modules of their own
+        assert any(side_of(module) == side and module != side for module in graph)
 
 
 def test_connectors_install_as_mm2py_connectors() -> None:

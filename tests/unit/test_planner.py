@@ -15,12 +15,12 @@ from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
 from mm2py.kafka.resources import TopicConfigEntry
 from mm2py.policy import policy_for
-from mm2py.source.ahead import AHEAD_SECONDS
-from mm2py.source.catalogue import TopicCatalogue
-from mm2py.source.planner import ASSUMED_BYTES_PER_OFFSET, BatchPlanner
+from mm2py.source.plan.ahead import AHEAD_SECONDS
+from mm2py.source.plan.catalogue import TopicCatalogue
+from mm2py.source.plan.planner import ASSUMED_BYTES_PER_OFFSET, BatchPlanner
+from mm2py.source.plan.sizing import BatchSizer
+from mm2py.source.plan.stalls import STALL_REFRESH_SECONDS, PlannedRange, StallBook
 from mm2py.source.ranges import PartitionRange
-from mm2py.source.sizing import BatchSizer
-from mm2py.source.stalls import STALL_REFRESH_SECONDS, PlannedRange, StallBook
 from mm2py.types import TP
 
 AB = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
@@ -247,7 +247,7 @@ def test_first_range_after_a_recorded_position_is_exact_and_later_ones_are_not()
 
 
 def test_remote_topics_are_created_a_hundred_per_request():
-    from mm2py.source.catalogue import CREATE_AT_ONCE
+    from mm2py.source.plan.catalogue import CREATE_AT_ONCE
 
     r = rig({f"t{i:03d}": 2 for i in range(250)})
     r.planner.initial_offsets()
@@ -365,7 +365,7 @@ def test_known_topics_limits_and_sizes_are_read_again_only_when_forced_or_due(mo
     r.catalogue.refresh_topics()
     r.catalogue.refresh_topics(force=True)
     assert asked[2:] == [{"a"}, {"a", "b"}], "more partitions, and a forced refresh (a stall), read again"
-    monkeypatch.setattr("mm2py.source.catalogue.SIZES_SECONDS", 0)
+    monkeypatch.setattr("mm2py.source.plan.catalogue.SIZES_SECONDS", 0)
     r.catalogue.refresh_topics()
     assert asked[4:] == [{"a", "b"}], "and every SIZES_SECONDS"
 
@@ -489,7 +489,7 @@ def test_stall_book_reviews_only_what_was_planned():
     assert review.stopped == {"t:0": (10, False)} and review.held == frozenset() and review.refresh
 
 
-# -- tailing copies (mm2py.source.tail) --------------------------------------------------
+# -- tailing copies (mm2py.source.copy.tail) --------------------------------------------------
 
 
 def test_partition_a_tailing_copy_took_past_its_end_is_planned_from_its_recorded_position():

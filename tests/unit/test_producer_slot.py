@@ -1,13 +1,13 @@
-"""One idempotent producer id across a worker's copy tasks (mm2py.source.producer_slot)."""
+"""One idempotent producer id across a worker's copy tasks (mm2py.source.copy.producer_slot)."""
 
 from __future__ import annotations
 
 import pytest
 
 from mm2py.errors import KafkaError
-from mm2py.source.copier import Copier
-from mm2py.source.copy_settings import CopySettings
-from mm2py.source.producer_slot import ROTATE_AT, KeptProducer, ProducerSlot
+from mm2py.source.copy.copier import Copier
+from mm2py.source.copy.copy_settings import CopySettings
+from mm2py.source.copy.producer_slot import ROTATE_AT, KeptProducer, ProducerSlot
 from mm2py.source.ranges import PartitionRange
 from tests.unit.test_copier import FakeSource, batch
 from tests.unit.test_resend import NOT_LEADER, IdempotentTarget

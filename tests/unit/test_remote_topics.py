@@ -10,9 +10,9 @@ from mm2py.config import load_text
 from mm2py.config.filters import TopicFilter
 from mm2py.errors import KafkaError
 from mm2py.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
-from mm2py.source.deletes import orphaned_remote_topics
-from mm2py.source.mismatch import Action, on_fewer_partitions
-from mm2py.source.rehash import key_partition, murmur2
+from mm2py.source.copy.rehash import key_partition, murmur2
+from mm2py.source.plan.deletes import orphaned_remote_topics
+from mm2py.source.plan.mismatch import Action, on_fewer_partitions
 
 FLOW = load_text("clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
                  ).enabled_flows[0]

@@ -1,4 +1,4 @@
-"""Refused writes sent again in place: order, exact syncs, no duplicate, a deadline (mm2py.source.resend).
+"""Refused writes sent again in place: order, exact syncs, no duplicate, a deadline (mm2py.source.copy.resend).
 
 The fake target models a broker's idempotence: a producer's batch is taken only at the next
 expected sequence of its partition (else OUT_OF_ORDER_SEQUENCE), and a batch already written
@@ -13,10 +13,10 @@ import pytest
 
 from mm2py.errors import KafkaError
 from mm2py.kafka.wire import ProducedPartition
-from mm2py.source.copier import Copier
-from mm2py.source.copy_settings import CopySettings, ProducerState
+from mm2py.source.copy.copier import Copier
+from mm2py.source.copy.copy_settings import CopySettings, ProducerState
+from mm2py.source.copy.resend import ResendBook, resendable
 from mm2py.source.ranges import PartitionRange
-from mm2py.source.resend import ResendBook, resendable
 from mm2py.types import TP
 from tests.unit.test_copier import Answer, FakeSource, batch
 

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping
 from structlog.testing import capture_logs
 
 from mm2py.formats import OffsetSync
-from mm2py.source.reset_guard import ResetGuard
-from mm2py.source.resets import CONTINUE, RECREATE, STOP, Reset, decide, detect, gap_entry
+from mm2py.source.plan.reset_guard import ResetGuard
+from mm2py.source.plan.resets import CONTINUE, RECREATE, STOP, Reset, decide, detect, gap_entry
 from mm2py.stores.ledger import GAP, RECREATED, TRUNCATED, LedgerEntry, LedgerState, parse
 from mm2py.types import TP
 from tests.unit.test_planner import Rig, rig

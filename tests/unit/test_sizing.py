@@ -1,6 +1,6 @@
 """Admission control: micro-batches sized to about a second of data at the measured rate."""
 
-from mm2py.source.sizing import FIRST_BATCH_BYTES, MIN_BATCH_BYTES, BatchSizer
+from mm2py.source.plan.sizing import FIRST_BATCH_BYTES, MIN_BATCH_BYTES, BatchSizer
 
 MB = 1 << 20
 

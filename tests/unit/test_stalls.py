@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from mm2py.errors import AuthorizationError, missing_acl
 from mm2py.kafka.admin import principal_of
-from mm2py.source.spark_offsets import Offsets
-from mm2py.source.stalls import PlannedRange, short_ranges
+from mm2py.source.plan.spark_offsets import Offsets
+from mm2py.source.plan.stalls import PlannedRange, short_ranges
 
 
 def test_finished_ranges_are_not_short():

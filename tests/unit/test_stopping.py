@@ -12,12 +12,12 @@ import pytest
 from mm2py.engine.shutdown import Shutdown
 from mm2py.errors import KafkaError
 from mm2py.formats import OffsetSync
-from mm2py.source.partition import PartitionCopy, Pending
+from mm2py.source.copy.partition import PartitionCopy, Pending
+from mm2py.source.copy.stop_flag import StopFlag
+from mm2py.source.copy.tail import TailWindow
+from mm2py.source.copy.tail_commit import TailProgress
 from mm2py.source.ranges import PartitionRange, RangeResult
-from mm2py.source.stop_flag import StopFlag
 from mm2py.source.sync_history import all_syncs, history_syncs, unwritten
-from mm2py.source.tail import TailWindow
-from mm2py.source.tail_commit import TailProgress
 from mm2py.types import TP
 
 TP0: TP = ("t", 0)

@@ -1,11 +1,11 @@
-"""When a micro-batch's copy tasks tail (mm2py.source.tail)."""
+"""When a micro-batch's copy tasks tail (mm2py.source.copy.tail)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from mm2py.config.model import ClusterConfig, FlowConfig
-from mm2py.source.tail import may_tail, tail_ms, tasks_to_tail
+from mm2py.source.copy.tail import may_tail, tail_ms, tasks_to_tail
 
 FLOW = FlowConfig(source=ClusterConfig("A", "a:9092"), target=ClusterConfig("B", "b:9092"))
 

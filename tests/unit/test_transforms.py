@@ -10,9 +10,9 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from mm2py.config import load_text
 from mm2py.kafka import batches as rb
 from mm2py.kafka.batches import Record
-from mm2py.source.partition import PartitionCopy
+from mm2py.source.copy.partition import PartitionCopy
+from mm2py.source.copy.transforming import TransformingWriter
 from mm2py.source.ranges import PartitionRange
-from mm2py.source.transforming import TransformingWriter
 from mm2py.transforms import TransformError, chain_for, check_flows, transform_keys
 
 T = "org.apache.kafka.connect.transforms."

@@ -12,7 +12,7 @@ Invariants:
 - an answer for a partition whose batches were queued again since it was sent (its generation
   moved) is moot and ignored;
 - a write refused for a retriable reason goes out again in place, sequences unchanged, until
-  ``delivery.timeout.ms`` (mm2py.source.resend); with a transactional id, or for a reason that
+  ``delivery.timeout.ms`` (mm2py.source.copy.resend); with a transactional id, or for a reason that
   is not retriable, the refusal fails the task;
 - the target refusing a batch for good (too large, remote topic gone) stalls its partition at
   that batch (``PartitionCopy.stall``): nothing past it counts as mirrored.
@@ -31,9 +31,9 @@ from mm2py.errors import KafkaError, missing_acl
 from mm2py.kafka import batches as rb
 from mm2py.kafka.classify import UNKNOWN_TOPIC_OR_PARTITION
 from mm2py.kafka.wire import RawClient, error_for, to_kafka_error
-from mm2py.source.copy_settings import CopySettings
-from mm2py.source.partition import PartitionCopy
-from mm2py.source.resend import ResendBook, resendable
+from mm2py.source.copy.copy_settings import CopySettings
+from mm2py.source.copy.partition import PartitionCopy
+from mm2py.source.copy.resend import ResendBook, resendable
 from mm2py.types import TP
 
 TOO_LARGE = (kerr.MessageSizeTooLargeError, kerr.RecordListTooLargeError)
@@ -142,7 +142,7 @@ class ProduceWindow:
                 self.send()
 
     def _refused(self, parts: Iterable[tuple[PartitionCopy, int]], error: KafkaError) -> None:
-        """A request's writes were refused for a retriable reason: queue them again (mm2py.source.resend)."""
+        """A request's writes were refused for a retriable reason: queue them again (mm2py.source.copy.resend)."""
         if self.transactional_id is not None or not error.retriable:
             raise error
         for part, generation in parts:

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mm2py.kafka import batches as rb
-from mm2py.source.batch_writer import BatchWriter, owned_records
-from mm2py.source.partition import PartitionCopy
+from mm2py.source.copy.batch_writer import BatchWriter, owned_records
+from mm2py.source.copy.partition import PartitionCopy
+from mm2py.source.copy.small_run import SmallRun
 from mm2py.source.ranges import PartitionRange
-from mm2py.source.small_run import SmallRun
 from mm2py.transforms import Chain
 
 

@@ -1,7 +1,7 @@
 """Committing a micro-batch of the source connector: offset syncs, then positions, then the report.
 
 In exactly-once mode the copy tasks committed positions and syncs in their transactions
-(``mm2py.source.transactional``); the committer then only reports.
+(``mm2py.source.copy.transactional``); the committer then only reports.
 
 Invariants:
 - a commit runs only after Spark finished every task of the micro-batch (it is the query's
@@ -30,9 +30,9 @@ from mm2py.formats import OffsetSync
 from mm2py.kafka.admin import Admin
 from mm2py.metrics import Metrics
 from mm2py.policy import ReplicationPolicy, policy_for
-from mm2py.source.listing import OffsetLister, SourceListing
+from mm2py.source.plan.listing import OffsetLister, SourceListing
+from mm2py.source.plan.resets import gap_entry
 from mm2py.source.ranges import RangeResult
-from mm2py.source.resets import gap_entry
 from mm2py.source.sync_history import all_syncs, history_for, history_syncs, unwritten
 from mm2py.source.sync_writer import OffsetSyncWriter
 from mm2py.stores.ledger import Ledger
@@ -155,7 +155,7 @@ class FlowCommitter:
             offset_syncs=len(syncs) if self.flow.emit_offset_syncs_enabled else 0,
             dropped_records=sum(r.dropped for r in results),
             went_home_records=sum(r.went_home for r in results),  # provenance: first written on the target
-            tailed_records=sum(r.tailed for r in results),  # copied after the planned ends (mm2py.source.tail)
+            tailed_records=sum(r.tailed for r in results),  # copied after the planned ends (mm2py.source.copy.tail)
             lag_records=lag,
             **self._progress(lag),
             batch_seconds=round(cycle, 3),
@@ -232,7 +232,7 @@ class FlowCommitter:
 
         Read at most every ``LAG_SECONDS`` (None between): at thousands of partitions the
         ListOffsets behind this log field costs a good part of a steady micro-batch. Not read
-        after a micro-batch whose tasks tailed (mm2py.source.tail): they copied until their tail
+        after a micro-batch whose tasks tailed (mm2py.source.copy.tail): they copied until their tail
         ended, and what arrived since waits for this commit and the next plan.
         """
         now = time.monotonic()
@@ -259,7 +259,7 @@ class FlowCommitter:
 def committer_for(flow: FlowConfig, metrics: Metrics | None = None) -> FlowCommitter:
     """A committer over the flow's real clusters."""
     timeout = flow.admin_timeout_ms
-    # exactly-once: the copy tasks committed positions and syncs with their data (mm2py.source.transactional)
+    # exactly-once: the copy tasks committed positions and syncs with their data (mm2py.source.copy.transactional)
     in_tasks = flow.exactly_once != "off"
     return FlowCommitter(
         flow, policy_for(flow),

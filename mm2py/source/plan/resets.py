@@ -7,7 +7,7 @@ them: a silent loss. ``detect`` finds both from what a plan reads anyway (each p
 offset to copy, the source's log end, the topic ids of the same metadata answer) against the
 topic id the flow last copied under (mm2py.stores.ledger). Records deleted before they were
 mirrored (retention, DeleteRecords: a log start above the position) are found by the copy, which
-skips them and reports the range (mm2py.source.copier); the committer records it (``gap_entry``).
+skips them and reports the range (mm2py.source.copy.copier); the committer records it (``gap_entry``).
 A remote topic deleted on the target (the catalogue creates it again) has its partitions copied
 again from the source's log start (``refill_entry``).
 

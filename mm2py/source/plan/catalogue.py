@@ -13,9 +13,9 @@ from mm2py.errors import KafkaError, missing_acl
 from mm2py.kafka.admin import Admin
 from mm2py.metadata.sync import MetadataSync
 from mm2py.policy import ReplicationPolicy
-from mm2py.source.deletes import orphaned_remote_topics
-from mm2py.source.listing import OffsetLister
-from mm2py.source.mismatch import Action, on_fewer_partitions
+from mm2py.source.plan.deletes import orphaned_remote_topics
+from mm2py.source.plan.listing import OffsetLister
+from mm2py.source.plan.mismatch import Action, on_fewer_partitions
 from mm2py.source.ranges import tp_key
 from mm2py.topology import LoopGuard
 from mm2py.types import TP
@@ -42,9 +42,9 @@ class TopicCatalogue:
     - a source topic is in ``partitions`` only once its remote topic exists with at least the
       source's partition count, or (``partition.mismatch = hash``, a smaller remote topic that
       is not this flow's) ``rehash`` holds the remote topic's partition count;
-    - a remote topic is grown only if it is this flow's own (mm2py.source.mismatch);
+    - a remote topic is grown only if it is this flow's own (mm2py.source.plan.mismatch);
     - a remote topic is deleted only with ``sync.topic.deletes.enabled``, only if the policy traces
-      it to this flow's source, and only once its source topic is gone (mm2py.source.deletes);
+      it to this flow's source, and only once its source topic is gone (mm2py.source.plan.deletes);
     - the configs of remote topics written by key hash are left alone (their limits are not read);
     - the source is listed at most every ``refresh.topics.interval.seconds`` (once per run when
       ``refresh.topics.enabled`` is false), unless a refresh is forced;
@@ -67,14 +67,14 @@ class TopicCatalogue:
         self.log_sizes = log_sizes
         self.offsets = offsets or src  # the source's earliest and latest offsets, for the sizes
         self.partitions: dict[str, int] = {}  # mirrored source topic -> partition count
-        # source topic -> partitions of a remote topic someone else made smaller (mm2py.source.mismatch)
+        # source topic -> partitions of a remote topic someone else made smaller (mm2py.source.plan.mismatch)
         self.rehash: dict[str, int] = {}
         self.max_batch_bytes: dict[str, int] = {}  # remote topic -> its max.message.bytes
         # per partition: bytes on the source's disk per offset, so micro-batches are sized in
         # bytes (a compressed 100-byte record may take 15 bytes, an uncompressed 1 KiB one 1 KiB)
         self.bytes_per_offset: dict[str, float] = {}
         self._created: set[str] = set()  # remote topics this flow created in this run
-        # told of each source topic whose remote topic it created again (mm2py.source.reset_guard)
+        # told of each source topic whose remote topic it created again (mm2py.source.plan.reset_guard)
         self.on_remote_lost: Callable[[str], None] | None = None
         self._reported_missing: set[str] = set()
         self._refreshed_at = 0.0

@@ -8,11 +8,11 @@ micro-batches wait for the next plan.
 
 Invariants:
 - a tailing partition's ``next_offset`` is the first offset not acknowledged by the target
-  (mm2py.source.copier), and the sink records positions and offset syncs from it as for any
+  (mm2py.source.copy.copier), and the sink records positions and offset syncs from it as for any
   range: nothing past what landed counts as mirrored, and a failed task is copied again from
   its range's start (at-least-once, as without tailing);
 - the planner starts a partition after its recorded position when that lies past Spark's
-  offset (mm2py.source.stalls.ahead_of), so what a tail took is not planned again;
+  offset (mm2py.source.plan.stalls.ahead_of), so what a tail took is not planned again;
 - only micro-batches that planned everything the source had, or all but less than one more
   byte budget, tail (``BatchPlanner.caught_up``): a backlog is cut into micro-batches by the
   budget, and a tailing micro-batch, which lasts the tail's window, is left out of its sizing;
@@ -40,9 +40,9 @@ from collections.abc import Callable, Iterable, Mapping
 
 from mm2py import worker
 from mm2py.config.model import FlowConfig
-from mm2py.source.partition import PartitionCopy
-from mm2py.source.stop_flag import StopFlag
-from mm2py.source.tail_commit import FlowProgressSink, TailProgress
+from mm2py.source.copy.partition import PartitionCopy
+from mm2py.source.copy.stop_flag import StopFlag
+from mm2py.source.copy.tail_commit import FlowProgressSink, TailProgress
 from mm2py.types import TP
 
 
@@ -50,9 +50,9 @@ class TailWindow:
     """How long one copy task tails, and what it records on the way. Constructor does no I/O.
 
     ``open()`` is False for good once the window's end passed or the run's stop flag rose
-    (mm2py.source.stop_flag): a stopping run's tails end where they stand, so their micro-batch
+    (mm2py.source.copy.stop_flag): a stopping run's tails end where they stand, so their micro-batch
     commits at once. ``progress`` makes what the target acknowledged durable while the task
-    tails (mm2py.source.tail_commit).
+    tails (mm2py.source.copy.tail_commit).
     """
 
     def __init__(self, until: float, stop: StopFlag | None = None, progress: TailProgress | None = None,

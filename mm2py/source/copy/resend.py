@@ -14,7 +14,7 @@ Invariants:
 - a partition refused without a success for ``delivery.timeout.ms`` fails the task, naming
   the partition and the last error: no write is retried forever;
 - only idempotent writes are resent here; a transactional task fails (its transaction aborts
-  and the task is copied again, mm2py.source.transactional).
+  and the task is copied again, mm2py.source.copy.transactional).
 """
 
 from __future__ import annotations

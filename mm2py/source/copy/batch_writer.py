@@ -3,8 +3,8 @@
 ``BatchWriter`` (this module) queues raw batches re-stamped with the task's producer state,
 rebuilt only where records must be left out, and merges runs of small batches
 (``batch.coalesce.bytes``). ``mm2py.schemas.copier.TranslatingWriter`` rewrites schema ids;
-``mm2py.source.rehash.RehashWriter`` produces records to other partitions. The copier
-(mm2py.source.copier) owns fetching, ownership of offsets, ordering and acknowledgements, and
+``mm2py.source.copy.rehash.RehashWriter`` produces records to other partitions. The copier
+(mm2py.source.copy.copier) owns fetching, ownership of offsets, ordering and acknowledgements, and
 calls a writer only with the batches a partition owns, in source order.
 
 Invariants:
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from mm2py.kafka import batches as rb
 from mm2py.kafka.merge import merged_batch
-from mm2py.source.partition import PartitionCopy, Pending
+from mm2py.source.copy.partition import PartitionCopy, Pending
+from mm2py.source.copy.small_run import SmallRun
 from mm2py.source.ranges import PartitionRange, RangeResult
-from mm2py.source.small_run import SmallRun
 
 
 def owned_records(buf: bytes, view: rb.BatchView, trim_before: int | None) -> list[rb.Record]:

@@ -1,4 +1,4 @@
-"""The planner's check for source partitions gone back, and the actions it takes (mm2py.source.resets).
+"""The planner's check for source partitions gone back, and the actions it takes (mm2py.source.plan.resets).
 
 ``ResetGuard.review`` runs in every plan, over what the plan read anyway; only when a partition
 went back does it ask more (the new log starts, the remote topics' ends) and write (the ledger,
@@ -37,7 +37,7 @@ import structlog
 
 from mm2py.config.model import FlowConfig
 from mm2py.formats import OffsetSync
-from mm2py.source.resets import (
+from mm2py.source.plan.resets import (
     CONTINUE,
     RECREATE,
     STOP,

@@ -1,6 +1,6 @@
 """Work of the next plan done beside a tailing micro-batch, so the plan does not wait for it.
 
-A tailing micro-batch (mm2py.source.tail) keeps the planner idle for its whole window, and a
+A tailing micro-batch (mm2py.source.copy.tail) keeps the planner idle for its whole window, and a
 record that arrives between two micro-batches waits for everything the next plan does. A
 topic refresh (listing the source, creating remote topics, the due metadata sync) is the
 largest part of that plan which does not depend on the micro-batch's outcome: it runs on a

@@ -1,7 +1,7 @@
 """The run's stop flag: how the driver tells running copy tasks and planners that the run is stopping.
 
 The driver raises it (creates a file in a folder private to the run) on its first SIGINT or
-SIGTERM. Copy tasks then end their tails where they stand (mm2py.source.tail) and planners plan
+SIGTERM. Copy tasks then end their tails where they stand (mm2py.source.copy.tail) and planners plan
 no further micro-batch, so the running micro-batch commits what the target acknowledged and the
 queries stop between triggers: a clean stop copies nothing twice.
 

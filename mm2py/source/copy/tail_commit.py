@@ -1,15 +1,15 @@
 """A copy task's progress made durable as the target acknowledges it, not only at the micro-batch's commit.
 
 A micro-batch commits after its last task ended and Spark wrote its logs; a tailing task
-(mm2py.source.tail) copies for ``copy.tail.ms`` before that. A process killed in between would
+(mm2py.source.copy.tail) copies for ``copy.tail.ms`` before that. A process killed in between would
 leave the positions where the last commit put them and copy the same, growing window again
 after every restart (a crash loop). ``TailProgress`` records, every ``copy.tail.commit.ms``,
 what the target has acknowledged so far, as the micro-batch's commit would
-(mm2py.source.commit); once as soon as a tailing task's planned ranges are all acknowledged; and
+(mm2py.source.plan.commit); once as soon as a tailing task's planned ranges are all acknowledged; and
 once at every task's end. A kill then costs at most that interval copied again.
 
 Invariants:
-- a position written is ``acked_next - 1`` of its partition (mm2py.source.partition): every
+- a position written is ``acked_next - 1`` of its partition (mm2py.source.copy.partition): every
   offset below it was acknowledged by the target; never ahead of that, and only when it moved;
 - the syncs mapping the offsets below a position are written before it (syncs, then their
   history, then positions), so translation never lacks the mapping of a mirrored record;
@@ -34,7 +34,7 @@ import structlog
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
 from mm2py.formats import OffsetSync
-from mm2py.source.partition import PartitionCopy
+from mm2py.source.copy.partition import PartitionCopy
 from mm2py.source.sync_history import history_for, run_starts
 from mm2py.source.sync_writer import OffsetSyncWriter
 from mm2py.stores.positions import PositionStore

@@ -1,7 +1,7 @@
 """Partitions whose last micro-batch stopped short, and where the next one starts them again.
 
 Spark moves a source's offsets to the ends the planner chose, whatever the tasks copied. A
-copy task may stop a partition early on purpose (mm2py.source.copier: a batch the target
+copy task may stop a partition early on purpose (mm2py.source.copy.copier: a batch the target
 refuses as too large, a remote topic deleted meanwhile); the next micro-batch must then
 start where the copy stopped, not at Spark's offset, or the records in between are lost.
 

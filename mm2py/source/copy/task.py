@@ -1,7 +1,7 @@
 """One Spark copy task: the ranges of a micro-batch that one Python worker copies.
 
-Raw batches by default (``mm2py.source.copier``); topics whose remote topic has fewer
-partitions take the record path (``mm2py.source.rehash``). Clients come from the worker's
+Raw batches by default (``mm2py.source.copy.copier``); topics whose remote topic has fewer
+partitions take the record path (``mm2py.source.copy.rehash``). Clients come from the worker's
 kept ones (``mm2py.worker``): the source's fetches with the replication consumer's settings
 (``source.consumer``), the target's writes with the data producer's (``target.producer``).
 """
@@ -18,15 +18,15 @@ from mm2py.kafka.admin import principal_of
 from mm2py.kafka.wire import RawClient
 from mm2py.schemas.copier import TranslatingWriter
 from mm2py.schemas.settings import SchemaSettings
-from mm2py.source.copier import Copier
-from mm2py.source.copy_settings import CopySettings, ProducerState
-from mm2py.source.producer_slot import ProducerSlot
+from mm2py.source.copy.copier import Copier
+from mm2py.source.copy.copy_settings import CopySettings, ProducerState
+from mm2py.source.copy.producer_slot import ProducerSlot
+from mm2py.source.copy.rehash import RehashWriter
+from mm2py.source.copy.tail import TailWindow
+from mm2py.source.copy.transactional import ExactlyOnce, TaskTransaction
+from mm2py.source.copy.transforming import TransformingWriter
 from mm2py.source.provenance import ProducerIds, Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
-from mm2py.source.rehash import RehashWriter
-from mm2py.source.tail import TailWindow
-from mm2py.source.transactional import ExactlyOnce, TaskTransaction
-from mm2py.source.transforming import TransformingWriter
 from mm2py.stores.positions import PositionStore
 from mm2py.transforms import chain_for
 from mm2py.types import TP
@@ -47,7 +47,7 @@ def receive_limit(settings: CopySettings) -> int:
 class CopySpec:
     """A flow's copy path, resolved once on the driver and sent whole with every task (picklable).
 
-    ``exactly_once``: the flow's transactions (mm2py.source.transactional), None at-least-once;
+    ``exactly_once``: the flow's transactions (mm2py.source.copy.transactional), None at-least-once;
     ``schemas``: a ``schemas.mode = translate`` flow's, whose ranges take the translating writer;
     ``transforms``: the keys the flow's transform chain is built from on the executor (a chain
     holds functions, the keys pickle).
@@ -76,7 +76,7 @@ class TaskRun:
     ``provenance``: the flow is on an identity cycle (mm2py.source.provenance): batches first
     written on the target stay behind, others are written with producer ids registered for their
     origin; ``tail``: at-least-once ranges copy what arrives after them while it is open, and
-    progress is recorded as the target acknowledges it (mm2py.source.tail).
+    progress is recorded as the target acknowledges it (mm2py.source.copy.tail).
     """
 
     client_id: str
@@ -144,7 +144,7 @@ def _copier(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges: list[P
     """The raw copier, or for a ``schemas.mode = translate`` flow the one rewriting schema ids.
 
     Idempotent (at-least-once) copiers share this worker's producer id for the target
-    (mm2py.source.producer_slot); transactional ones have their own, provenance its registered ones.
+    (mm2py.source.copy.producer_slot); transactional ones have their own, provenance its registered ones.
     A provenance copier never tails.
     """
     src, dst = clients

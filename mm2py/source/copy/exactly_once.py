@@ -36,7 +36,7 @@ from mm2py.kafka.transactions import (
 )
 from mm2py.kafka.wire import RawClient
 from mm2py.policy import offset_syncs_history_location, offset_syncs_location
-from mm2py.source.transactional import ExactlyOnce, transactional_id, transactional_prefix
+from mm2py.source.copy.transactional import ExactlyOnce, transactional_id, transactional_prefix
 from mm2py.stores.positions import PositionStore, offsets_topic
 
 log = structlog.get_logger(__name__)

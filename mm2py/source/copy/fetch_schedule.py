@@ -21,8 +21,8 @@ from collections.abc import Mapping
 
 from mm2py.errors import AuthenticationError, KafkaError
 from mm2py.kafka.wire import RawClient
-from mm2py.source.copy_settings import CopySettings
-from mm2py.source.partition import PartitionCopy
+from mm2py.source.copy.copy_settings import CopySettings
+from mm2py.source.copy.partition import PartitionCopy
 from mm2py.types import TP
 
 

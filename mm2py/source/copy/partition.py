@@ -60,7 +60,7 @@ class PartitionCopy:
     rebuilt: int = 0
     dropped: int = 0
     went_home: int = 0  # records left out because their origin is the target (mm2py.source.provenance)
-    tail_from: int = -1  # ``records`` when the copy went on past its planned range (mm2py.source.tail)
+    tail_from: int = -1  # ``records`` when the copy went on past its planned range (mm2py.source.copy.tail)
     max_timestamp: int = -1
     fetched_ms: int = -1
     acked_ms: int = -1

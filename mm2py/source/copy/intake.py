@@ -14,7 +14,7 @@ Invariants:
 - a partition that errs while tailing owes nothing past its plan: it is done where it stands;
 - records deleted from the source before they were copied (retention, DeleteRecords) are
   skipped to the log start and reported as the partition's lost range; a log that went back
-  below the position (re-created, truncated) stalls the partition for mm2py.source.resets;
+  below the position (re-created, truncated) stalls the partition for mm2py.source.plan.resets;
 - an answer with no whole batch below the planned end, where the log ends below it, is a
   ``DataLossError`` naming the partition, never a silent end.
 """
@@ -31,15 +31,15 @@ from mm2py.errors import DataLossError, KafkaError, missing_acl
 from mm2py.kafka import batches as rb
 from mm2py.kafka.classify import Action, action_for
 from mm2py.kafka.wire import FetchedPartition, RawClient, error_for, to_kafka_error
-from mm2py.source.aborted import AbortedFilter
-from mm2py.source.batch_writer import BatchWriter
-from mm2py.source.copy_settings import CopySettings
-from mm2py.source.fetch_schedule import FetchSchedule
-from mm2py.source.partition import PartitionCopy
+from mm2py.source.copy.aborted import AbortedFilter
+from mm2py.source.copy.batch_writer import BatchWriter
+from mm2py.source.copy.copy_settings import CopySettings
+from mm2py.source.copy.fetch_schedule import FetchSchedule
+from mm2py.source.copy.partition import PartitionCopy
+from mm2py.source.copy.small_run import SmallRun
+from mm2py.source.copy.tail import Tails
 from mm2py.source.provenance import Provenance
 from mm2py.source.ranges import owned_from
-from mm2py.source.small_run import SmallRun
-from mm2py.source.tail import Tails
 from mm2py.types import TP
 
 OFFSET_OUT_OF_RANGE = 1
@@ -108,7 +108,7 @@ class Intake:
         if start <= part.next_fetch:
             if self.src.list_offsets([tp], "latest").get(tp, part.next_fetch) < part.next_fetch:
                 # the log went back (topic re-created, truncated): the planner finds it and acts
-                # by source.reset.policy (mm2py.source.resets); waiting here would never end
+                # by source.reset.policy (mm2py.source.plan.resets); waiting here would never end
                 part.stall(part.next_fetch, -1, "source log ends below the position (topic re-created "
                            "or log truncated)")
             return  # else the log moved under us (leader change): fetch again

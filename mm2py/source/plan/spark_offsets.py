@@ -7,7 +7,7 @@ The dict::
      "new": {"refunds:0": 0},          # start of partitions first seen in this batch (exact
                                        # record positions, like every first start)
      "r": {"orders:1": [800, true]},   # restarts (offset, exact) of partitions whose last copy
-                                       # stopped short (mm2py.source.stalls)
+                                       # stopped short (mm2py.source.plan.stalls)
      "rn": 7}                          # a count of restarts, so that a retry with no new data
                                        # still differs from the last offsets and Spark runs it
 

@@ -2,11 +2,11 @@
 
 ``BatchPlanner`` plans a flow's micro-batches from collaborators, each owning one concept:
 
-- ``TopicCatalogue`` (mm2py.source.catalogue): the mirrored source topics, their remote topics
+- ``TopicCatalogue`` (mm2py.source.plan.catalogue): the mirrored source topics, their remote topics
   made ready on the target, their limits and sizes;
-- ``StallBook`` (mm2py.source.stalls): partitions whose last copy stopped short;
-- ``BatchSizer`` (mm2py.source.sizing): the byte budget of the next micro-batch;
-- ``Offsets`` (mm2py.source.spark_offsets): the Spark offset dict it reads and writes.
+- ``StallBook`` (mm2py.source.plan.stalls): partitions whose last copy stopped short;
+- ``BatchSizer`` (mm2py.source.plan.sizing): the byte budget of the next micro-batch;
+- ``Offsets`` (mm2py.source.plan.spark_offsets): the Spark offset dict it reads and writes.
 
 ``planner_for`` builds a planner with the real clients; the Spark adapter (connectors/source.py)
 calls it on the driver, on first use.
@@ -25,15 +25,15 @@ from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import ensure_compacted_topic
 from mm2py.metadata.sync import MetadataSync
 from mm2py.policy import policy_for
-from mm2py.source.ahead import AheadWork, ahead_delay
-from mm2py.source.catalogue import TopicCatalogue
-from mm2py.source.listing import OffsetLister, SourceListing
+from mm2py.source.plan.ahead import AheadWork, ahead_delay
+from mm2py.source.plan.catalogue import TopicCatalogue
+from mm2py.source.plan.listing import OffsetLister, SourceListing
+from mm2py.source.plan.reset_guard import ResetGuard, reset_sync_writer
+from mm2py.source.plan.sizing import BatchSizer
+from mm2py.source.plan.spark_offsets import Offsets
+from mm2py.source.plan.stalls import PlannedRange, StallBook
 from mm2py.source.provenance import REGISTRY_TOPIC, Provenance, RegistryTail
 from mm2py.source.ranges import PartitionRange, split_key, tp_key
-from mm2py.source.reset_guard import ResetGuard, reset_sync_writer
-from mm2py.source.sizing import BatchSizer
-from mm2py.source.spark_offsets import Offsets
-from mm2py.source.stalls import PlannedRange, StallBook
 from mm2py.stores.ledger import Ledger
 from mm2py.stores.positions import PositionStore, PositionTail
 from mm2py.topology import LoopGuard
@@ -65,14 +65,14 @@ class BatchPlanner:
     - under a byte budget each partition gets a share in proportion to its backlog, at least
       one offset: none starves;
     - a partition whose copy stopped short starts again where it stopped, and one whose recorded
-      position lies past Spark's offset (a tailing copy) after that position (mm2py.source.stalls);
+      position lies past Spark's offset (a tailing copy) after that position (mm2py.source.plan.stalls);
     - ``caught_up`` only when the last plan reached every partition's end, or left less than one
       more budget's worth behind (never in a --once run): only then may its copy tasks tail, and
       a tail takes what was left along with what arrives (``idle_ranges`` adds the partitions
       with nothing planned, so every partition of the flow is tailed);
     - a partition gone back (its topic re-created, its log truncated below its start) is planned
       from its new log start, or not at all, by ``source.reset.policy``, once the case is in the
-      ledger on the target (mm2py.source.reset_guard);
+      ledger on the target (mm2py.source.plan.reset_guard);
     - exactly-once: a range starts after its partition's committed position, so a micro-batch
       that Spark runs again (a restarted query) copies nothing a committed transaction holds.
     """
@@ -81,11 +81,11 @@ class BatchPlanner:
                  store: PositionStore, stalls: StallBook, sizer: BatchSizer, registry: RegistryTail | None = None,
                  offsets: OffsetLister | None = None, resets: ResetGuard | None = None):
         self.flow = flow
-        self.resets = resets  # partitions gone back (mm2py.source.reset_guard); None: not checked
+        self.resets = resets  # partitions gone back (mm2py.source.plan.reset_guard); None: not checked
         self.registry = registry  # the source's provenance registry, for a flow on an identity cycle
         self.catalogue = catalogue
         self.src = source
-        self.offsets = offsets or source  # the source's partition offsets (mm2py.source.listing)
+        self.offsets = offsets or source  # the source's partition offsets (mm2py.source.plan.listing)
         self.dst = target
         self.store = store
         self.stalls = stalls
@@ -96,11 +96,11 @@ class BatchPlanner:
         self._ahead: AheadWork | None = None  # the refresh beside a tailing micro-batch
         self._refresh_owed = False  # that refresh failed: the next plan refreshes itself
         # the last micro-batch planned everything the source had, or all but less than one more
-        # budget: its copy tasks may tail (mm2py.source.tail)
+        # budget: its copy tasks may tail (mm2py.source.copy.tail)
         self.caught_up = False
         self.reached_ends = False  # the last plan reached every partition's end (no budget cut)
         # ... and it holds what arrived since the plan before, not the end of a backlog: fewer copy
-        # tasks may take it and tail (mm2py.source.tail). Its estimated bytes are below half the
+        # tasks may take it and tail (mm2py.source.copy.tail). Its estimated bytes are below half the
         # budget, or below the whole budget when the plan before reached every end too: every
         # byte of it arrived since, and estimates from a log's average record size can be many
         # times what small new records weigh
@@ -190,7 +190,7 @@ class BatchPlanner:
     def tailing(self, seconds: float) -> None:
         """The micro-batch just planned tails for ``seconds``: its duration says nothing of the flow's rate.
 
-        The topic refresh the next plan would do runs beside the tail instead (mm2py.source.ahead).
+        The topic refresh the next plan would do runs beside the tail instead (mm2py.source.plan.ahead).
         """
         self.sizer.unmeasured()
         self._settle_ahead()  # one at a time, should Spark plan the same micro-batch again
@@ -296,7 +296,7 @@ class BatchPlanner:
                 raise
             return self._plan(start, restart, stopped, held, max_bytes, ahead)  # planned again without it
         begin = {k: known.get(k, new.get(k, 0)) for k in keys}
-        if self.resets is not None:  # partitions gone back (re-created, truncated): mm2py.source.reset_guard
+        if self.resets is not None:  # partitions gone back (re-created, truncated): mm2py.source.plan.reset_guard
             outcome = self.resets.review({tp: begin[k] for k, tp in keys.items()}, latest)
             for tp, offset in outcome.restart.items():
                 k = tp_key(*tp)

@@ -10,7 +10,7 @@ so mm2py does not:
 
 - ``partition.mismatch = error`` (default): the flow fails, naming both topics and counts;
 - ``partition.mismatch = hash``: records are spread over the target's partitions by murmur2
-  of the key as a Java producer would (``mm2py.source.rehash``), for as long as the run lasts.
+  of the key as a Java producer would (``mm2py.source.copy.rehash``), for as long as the run lasts.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``partition.mismatch = hash``: copying into a remote topic with fewer partitions than its source.
 
-Such a topic (created by someone else, see ``mm2py.source.mismatch``) cannot take source
+Such a topic (created by someone else, see ``mm2py.source.plan.mismatch``) cannot take source
 partition p as partition p. Its records take the record path instead: decoded, and produced
 to ``murmur2(key) % partitions`` as Java's default partitioner would place them, so consumers
 keyed on the target see every key in one partition. Keyless records stick to one partition
@@ -24,8 +24,8 @@ from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError
 from mm2py.kafka import batches as rb
 from mm2py.kafka.clientconf import rdkafka_config
-from mm2py.source.batch_writer import BatchWriter, owned_records
-from mm2py.source.partition import PartitionCopy
+from mm2py.source.copy.batch_writer import BatchWriter, owned_records
+from mm2py.source.copy.partition import PartitionCopy
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF

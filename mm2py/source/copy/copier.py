@@ -1,28 +1,28 @@
 """Copies partition ranges from the source cluster to the target with raw batches: one task's work.
 
-Fetches raw batches (read_committed; mm2py.source.fetch_schedule decides what and from where),
-hands the batches each partition owns to its writer (mm2py.source.batch_writer: re-stamped
+Fetches raw batches (read_committed; mm2py.source.copy.fetch_schedule decides what and from where),
+hands the batches each partition owns to its writer (mm2py.source.copy.batch_writer: re-stamped
 with an idempotent producer state, the one this worker's last task left in ``producer_slot``
 with each partition's next sequence, else a fresh one), and sends them to the same partition
-number of the remote topic (mm2py.source.produce_window). Produce responses give each batch's
+number of the remote topic (mm2py.source.copy.produce_window). Produce responses give each batch's
 target base offset, from which the exact offset syncs follow. A partition's state lives in one
-``PartitionCopy`` (mm2py.source.partition).
+``PartitionCopy`` (mm2py.source.copy.partition).
 
 Invariants (the fetch and produce sides list their own):
 - a range ends only after every batch it owns (base offset in ``[start, end)``) is acked; the
   batch straddling an exact start (mm2py.source.ranges: a flow's first range, a restart) is
   copied from ``start`` on, rebuilt without the records before it, while one straddling a
   boundary start is left to the range before, which copied it whole (``owned_from``);
-- given a ``TailWindow`` (mm2py.source.tail), a partition that copied its range goes on copying
+- given a ``TailWindow`` (mm2py.source.copy.tail), a partition that copied its range goes on copying
   what arrives after it while the window is open, and is then done with the batch it was at:
   ``next_offset`` is still the first offset not copied, so the sink records only acked data;
 - the window's ``progress`` (every at-least-once task has a window, tailing or not) records what
   was acknowledged every ``copy.tail.commit.ms`` and once at the task's end, before the
-  micro-batch commits (mm2py.source.tail_commit), each time after the writer settled;
+  micro-batch commits (mm2py.source.copy.tail_commit), each time after the writer settled;
 - any error not handled below fails the task; Spark's retry re-copies the ranges
   (at-least-once), and positions never pass what the target acknowledged;
-- a partition the target refuses for good *stalls* (mm2py.source.produce_window); so does one
-  whose source log went back below its position (mm2py.source.resets acts on it), and a batch
+- a partition the target refuses for good *stalls* (mm2py.source.copy.produce_window); so does one
+  whose source log went back below its position (mm2py.source.plan.resets acts on it), and a batch
   larger than the remote topic's max.message.bytes is never sent. The rest of the task goes
   on; the result row carries the offset, size and reason, and the planner re-plans from there;
 - records deleted from the source before they were mirrored (retention, DeleteRecords) are
@@ -32,7 +32,7 @@ Invariants (the fetch and produce sides list their own):
   partition fetched from it tails: an answer may then leave out partitions with nothing new, which
   owe nothing; while any partition still owes planned data, requests are full and sessionless;
 - given a transactional ``ProducerState`` (exactly-once mode), batches carry it and the
-  transactional bit; committing is the caller's (``mm2py.source.transactional``);
+  transactional bit; committing is the caller's (``mm2py.source.copy.transactional``);
 - given a ``Provenance`` (a flow on an identity cycle, mm2py.source.provenance), a batch first
   written on the target is left out like an aborted one (the offset syncs break there), and
   every other batch is stamped with the producer id ``producer_for`` gives its origin; batches
@@ -50,17 +50,17 @@ from kafka.future import Future
 
 from mm2py.errors import AuthorizationError, KafkaError, missing_acl
 from mm2py.kafka.wire import RawClient
-from mm2py.source.batch_writer import BatchWriter
-from mm2py.source.copy_settings import CopySettings, ProducerState
-from mm2py.source.fetch_schedule import FetchSchedule
-from mm2py.source.intake import Intake
-from mm2py.source.partition import PartitionCopy
-from mm2py.source.produce_window import ProduceWindow
-from mm2py.source.producer_slot import KeptProducer, ProducerSlot
+from mm2py.source.copy.batch_writer import BatchWriter
+from mm2py.source.copy.copy_settings import CopySettings, ProducerState
+from mm2py.source.copy.fetch_schedule import FetchSchedule
+from mm2py.source.copy.intake import Intake
+from mm2py.source.copy.partition import PartitionCopy
+from mm2py.source.copy.produce_window import ProduceWindow
+from mm2py.source.copy.producer_slot import KeptProducer, ProducerSlot
+from mm2py.source.copy.resend import ResendBook
+from mm2py.source.copy.tail import Tails, TailWindow
 from mm2py.source.provenance import Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
-from mm2py.source.resend import ResendBook
-from mm2py.source.tail import Tails, TailWindow
 from mm2py.types import TP
 
 # while a fetch is unanswered, produce answers are read this often (Copier._wait_fetch)
@@ -82,10 +82,10 @@ class Copier:
                  producer_for: Callable[[str], tuple[int, int]] | None = None, *, tail: TailWindow | None = None,
                  producer_slot: ProducerSlot | None = None, writer: BatchWriter | None = None):
         self.src, self.dst, self.settings = src, dst, settings
-        # the idempotent producer id kept across this worker's tasks (mm2py.source.producer_slot)
+        # the idempotent producer id kept across this worker's tasks (mm2py.source.copy.producer_slot)
         self.producer_slot = producer_slot
         self._kept: KeptProducer | None = None
-        # tailing (mm2py.source.tail): partitions past their planned end copy what arrives while it is open
+        # tailing (mm2py.source.copy.tail): partitions past their planned end copy what arrives while it is open
         self.tail = tail
         self.tails = Tails(tail)
         # provenance: the origin of each batch, and the (producer id, epoch) a task writes an origin with
@@ -119,7 +119,7 @@ class Copier:
 
     @property
     def resend(self) -> ResendBook:
-        """The produce window's book of refused writes (mm2py.source.resend)."""
+        """The produce window's book of refused writes (mm2py.source.copy.resend)."""
         return self.window.resend
 
     def _start(self) -> None:
@@ -239,7 +239,7 @@ class Copier:
         return future, None if session else tps[0]
 
     def _record_progress(self) -> None:
-        """The writer settled, then what the target acknowledged made durable (mm2py.source.tail_commit)."""
+        """The writer settled, then what the target acknowledged made durable (mm2py.source.copy.tail_commit)."""
         self.writer.settle()
         if self.tail is not None and self.tail.progress is not None:
             self.tail.progress.record(self.parts.items())

@@ -16,7 +16,7 @@ Transactional ids are ``mm2py-{source}->{target}-{slice}``: ``slice`` is the ind
 range group in its micro-batch (0 .. tasks-1). Spark retries a task with the same index, so a
 retry fences its failed attempt; micro-batches run one after another, so one id is never used
 by two live tasks. When the task count changes (a restart with another ``tasks.max``), the
-start-up step (``mm2py.source.exactly_once.prepare``) fences every id of the flow the
+start-up step (``mm2py.source.copy.exactly_once.prepare``) fences every id of the flow the
 coordinators list, so no task of an earlier run can commit after a task of this one.
 
 Invariants:
@@ -47,7 +47,7 @@ from mm2py.formats import SourceOffset
 from mm2py.kafka import batches as rb
 from mm2py.kafka.transactions import Transaction
 from mm2py.kafka.wire import RawClient, to_kafka_error
-from mm2py.source.copy_settings import ProducerState
+from mm2py.source.copy.copy_settings import ProducerState
 from mm2py.source.ranges import RangeResult
 from mm2py.source.sync_history import all_syncs, history_syncs
 from mm2py.types import TP

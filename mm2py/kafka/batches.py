@@ -117,7 +117,7 @@ def verify_crc(buf: bytes | memoryview, view: BatchView) -> None:
 
 
 
-def patch_for_target(buf: bytes, view: BatchView, producer_id: int, epoch: int, sequence: int,
+def patch_for_target(buf: bytes | memoryview, view: BatchView, producer_id: int, epoch: int, sequence: int,
                      transactional: bool = False) -> Pieces:
     """The batch re-stamped with the mirror's producer state and a fresh CRC, as (header, body).
 
@@ -148,7 +148,7 @@ class Record:
     headers: tuple[tuple[str, bytes | None], ...]
 
 
-def decode(buf: bytes, view: BatchView) -> list[Record]:
+def decode(buf: bytes | memoryview, view: BatchView) -> list[Record]:
     """Decode one batch's records (the slow path only)."""
     data = bytes(memoryview(buf)[view.start : view.start + view.size])
     if view.magic == 2:
@@ -161,7 +161,7 @@ def decode(buf: bytes, view: BatchView) -> list[Record]:
     return [Record(r.offset, r.timestamp, r.key, r.value, ()) for r in batch]
 
 
-def codec_of(buf: bytes, view: BatchView) -> int:
+def codec_of(buf: bytes | memoryview, view: BatchView) -> int:
     if view.magic == 2:
         return view.attributes & ATTR_CODEC_MASK
     # legacy: codec is in the wrapper message's attributes byte

@@ -53,8 +53,8 @@ def _records(out: bytearray, data: bytearray, count: int, first: int, shift: int
         raise rb.CorruptBatchError(f"record batch at offset {offset} has {size - pos} bytes after its {count} records")
 
 
-def merged_batch(buf: bytes, views: Sequence[rb.BatchView], producer_id: int, epoch: int, sequence: int,
-                 transactional: bool = False) -> bytes:
+def merged_batch(buf: bytes | memoryview, views: Sequence[rb.BatchView], producer_id: int, epoch: int,
+                 sequence: int, transactional: bool = False) -> bytes:
     """The plain v2 batches at ``views`` of ``buf`` (one partition, source order, one codec) as one batch.
 
     Each view must pass unchanged (``BatchView.passes_unchanged``) and not be a control batch.

@@ -120,7 +120,8 @@ class TranslatingWriter(BatchWriter):
                 mode == "auto" and bool(self.translator.sync.source.versions(f"{topic}-key")))
         return self.framed_keys[topic]
 
-    def enqueue(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
+    def enqueue(self, part: PartitionCopy, buf: bytes | memoryview, view: rb.BatchView,
+                trim_before: int | None) -> None:
         r = part.range
         if not self.schemas.carries_schemas(r.topic):
             super().enqueue(part, buf, view, trim_before)  # heartbeats: the raw copier's path

@@ -16,6 +16,7 @@ inside one), so the range copies that batch from ``start`` on, the records befor
 
 from __future__ import annotations
 
+import builtins
 import math
 import pickle
 from collections.abc import Callable, Sequence
@@ -103,7 +104,7 @@ class RangeResult:
                              protocol=pickle.HIGHEST_PROTOCOL),)
 
     @classmethod
-    def unpack(cls, packed: bytes | bytearray) -> list[RangeResult]:
+    def unpack(cls, packed: builtins.bytes | bytearray) -> list[RangeResult]:  # the field ``bytes`` shadows it
         """The results a row made by ``pack`` carries, in the task's order."""
         return [cls(*values) for values in pickle.loads(packed)]
 

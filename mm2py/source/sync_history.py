@@ -23,7 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -46,7 +46,7 @@ FLOOR_MS = 7 * 24 * 3600 * 1000
 
 
 class TopicAdmin(Protocol):
-    def topics(self) -> set[str]: ...
+    def topics(self) -> Collection[str]: ...
     def broker_count(self) -> int: ...
     def create_topic(self, name: str, partitions: int, replication_factor: int,
                      config: Mapping[str, str] | None = None) -> bool: ...
@@ -54,11 +54,11 @@ class TopicAdmin(Protocol):
     def alter_topic_configs(self, changes: Mapping[str, Mapping[str, str | None]]) -> None: ...
 
 
-def _value(entries: list[TopicConfigEntry], name: str) -> str | None:
+def _value(entries: Sequence[TopicConfigEntry], name: str) -> str | None:
     return next((e.value for e in entries if e.name == name), None)
 
 
-def retention_needed(configs: Mapping[str, list[TopicConfigEntry]]) -> int:
+def retention_needed(configs: Mapping[str, Sequence[TopicConfigEntry]]) -> int:
     """The retention the history needs for syncs of these source topics (ms, -1 = forever).
 
     Never less than ``FLOOR_MS``.

@@ -25,7 +25,7 @@ from mm2py.source.copy.small_run import SmallRun
 from mm2py.source.ranges import PartitionRange, RangeResult
 
 
-def owned_records(buf: bytes, view: rb.BatchView, trim_before: int | None) -> list[rb.Record]:
+def owned_records(buf: bytes | memoryview, view: rb.BatchView, trim_before: int | None) -> list[rb.Record]:
     """The records of the batch at ``view``, those below ``trim_before`` left out (another range owns them)."""
     records = rb.decode(buf, view)
     return records if trim_before is None else [rec for rec in records if rec.offset >= trim_before]
@@ -50,11 +50,12 @@ class BatchWriter:
         """A gatherer of small batches for one fetch of ``r`` (None: coalescing is off)."""
         return SmallRun(self.coalesce_bytes, r.max_batch_bytes) if self.coalesce_bytes > 0 else None
 
-    def stamp(self, buf: bytes, view: rb.BatchView, part: PartitionCopy) -> rb.Pieces:
+    def stamp(self, buf: bytes | memoryview, view: rb.BatchView, part: PartitionCopy) -> rb.Pieces:
         """The batch at ``view`` re-stamped with the producer state and ``part``'s next sequence."""
         return rb.patch_for_target(buf, view, self.producer_id, self.epoch, part.sequence, self.transactional)
 
-    def enqueue(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
+    def enqueue(self, part: PartitionCopy, buf: bytes | memoryview, view: rb.BatchView,
+                trim_before: int | None) -> None:
         """Queue the batch at ``view``; ``trim_before``: leave out its records below that offset."""
         if view.passes_unchanged and trim_before is None:
             part.enqueue(self.stamp(buf, view, part), Pending(view.base_offset, view.record_count, view.size),
@@ -70,7 +71,7 @@ class BatchWriter:
             return
         part.enqueue((rebuilt,), Pending.rebuilt([rec.offset for rec in records], len(rebuilt)), rebuilt=True)
 
-    def gather(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, run: SmallRun) -> None:
+    def gather(self, part: PartitionCopy, buf: bytes | memoryview, view: rb.BatchView, run: SmallRun) -> None:
         """Add an eligible small batch to ``run``, writing the run out first when it does not fit."""
         codec = rb.codec_of(buf, view)
         if not run.fits(codec, view):
@@ -79,7 +80,7 @@ class BatchWriter:
         if run.full():
             self.flush_run(part, buf, run)
 
-    def flush_run(self, part: PartitionCopy, buf: bytes, run: SmallRun | None) -> None:
+    def flush_run(self, part: PartitionCopy, buf: bytes | memoryview, run: SmallRun | None) -> None:
         """Queue the small batches gathered so far: one alone as it is, several as one rebuilt batch."""
         views = run.take() if run is not None and run.views else ()
         if len(views) == 1:

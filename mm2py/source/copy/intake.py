@@ -201,7 +201,8 @@ class Intake:
                 )
 
 
-    def _use_origin(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, run: SmallRun | None) -> bool:
+    def _use_origin(self, part: PartitionCopy, buf: bytes | memoryview, view: rb.BatchView,
+                    run: SmallRun | None) -> bool:
         """Stamp what comes next with the producer id of ``view``'s origin; False when it goes home."""
         assert self.provenance is not None and self.producer_for is not None
         origin = self.provenance.origin_of(view.producer_id)

@@ -86,7 +86,8 @@ class RehashWriter(BatchWriter):
         if err is not None:
             self.failures.append(f"{msg.topic()}: {err}")  # type: ignore[attr-defined]
 
-    def enqueue(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
+    def enqueue(self, part: PartitionCopy, buf: bytes | memoryview, view: rb.BatchView,
+                trim_before: int | None) -> None:
         assert self.producer is not None, "started by the copier"
         r = part.range
         self.target_topic = r.target_topic

@@ -156,10 +156,11 @@ def _copier(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges: list[P
     if schemas is not None and schemas.translates:
         if provenance is not None:
             raise ValueError("schemas.mode = translate has no provenance mode (refused at start)")
-        writer = TranslatingWriter(settings.coalesce_bytes, target=target, schemas=schemas, client_id=run.client_id,
-                                   source_alias=src.alias, produce_timeout_ms=settings.produce_timeout_ms)
+        translating = TranslatingWriter(settings.coalesce_bytes, target=target, schemas=schemas,
+                                        client_id=run.client_id, source_alias=src.alias,
+                                        produce_timeout_ms=settings.produce_timeout_ms)
         return Copier(src, dst, ranges, settings, spec.principals, producer, tail=tail, producer_slot=slot,
-                      writer=writer)
+                      writer=translating)
     writer = (TransformingWriter(chain_for(dict(spec.transforms)), settings.coalesce_bytes) if spec.transforms
               else None)
     return Copier(src, dst, ranges, settings, spec.principals, producer, provenance, producer_for,

@@ -38,6 +38,7 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from kafka.partitioner.default import murmur2
 
@@ -99,7 +100,7 @@ def partition_for(key: bytes, partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
-class SyncSink:
+class SyncSink(Protocol):
     """Where syncs on the source go (a ``RecordWriter``); an interface for the task."""
 
     def write(self, topic: str, records: Iterable[tuple[bytes, bytes | None]]) -> int: ...
@@ -173,8 +174,8 @@ class TaskTransaction:
                 by_partition.setdefault(tp, []).append(rb.Record(0, now, key, value, ()))
         state = (self.txn.producer_id, self.txn.epoch)
         by_node: dict[int, dict[TP, tuple[bytes]]] = {}
-        for tp, rows in by_partition.items():
-            built = rb.rebuild(rows, 0, state[0], state[1], 0, transactional=True)
+        for tp, partition_records in by_partition.items():
+            built = rb.rebuild(partition_records, 0, state[0], state[1], 0, transactional=True)
             assert built is not None
             by_node.setdefault(leaders[tp], {})[tp] = (built,)
         futures = [self.dst.produce(node, batches, timeout_ms=self.produce_timeout_ms,

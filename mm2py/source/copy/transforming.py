@@ -38,7 +38,8 @@ class TransformingWriter(BatchWriter):
     def small_run(self, r: PartitionRange) -> SmallRun | None:
         return None if self._chain(r.target_topic).links else super().small_run(r)
 
-    def enqueue(self, part: PartitionCopy, buf: bytes, view: rb.BatchView, trim_before: int | None) -> None:
+    def enqueue(self, part: PartitionCopy, buf: bytes | memoryview, view: rb.BatchView,
+                trim_before: int | None) -> None:
         topic = part.range.target_topic
         chain = self._chain(topic)
         if not chain.links:

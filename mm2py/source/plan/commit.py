@@ -116,11 +116,12 @@ class FlowCommitter:
         pending, before = unwritten(results, self.last_sync)  # less what tailing tasks wrote
         syncs = all_syncs(pending, before)
         if self.history is not None and syncs:  # its retention covers every topic synced (in tasks too)
-            history = self.history
-            self._durably("offset-sync history", lambda: history.cover({s.topic for s in syncs}))
+            keeper = self.history
+            self._durably("offset-sync history", lambda: keeper.cover({s.topic for s in syncs}))
         if self.syncs is not None and syncs:
+            saver = self.syncs
             history = history_syncs(pending, before) if self.history is not None else []
-            self._durably("offset syncs", lambda: self.syncs.write(syncs, history))  # type: ignore[union-attr]
+            self._durably("offset syncs", lambda: saver.write(syncs, history))
         self.last_sync.update({(r.topic, r.partition): r.syncs[-1] for r in results if r.syncs})
         gaps = [gap_entry(self.flow.name, r.topic, r.partition, r.lost_start, r.lost_end)
                 for r in results if r.lost_start >= 0]

@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -52,6 +52,9 @@ from mm2py.source.plan.resets import (
 from mm2py.stores.ledger import GAP, RECREATED, REMOTE_DELETED, LedgerEntry, LedgerState
 from mm2py.types import TP
 
+if TYPE_CHECKING:
+    from mm2py.kafka.admin import Admin
+
 log = structlog.get_logger(__name__)
 
 # the remote topic being deleted is waited for this long before it is created again
@@ -59,7 +62,7 @@ RECREATE_WAIT_SECONDS = 60
 
 
 class LedgerIO(Protocol):
-    def ensure_topic(self, admin: object) -> None: ...
+    def ensure_topic(self, admin: Admin) -> None: ...
     def load(self) -> LedgerState: ...
     def append(self, entries: Iterable[LedgerEntry] = (), topic_ids: Mapping[str, str] | None = None) -> None: ...
 
@@ -109,7 +112,7 @@ class ResetGuard:
         self._stops: dict[TP, LedgerEntry] = {}  # stops the ledger holds, by partition (``_note``)
         self._lost: set[str] = set()  # source topics whose remote topic was created again (``remote_lost``)
 
-    def prepare(self, admin: object) -> None:
+    def prepare(self, admin: Admin) -> None:
         """Before the first plan: the ledger topic exists on the target."""
         self.ledger.ensure_topic(admin)
 

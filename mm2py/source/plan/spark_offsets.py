@@ -38,7 +38,7 @@ class Offsets:
                    int(raw.get("rn", 0)))
 
     def to_json(self) -> dict:
-        out = {"p": self.positions, "exact": sorted(self.exact), "new": self.new}
+        out: dict[str, object] = {"p": self.positions, "exact": sorted(self.exact), "new": self.new}
         if self.restart:  # absent unless needed: offsets without it stay as they always were
             out["r"] = {k: [offset, exact] for k, (offset, exact) in sorted(self.restart.items())}
             out["rn"] = self.restart_count

@@ -412,7 +412,7 @@ class WarmMemory:
     and writing such memory again costs the writer several times what recently used memory
     costs; the target broker writes the whole mirrored log. Freed memory is handed out before
     what was reported, but it is reported a part at a time within seconds, so memory freed
-    before the tool starts is mostly gone by the end of a slow start-up (docs/benchmarks.md,
+    before the tool starts is mostly gone by the end of a slow start-up (docs/benchmark-history.md,
     "Memory the host takes back during start-up"). So the memory is written,
     ``TOOL_START_MEMORY`` of it freed for the tool's own start-up, and the rest freed by
     ``release`` once the first record is mirrored: every tool's copy window starts with the

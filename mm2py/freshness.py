@@ -16,14 +16,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-
 from mm2py.config.model import FlowConfig
 from mm2py.errors import FormatError
 from mm2py.formats import Checkpoint
-from mm2py.kafka.admin import Admin, translate
-from mm2py.kafka.clientconf import rdkafka_config
-from mm2py.kafka.compacted import read_to_end
+from mm2py.kafka.admin import Admin
+from mm2py.kafka.compacted import TopicReader, read_to_end
 from mm2py.policy import policy_for
 
 
@@ -41,9 +38,7 @@ def read_checkpoints(flow: FlowConfig) -> dict[tuple[str, str, int], tuple[Check
     topic = policy_for(flow).checkpoints_topic(flow.source.alias)
     cluster = flow.target
     timeout = flow.admin_timeout_ms / 1000
-    conf = rdkafka_config(cluster.bootstrap_servers, cluster.consumer, cluster.alias)
-    conf.update({"group.id": "mm2py-freshness", "enable.auto.commit": False, "isolation.level": "read_committed"})
-    consumer = Consumer(conf)
+    reader = TopicReader(cluster, "mm2py-freshness", kind=None)
     out: dict[tuple[str, str, int], tuple[Checkpoint, int]] = {}
 
     def on_record(msg: object) -> None:
@@ -54,17 +49,14 @@ def read_checkpoints(flow: FlowConfig) -> dict[tuple[str, str, int], tuple[Check
         out[(cp.consumer_group_id, cp.topic, cp.partition)] = (cp, msg.timestamp()[1])  # type: ignore[attr-defined]
 
     try:
-        try:
-            md = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-            if md is None or md.error is not None:
-                return {}
-            low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)
-        except KafkaException as e:
-            raise translate(e, cluster=cluster.alias, action="reading", topic=topic) from e
-        read_to_end(consumer, topic, {0: low}, {0: end}, cluster=cluster.alias,
+        bounds = reader.bounds(topic, timeout, [0])
+        if bounds is None:
+            return {}
+        low, end = bounds[0]
+        read_to_end(reader.consumer, topic, {0: low}, {0: end}, cluster=cluster.alias,
                     deadline=time.monotonic() + timeout, on_record=on_record)
     finally:
-        consumer.close()
+        reader.close()
     return out
 
 

@@ -41,6 +41,7 @@ from mm2py.errors import (
 )
 from mm2py.kafka.classify import is_retriable
 from mm2py.kafka.clientconf import rdkafka_config
+from mm2py.kafka.login_watch import LoginWatch
 from mm2py.kafka.resources import TopicAcl, TopicConfigEntry
 from mm2py.kafka.retry import retrying
 from mm2py.types import TP
@@ -104,11 +105,6 @@ def translate(exc: BaseException, *, cluster: str, action: str, topic: str | Non
     return KafkaError(message, cluster=cluster, topic=topic, cause=exc, retriable=retriable)
 
 
-# a metadata request waits first this many seconds, then twice as long each time the answer is one of these
-_METADATA_SLICE = 1.0
-_WAITING = (CKafkaError._TRANSPORT, CKafkaError._ALL_BROKERS_DOWN, CKafkaError._TIMED_OUT)
-
-
 class Admin:
     """Admin operations on one cluster. Cheap to build; build it where it is used."""
 
@@ -119,24 +115,12 @@ class Admin:
         conf: dict[str, Any] = rdkafka_config(cluster.bootstrap_servers, cluster.admin, cluster.alias, "admin")
         conf.setdefault("client.id", f"mm2py-admin-{cluster.alias}")
         self._conf = conf
-        # librdkafka reports a refused login only through error_cb; the request itself then
-        # fails as a transport error or times out, which would read as "unreachable"
-        self._auth_failure: str | None = None
-        client_conf: dict[str, Any] = {**conf, "error_cb": self._on_client_error}
-        self._client = AdminClient(client_conf)
+        self._login = LoginWatch(cluster.alias)  # a refused login named within seconds
+        self._client = AdminClient(self._login.watching(conf))
         self.principal = principal_of(cluster.admin)
 
-    def _on_client_error(self, err: CKafkaError) -> None:
-        if err.code() in (CKafkaError._AUTHENTICATION, CKafkaError.SASL_AUTHENTICATION_FAILED, CKafkaError._SSL):
-            self._auth_failure = err.str()  # _SSL: e.g. the broker's certificate is not trusted
-
     def _refused_login(self, action: str, cause: BaseException, topic: str | None = None) -> KafkaError | None:
-        self._client.poll(0)  # serves error_cb
-        if self._auth_failure is None:
-            return None
-        return AuthenticationError(f"authentication failed ({action}): {self._auth_failure}; check the "
-                                   "sasl.*/ssl.* settings of this cluster", cluster=self.alias, topic=topic,
-                                   cause=cause)
+        return self._login.refused(self._client, action, cause, topic)
 
     def _translate(self, exc: BaseException, action: str, topic: str | None = None,
                    group: str | None = None) -> KafkaError:
@@ -146,20 +130,9 @@ class Admin:
         return translate(exc, cluster=self.alias, action=action, topic=topic, principal=self.principal, group=group)
 
     def _metadata(self, topic: str | None = None) -> ClusterMetadata:
-        """``list_topics`` within the admin timeout, asked again in growing slices, so that a refused
-        login (reported only through ``error_cb``) ends the wait within a slice, not at the timeout.
+        """Metadata within the admin timeout; a refused login ends the wait early (``LoginWatch``).
         Raises the last KafkaException; callers translate it (``_translate`` names a refused login)."""
-        deadline, wait = time.monotonic() + self.timeout, _METADATA_SLICE
-        while True:
-            left = deadline - time.monotonic()
-            try:
-                return self._client.list_topics(topic, timeout=max(min(wait, left), 0.1))
-            except KafkaException as e:
-                self._client.poll(0)  # serves error_cb
-                code = e.args[0].code() if e.args and isinstance(e.args[0], CKafkaError) else None
-                if self._auth_failure is not None or left <= wait or code not in _WAITING:
-                    raise
-            wait *= 2
+        return self._login.metadata(self._client, topic, self.timeout)
 
     @property
     def client_config(self) -> dict[str, str]:

@@ -19,6 +19,7 @@ from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError
 from mm2py.kafka.admin import Admin, translate
 from mm2py.kafka.clientconf import rdkafka_config
+from mm2py.kafka.login_watch import LoginWatch
 from mm2py.kafka.retry import retrying
 
 
@@ -61,6 +62,42 @@ class TopicTail:
         self.next_offset = end
         self.records_read += len(entries)
         return entries, restarted
+
+
+class TopicReader:
+    """A read_committed consumer of one cluster for reading topics by assignment, whose refused
+    login is named as such within seconds (``LoginWatch``). Constructor does no I/O; ``bounds``
+    runs before any assignment (the watch's ``poll(0)`` then takes no record)."""
+
+    def __init__(self, cluster: ClusterConfig, group: str, settings: Mapping[str, str] | None = None,
+                 kind: str | None = "consumer", **extra: object):
+        """``settings``: the cluster's consumer settings unless given, translated for ``kind``."""
+        conf = rdkafka_config(cluster.bootstrap_servers, cluster.consumer if settings is None else settings,
+                              cluster.alias, kind)
+        conf.update({"group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed", **extra})
+        self.alias = cluster.alias
+        self.login = LoginWatch(cluster.alias)
+        self.consumer = Consumer(self.login.watching(conf))
+
+    def bounds(self, topic: str, timeout: float, partitions: Iterable[int] | None = None
+               ) -> dict[int, tuple[int, int]] | None:
+        """(log start, end) of each partition of ``topic`` (or of ``partitions``); None: no such topic."""
+        try:
+            md = self.login.metadata(self.consumer, topic, timeout).topics.get(topic)
+            if md is None or md.error is not None:
+                return None
+            return {p: self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+                    for p in (md.partitions if partitions is None else partitions)}
+        except KafkaException as e:
+            raise self.translate(e, "reading", topic) from e
+
+    def translate(self, exc: KafkaException, action: str, topic: str | None = None) -> KafkaError:
+        """``exc`` as mm2py's error: a refused login named, else as ``translate`` says."""
+        return (self.login.refused(self.consumer, action, exc, topic)
+                or translate(exc, cluster=self.alias, action=action, topic=topic))
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 # errors about the reader's group, which a read by assignment never uses
@@ -108,25 +145,19 @@ def read_to_end(consumer: Consumer, topic: str, starts: Mapping[int, int], ends:
 
 def _read(cluster: ClusterConfig, topic: str, timeout: float, start: int) -> tuple[list[Entry], int]:
     """The entries from ``start`` (or the log start, if later) to the end, and that end (0: no topic)."""
-    conf = rdkafka_config(cluster.bootstrap_servers, cluster.consumer, cluster.alias, "consumer")
-    conf.update({"group.id": "mm2py-internal-reader", "enable.auto.commit": False,
-                 "isolation.level": "read_committed"})
-    consumer = Consumer(conf)
+    reader = TopicReader(cluster, "mm2py-internal-reader")
     entries: list[Entry] = []
     try:
-        try:
-            md = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-            if md is None or md.error is not None:
-                return [], 0
-            low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)
-        except KafkaException as e:
-            raise translate(e, cluster=cluster.alias, action="reading", topic=topic) from e
+        bounds = reader.bounds(topic, timeout, [0])
+        if bounds is None:
+            return [], 0
+        low, end = bounds[0]
         if start <= end:
-            read_to_end(consumer, topic, {0: max(start, low)}, {0: end}, cluster=cluster.alias,
+            read_to_end(reader.consumer, topic, {0: max(start, low)}, {0: end}, cluster=cluster.alias,
                         deadline=time.monotonic() + timeout,
                         on_record=lambda m: entries.append((cast(int, m.offset()), m.key(), m.value())))
     finally:
-        consumer.close()
+        reader.close()
     return entries, end
 
 

@@ -19,6 +19,7 @@ from mm2py.config.model import ClusterConfig, FlowConfig
 from mm2py.formats import FormatError, Heartbeat
 from mm2py.kafka.admin import Admin, translate
 from mm2py.kafka.clientconf import rdkafka_config
+from mm2py.kafka.compacted import TopicReader
 from mm2py.ops.replicator import replicator_health
 from mm2py.policy import policy_for
 from mm2py.stores.ledger import ledger_entries
@@ -107,17 +108,15 @@ def newest_timestamp(cluster: ClusterConfig, topic: str, *, match: object = None
 
     ``match(key, value)`` picks which records count (None: all).
     """
-    consumer = _consumer(cluster)
+    reader = TopicReader(cluster, "mm2py-status", kind=None,
+                         **{"enable.partition.eof": False, "auto.offset.reset": "earliest"})
+    consumer = reader.consumer
     newest = None
     try:
-        md = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-        if md is None or md.error is not None:
+        bounds = reader.bounds(topic, timeout)
+        if bounds is None:
             return None
-        remaining = {}
-        for p in md.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
-            if high > low:
-                remaining[p] = (max(low, high - tail), high)
+        remaining = {p: (max(low, high - tail), high) for p, (low, high) in bounds.items() if high > low}
         consumer.assign([TopicPartition(topic, p, start) for p, (start, _) in remaining.items()])
         deadline = time.monotonic() + timeout
         while remaining and time.monotonic() < deadline:
@@ -133,9 +132,9 @@ def newest_timestamp(cluster: ClusterConfig, topic: str, *, match: object = None
                 if consumer.position([TopicPartition(topic, p)])[0].offset >= remaining[p][1]:
                     remaining.pop(p)
     except KafkaException as e:
-        raise translate(e, cluster=cluster.alias, action=f"reading {topic}", topic=topic) from e
+        raise reader.translate(e, f"reading {topic}", topic) from e
     finally:
-        consumer.close()
+        reader.close()
     return newest
 
 

@@ -17,14 +17,14 @@ import time
 from collections.abc import Mapping
 
 import structlog
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import FormatError, KafkaError
 from mm2py.formats import SourceOffset
-from mm2py.kafka.admin import Admin, translate
+from mm2py.kafka.admin import Admin
 from mm2py.kafka.clientconf import rdkafka_config
-from mm2py.kafka.compacted import read_to_end
+from mm2py.kafka.compacted import TopicReader, read_to_end
 from mm2py.kafka.retry import retrying
 from mm2py.types import TP
 
@@ -59,29 +59,23 @@ class PositionStore:
         """The last mirrored source offset of every partition that has one."""
         return retrying(self._load, self.timeout)
 
-    def _consumer(self, group: str, **extra: object) -> Consumer:
-        conf = dict(self._conf)
-        conf.update({"group.id": group, "enable.auto.commit": False, "enable.partition.eof": False,
-                     "isolation.level": "read_committed", "auto.offset.reset": "earliest", **extra})
-        return Consumer(conf)
+    def reader(self, group: str, **extra: object) -> TopicReader:
+        """A reader of the positions topic (the target's client settings)."""
+        return TopicReader(self.target, group, self.target.client, None,
+                           **{"enable.partition.eof": False, "auto.offset.reset": "earliest", **extra})
 
     def _load(self) -> dict[TP, int]:
-        consumer = self._consumer(f"mm2py-positions-{self.source_alias}")
+        reader = self.reader(f"mm2py-positions-{self.source_alias}")
         positions: dict[TP, int] = {}
         try:
-            try:
-                md = consumer.list_topics(self.topic, timeout=self.timeout).topics.get(self.topic)
-                if md is None or md.error is not None:
-                    return positions
-                ends = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=self.timeout)[1]
-                        for p in md.partitions}
-            except KafkaException as e:
-                raise translate(e, cluster=self.target.alias, action="reading positions", topic=self.topic) from e
-            read_to_end(consumer, self.topic, {}, ends, cluster=self.target.alias,
-                        deadline=time.monotonic() + self.timeout,
+            bounds = reader.bounds(self.topic, self.timeout)
+            if bounds is None:
+                return positions
+            read_to_end(reader.consumer, self.topic, {}, {p: end for p, (_low, end) in bounds.items()},
+                        cluster=self.target.alias, deadline=time.monotonic() + self.timeout,
                         on_record=lambda m: self._apply(positions, m.key(), m.value()))
         finally:
-            consumer.close()
+            reader.close()
         return positions
 
     def _apply(self, positions: dict[TP, int], key: bytes | None, value: bytes | None) -> None:
@@ -157,7 +151,7 @@ class PositionTail:
         self.store = store
         self.admin = admin
         self.positions: dict[TP, int] = {}
-        self._consumer: Consumer | None = None
+        self._reader: TopicReader | None = None
         self._next: dict[int, int] = {}  # positions-topic partition -> next offset to read
         self._partitions = 0
 
@@ -170,19 +164,19 @@ class PositionTail:
                 self.admin.list_offsets([(topic, p) for p in range(self._partitions)], "latest").items()}
         if not any(end > self._next.get(p, 0) for p, end in ends.items()):
             return self.positions
-        if self._consumer is None:
+        if self._reader is None:
             # the records asked for are already there: do not let the broker wait
-            self._consumer = self.store._consumer(f"mm2py-stalls-{self.store.source_alias}",
-                                                  **{"fetch.wait.max.ms": 5, "fetch.error.backoff.ms": 5})
-        self._next = read_to_end(self._consumer, topic, self._next, ends, cluster=self.store.target.alias,
+            self._reader = self.store.reader(f"mm2py-stalls-{self.store.source_alias}",
+                                             **{"fetch.wait.max.ms": 5, "fetch.error.backoff.ms": 5})
+        self._next = read_to_end(self._reader.consumer, topic, self._next, ends, cluster=self.store.target.alias,
                                  deadline=time.monotonic() + self.store.timeout,
                                  on_record=lambda m: self.store._apply(self.positions, m.key(), m.value()))
         # unassigned between refreshes: an assigned consumer keeps fetching in the background
         # every fetch.wait.max.ms, a load on the target broker for nothing
-        self._consumer.unassign()
+        self._reader.consumer.unassign()
         return self.positions
 
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None

@@ -143,6 +143,13 @@ def test_wrong_sasl_password_names_the_cluster_within_admin_timeout(spark, acl_c
     assert time.monotonic() - started < 5 + 10
     assert "authentication failed" in str(err.value) and "cluster=A" in str(err.value)
 
+    # a reader of an internal topic (positions, as `status` reads them on the target) says so too, at once
+    started = time.monotonic()
+    with pytest.raises(AuthenticationError) as err:
+        PositionStore(load_text(text).clusters["A"], "B", timeout_ms=60000).load()
+    assert time.monotonic() - started < 10, "named within seconds, not at the 60 s timeout"
+    assert "authentication failed" in str(err.value) and "cluster=A" in str(err.value), str(err.value)
+
     with pytest.raises(AuthenticationError) as err:
         mirror_once(spark, text, tmp_path, timeout=120)
     assert "authentication failed" in str(err.value) and "cluster=A" in str(err.value), str(err.value)

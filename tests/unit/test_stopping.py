@@ -150,6 +150,24 @@ def test_progress_is_due_every_interval() -> None:
     assert not progress.due()
 
 
+def test_a_task_records_its_first_progress_within_half_a_second_then_every_interval() -> None:
+    now = [0.0]
+    progress = TailProgress(Sink(), 2.0, clock=lambda: now[0])
+    now[0] = 0.5
+    assert progress.due(), "nothing written yet: looked for every FIRST_S"
+    progress.record([])  # nothing acknowledged yet: still nothing written
+    now[0] = 1.0
+    assert progress.due()
+    part = copy_of()
+    land(part, 0, 10, 100)
+    progress.record([(TP0, part)])
+    assert progress.positions == {TP0: 9}
+    now[0] = 2.9
+    assert not progress.due(), "written once: the interval from then on"
+    now[0] = 3.0
+    assert progress.due()
+
+
 def test_the_planned_ranges_are_recorded_as_soon_as_they_are_acknowledged() -> None:
     now = [0.0]
     progress = TailProgress(Sink(), 60.0, clock=lambda: now[0])

@@ -5,8 +5,10 @@ A micro-batch commits after its last task ended and Spark wrote its logs; a tail
 leave the positions where the last commit put them and copy the same, growing window again
 after every restart (a crash loop). ``TailProgress`` records, every ``copy.tail.commit.ms``,
 what the target has acknowledged so far, as the micro-batch's commit would
-(mm2py.source.plan.commit); once as soon as a tailing task's planned ranges are all acknowledged; and
-once at every task's end. A kill then costs at most that interval copied again.
+(mm2py.source.plan.commit); every ``FIRST_S`` until a task first has progress to record, so a run
+killed seconds after its start has moved its positions; once as soon as a tailing task's planned
+ranges are all acknowledged; and once at every task's end. A kill then costs at most that
+interval copied again.
 
 Invariants:
 - a position written is ``acked_next - 1`` of its partition (mm2py.source.copy.partition): every
@@ -43,6 +45,7 @@ from mm2py.types import TP
 log = structlog.get_logger(__name__)
 
 CHECK_S = 0.05  # least time between two looks at whether the planned ranges are all acknowledged
+FIRST_S = 0.5  # until a task's first progress is written, it is looked for this often
 
 
 class ProgressSink(Protocol):
@@ -70,12 +73,13 @@ class TailProgress:
         self._warned = False
 
     def due(self, caught_up: Callable[[], bool] = lambda: False) -> bool:
-        """Time to record: the interval passed, or ``caught_up()`` turned true for the first time.
+        """Time to record: the interval passed (``FIRST_S`` while nothing was written yet), or
+        ``caught_up()`` turned true for the first time.
 
         ``caught_up`` (every planned range acknowledged) is asked at most every ``CHECK_S``.
         """
         now = self.clock()
-        if now - self._last >= self.interval_s:
+        if now - self._last >= (self.interval_s if self.positions else min(FIRST_S, self.interval_s)):
             return True
         if self._backlog_owed and now - self._checked >= CHECK_S:
             self._checked = now

@@ -9,8 +9,7 @@ from mm2py.source.copy.copier import Copier
 from mm2py.source.copy.copy_settings import CopySettings
 from mm2py.source.copy.producer_slot import ROTATE_AT, KeptProducer, ProducerSlot
 from mm2py.source.ranges import PartitionRange
-from tests.unit.test_copier import FakeSource, batch
-from tests.unit.test_resend import NOT_LEADER, IdempotentTarget
+from tests.fakes.copy_path import NOT_LEADER, FakeSource, IdempotentTarget, batch
 
 LOGS = {("t", 0): [batch(o, 5) for o in range(0, 50, 5)]}
 

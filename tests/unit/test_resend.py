@@ -7,80 +7,23 @@ is answered with the offset it was written at (a duplicate).
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 
 from mm2py.errors import KafkaError
-from mm2py.kafka.wire import ProducedPartition
 from mm2py.source.copy.copier import Copier
 from mm2py.source.copy.copy_settings import CopySettings, ProducerState
 from mm2py.source.copy.resend import ResendBook, resendable
 from mm2py.source.ranges import PartitionRange
 from mm2py.types import TP
-from tests.unit.test_copier import Answer, FakeSource, batch
-
-NOT_LEADER = 6
-REQUEST_TIMED_OUT = 7
-OUT_OF_ORDER_SEQUENCE = 45
-
-
-class IdempotentTarget:
-    """One broker per partition's leader; ``refuse`` maps a sequence to (error code, times, written anyway)."""
-
-    alias = "B"
-
-    def __init__(self, refuse: dict[int, tuple[int, int, bool]] | None = None, *, down_once: bool = False):
-        self.refuse = dict(refuse or {})
-        self.down_once = down_once
-        self.log: dict[TP, list[tuple[int, int]]] = {}  # (sequence, record count) per batch written
-        self.offsets: dict[tuple[TP, int], int] = {}  # (tp, sequence) -> base offset written at
-        self.leader_lookups = 0
-        self.sent: list[int] = []
-
-    def leaders(self, topics: set[str]) -> dict[TP, int]:
-        self.leader_lookups += 1
-        return {("A.t", 0): 2}
-
-    def init_producer_id(self) -> tuple[int, int]:
-        return 7, 0
-
-    def produce(self, node: int, batches: dict[TP, tuple], **_: object) -> Answer:
-        if self.down_once:
-            self.down_once = False
-            raise KafkaError("broker 2 not reachable", cluster="B", retriable=True)
-        answers = {}
-        for tp, pieces in batches.items():
-            raw = b"".join(bytes(p) for p in pieces)
-            seq, count = struct.unpack_from(">i", raw, 53)[0], struct.unpack_from(">i", raw, 57)[0]
-            self.sent.append(seq)
-            written = self.log.setdefault(tp, [])
-            expected = sum(n for _, n in written)
-            if (tp, seq) in self.offsets:  # a duplicate of a batch written: its offset again
-                answers[tp] = ProducedPartition(0, self.offsets[(tp, seq)], None)
-                continue
-            if seq != expected:
-                answers[tp] = ProducedPartition(OUT_OF_ORDER_SEQUENCE, -1, None)
-                continue
-            code, times, write_anyway = self.refuse.get(seq, (0, 0, False))
-            if times:
-                self.refuse[seq] = (code, times - 1, write_anyway)
-                if write_anyway:
-                    self.offsets[(tp, seq)] = expected
-                    written.append((seq, count))
-                answers[tp] = ProducedPartition(code, -1, "refused")
-                continue
-            self.offsets[(tp, seq)] = expected
-            written.append((seq, count))
-            answers[tp] = ProducedPartition(0, expected, None)
-        return Answer(answers)
-
-    def wait(self, future: Answer) -> object:
-        future.is_done = True
-        return future.value
-
-    def produced(self, response: dict) -> dict:
-        return response
+from tests.fakes.copy_path import (
+    NOT_LEADER,
+    OUT_OF_ORDER_SEQUENCE,
+    REQUEST_TIMED_OUT,
+    Answer,
+    FakeSource,
+    IdempotentTarget,
+    batch,
+)
 
 
 def run(target: IdempotentTarget, settings: CopySettings | None = None, producer: ProducerState | None = None):

@@ -11,7 +11,7 @@ from mm2py.source.plan.reset_guard import ResetGuard
 from mm2py.source.plan.resets import CONTINUE, RECREATE, STOP, Reset, decide, detect, gap_entry
 from mm2py.stores.ledger import GAP, RECREATED, TRUNCATED, LedgerEntry, LedgerState, parse
 from mm2py.types import TP
-from tests.unit.test_planner import Rig, rig
+from tests.fakes.planning import Rig, rig
 
 
 class FakeLedger:

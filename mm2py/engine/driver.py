@@ -44,7 +44,7 @@ from mm2py.source.copy.stop_flag import StopFlag
 from mm2py.source.copy.tail import may_tail
 from mm2py.source.plan.commit import committer_for
 from mm2py.source.sync_history import prepare_history
-from mm2py.topology import check_topology, loop_guard, reverse_flow
+from mm2py.topology import LoopGuard, check_topology, loop_guard, reverse_flow
 from mm2py.transforms import check_flows as check_transforms
 
 log = structlog.get_logger(__name__)
@@ -239,6 +239,13 @@ class Engine:
     tailing: frozenset[str] = frozenset()  # flows whose copy tasks may tail (mm2py.source.copy.tail)
     committed: Callable[[], None] | None = None  # called after each committed micro-batch of any flow
     stop_flag: StopFlag = field(default_factory=lambda: StopFlag(None))  # raised on stop (mm2py.source.copy.stop_flag)
+    guards: dict[str, LoopGuard] = field(default_factory=dict)  # by flow name, each worked out once
+
+    def guard(self, flow: FlowConfig) -> LoopGuard:
+        """``flow``'s loop guard (mm2py.topology), worked out on first use and kept."""
+        if flow.name not in self.guards:
+            self.guards[flow.name] = loop_guard(self.config, flow)
+        return self.guards[flow.name]
 
     def _query(self, flow: FlowConfig, source: type, kind: str, sink: Callable, trigger: dict) -> StreamingQuery:
         reader = (
@@ -247,7 +254,7 @@ class Engine:
             .option("tasks", str(self.spark.sparkContext.defaultParallelism))
         )
         if source is MirrorSourceDataSource:
-            reader = (reader.option("guard", encode(loop_guard(self.config, flow)))
+            reader = (reader.option("guard", encode(self.guard(flow)))
                       .option("tailing", str(len(self.tailing))))
             if self.stop_flag.path is not None:
                 reader = reader.option("stop", self.stop_flag.path)
@@ -288,7 +295,7 @@ class Engine:
         flows = tuple(prepare_exactly_once(prepare_history(flow), self._tasks(flow)) for flow in flows)
         # each tailing flow holds task slots for its tail window (mm2py.source.copy.tail)
         self.tailing = frozenset() if until_caught_up else frozenset(
-            f.name for f in flows if may_tail(f, loop_guard(self.config, f).provenance))
+            f.name for f in flows if may_tail(f, self.guard(f).provenance))
         # every source first: copying starts before the other connectors' queries are made
         for flow in flows:
             committer = committer_for(flow, self.metrics)
@@ -509,7 +516,8 @@ def run(
             + ": set e.g. 'A->B.enabled = true'"
         )
     check_topology(config)  # refuse a looping topology before paying for Spark
-    check_transforms(flows, lambda f: loop_guard(config, f).provenance)  # every link implemented, or refused
+    guards = {f.name: loop_guard(config, f) for f in flows}  # each flow's, once for the run
+    check_transforms(flows, lambda f: guards[f.name].provenance)  # every link implemented, or refused
     check_kerberos(flows)  # GSSAPI clients: each principal logs in (keytab, KDC) before Spark starts
     check_schemas(flows)  # schemas.mode: registries configured and answering
     # JKS / PKCS12 stores readable with their passwords (mm2py.kafka.tls)
@@ -541,7 +549,7 @@ def run(
     # internal and remote topics are created while Spark starts, before any source lists topics
     # (mm2py.engine.prepare); a run that stops once caught up runs no heartbeats nor checkpoints
     preparation = TargetPreparation(
-        flows, prepare_flow_target(lambda f: loop_guard(config, f), checkpoints=not until_caught_up),
+        flows, prepare_flow_target(lambda f: guards[f.name], checkpoints=not until_caught_up),
         heartbeats=() if until_caught_up else config.heartbeat_flows(targets)).start()
     # the driver JVM's class archive, kept only once a micro-batch was copied (mm2py.engine.jvmcache)
     archive = DriverArchive(JVM_OPTIONS, use_lean_spark_home())
@@ -557,7 +565,7 @@ def run(
             signal.signal(signal.SIGINT, shutdown.handle)
             gateway = getattr(spark.sparkContext._gateway, "proc", None)  # spark-submit exec'd the JVM
             shutdown.jvm_pid = getattr(gateway, "pid", None)
-            return _serve(config, spark, root, flows, targets, shutdown, until_caught_up=until_caught_up,
+            return _serve(config, spark, root, flows, targets, shutdown, until_caught_up=until_caught_up, guards=guards,
                           preparation=preparation, committed=archive.worked)
     finally:
         shutdown.done()
@@ -566,11 +574,13 @@ def run(
 
 def _serve(config: MirrorMakerConfig, spark: SparkSession, root: str, flows: tuple[FlowConfig, ...],
            targets: tuple[str, ...] | None, shutdown: Shutdown, *, until_caught_up: bool,
-           preparation: TargetPreparation | None = None, committed: Callable[[], None] | None = None) -> int:
+           preparation: TargetPreparation | None = None, committed: Callable[[], None] | None = None,
+           guards: dict[str, LoopGuard] | None = None) -> int:
     """Run ``flows`` on ``spark`` until a signal (or, ``until_caught_up``, they caught up); stop Spark in order."""
     stop = shutdown.stop
     metrics = Metrics() if config.metrics_port is not None else None
-    engine = Engine(config, spark, root, metrics=metrics, committed=committed, stop_flag=shutdown.flag)
+    engine = Engine(config, spark, root, metrics=metrics, committed=committed, stop_flag=shutdown.flag,
+                    guards=dict(guards or {}))
     server = MetricsServer(metrics, config.metrics_port, flows, config.metrics_bind_address,
                            config.audit_interval_seconds).start() if metrics is not None else None
     try:

@@ -96,6 +96,12 @@ def _drop_headers(names: frozenset[str]) -> Transform:
     return drop
 
 
+def _insert_header(name: str, value: bytes | None) -> Transform:
+    def insert(_topic: str, record: Record) -> Record:
+        return replace(record, headers=(*record.headers, (name, value)))
+    return insert
+
+
 def _topic_matches(pattern: re.Pattern[str]) -> Predicate:
     return lambda topic, _record: pattern.fullmatch(topic) is not None
 
@@ -149,6 +155,8 @@ def _transform(own: Mapping[str, str], name: str) -> Transform:
         if not headers:
             raise TransformError(f"transforms.{name}.headers", "required: the header names to drop")
         return _drop_headers(headers)
+    if kind == _CONNECT + "InsertHeader":
+        return _insert_header_for(own, name)
     if not kind:
         raise TransformError(key, f"missing: transform {name!r} is listed in 'transforms'")
     if kind.startswith(_CONNECT) and short in _NEED_SCHEMA:
@@ -157,8 +165,29 @@ def _transform(own: Mapping[str, str], name: str) -> Transform:
     if kind.startswith(_CONNECT) and short in _ROUTERS:
         raise TransformError(key, f"{kind}: renaming remote topics by transform is not supported yet; "
                              "replication.policy.class names them")
-    raise TransformError(key, f"{kind}: mm2py implements Filter and DropHeaders "
+    raise TransformError(key, f"{kind}: mm2py implements Filter, DropHeaders and InsertHeader "
                          "(org.apache.kafka.connect.transforms) and refuses any other class")
+
+
+def _insert_header_for(own: Mapping[str, str], name: str) -> Transform:
+    """Connect's InsertHeader as MM2 runs it: the header appended (existing ones of that name stay).
+
+    Connect parses ``value.literal`` into a typed value (``Values.parseString``: a string, number,
+    boolean, list, map) and MM2's header converter, ByteArrayConverter, refuses every typed value:
+    "Invalid schema type for ByteArrayConverter: STRING", failing MM2's task on the first record.
+    Only the literal ``null`` (a header without a value) copies, so only it is accepted.
+    """
+    if "header" not in own:
+        raise TransformError(f"transforms.{name}.header", "required: the name of the header to insert")
+    if "value.literal" not in own:
+        raise TransformError(f"transforms.{name}.value.literal", "required: the header's value")
+    literal = own["value.literal"]
+    if literal != "null":
+        raise TransformError(f"transforms.{name}.value.literal",
+                             f"{literal!r}: Connect parses it to a typed value, which MM2's header converter "
+                             "(ByteArrayConverter) refuses on every record (\"Invalid schema type for "
+                             "ByteArrayConverter\"); only null (a header without a value) is copied by MM2")
+    return _insert_header(own["header"], None)
 
 
 def chain_for(raw: Mapping[str, str]) -> Chain:

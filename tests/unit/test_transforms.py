@@ -55,6 +55,14 @@ def test_links_run_in_order_and_topic_predicates_match_the_remote_name_whole() -
     assert [link.name for link in chain.for_topic("A.audit").links] == ["strip", "drop"]
 
 
+def test_insert_header_appends_a_header_without_a_value_after_any_of_that_name() -> None:
+    chain = chain_for({"transforms": "tag", "transforms.tag.type": T + "InsertHeader",
+                       "transforms.tag.header": "id", "transforms.tag.value.literal": " null "})
+    out = chain.apply("A.t", rec(0, headers=(("id", b"1"), ("x", b"2"))))
+    assert out is not None and out.headers == (("id", b"1"), ("x", b"2"), ("id", None))
+    assert chain.apply("A.t", rec(1)).headers == (("id", None),)  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize(("raw", "key", "why"), [
     ({"transforms": "r", "transforms.r.type": T + "RegexRouter"}, "transforms.r.type", "not supported yet"),
     ({"transforms": "m", "transforms.m.type": T + "MaskField$Value"}, "transforms.m.type", "needs a schema"),
@@ -64,6 +72,15 @@ def test_links_run_in_order_and_topic_predicates_match_the_remote_name_whole() -
      "transforms.f.predicate", "not listed"),
     ({"predicates": "p", "predicates.p.type": P + "Nope"}, "predicates.p.type", "TopicNameMatches"),
     ({"transforms": "d", "transforms.d.type": T + "DropHeaders"}, "transforms.d.headers", "required"),
+    ({"transforms": "i", "transforms.i.type": T + "InsertHeader", "transforms.i.value.literal": "null"},
+     "transforms.i.header", "required"),
+    ({"transforms": "i", "transforms.i.type": T + "InsertHeader", "transforms.i.header": "h"},
+     "transforms.i.value.literal", "required"),
+    # MM2's header converter refuses the typed value Connect parses any other literal into
+    ({"transforms": "i", "transforms.i.type": T + "InsertHeader", "transforms.i.header": "h",
+      "transforms.i.value.literal": "mirrored"}, "transforms.i.value.literal", "ByteArrayConverter"),
+    ({"transforms": "i", "transforms.i.type": T + "InsertHeader", "transforms.i.header": "h",
+      "transforms.i.value.literal": "NULL"}, "transforms.i.value.literal", "ByteArrayConverter"),
 ])
 def test_what_cannot_be_honoured_is_refused_naming_the_key(raw: dict, key: str, why: str) -> None:
     with pytest.raises(TransformError) as e:

@@ -5,7 +5,8 @@ Invariants:
 - on a transformed topic each owned batch becomes at most one batch of the records the chain
   kept, in source order, in the source batch's codec; a dropped record leaves an offset gap that
   the rebuilt batch's offset list carries (``Pending.rebuilt``), so offset syncs, checkpoints and
-  failover stay exact across it; dropped records are counted in the partition's ``dropped``;
+  failover stay exact across it; records dropped before the copy's first kept one are mapped
+  onto it through ``PartitionCopy.first_owned``; dropped records are counted in ``dropped``;
 - the chain sees each record under its remote topic name, as MM2's connector hands it to Connect;
 - a Python transform failing on a record (``LinkFailed``) fails the task with
   ``TransformFailedError`` naming the flow, the transform, and the record's source topic,
@@ -50,6 +51,8 @@ class TransformingWriter(BatchWriter):
             super().enqueue(part, buf, view, trim_before)
             return
         records = owned_records(buf, view, trim_before)
+        if part.first_owned < 0 and records:
+            part.first_owned = records[0].offset
         kept: list[rb.Record] = []
         for rec in records:
             try:

@@ -233,3 +233,34 @@ def test_a_python_transform_returning_what_is_not_a_record_fails(what: str) -> N
     chain = chain_for({"transforms": "w", "transforms.w.type": f"{__name__}.Wrong", "transforms.w.what": what})
     with pytest.raises(LinkFailed, match="'w' .*Wrong. returned"):
         chain.apply("A.t", rec(0))
+
+
+def test_records_dropped_before_a_copys_first_kept_one_translate_to_it() -> None:
+    """The partition's first copy: a group committed inside the leading dropped stretch resumes at
+    the first kept record, as everywhere else across a gap; a whole batch dropped included."""
+    from mm2py.checkpoint.translation import SyncIndex
+    from mm2py.formats import OffsetSync
+
+    chain = chain_for({"transforms": "f", "transforms.f.type": T + "Filter", "transforms.f.predicate": "p",
+                       "predicates": "p", "predicates.p.type": P + "HasHeaderKey", "predicates.p.name": "drop"})
+    writer = TransformingWriter(chain)
+    part = PartitionCopy.of(PartitionRange("t", 0, 0, 20, "A.t"))
+    for base, marks in ((0, [True] * 5), (5, [True, True, False, False, True, False, False, True, True, True]),
+                        (15, [True, False, False, False, True])):
+        buf = header_batch(base, marks)
+        [view] = rb.split_batches(buf)
+        writer.enqueue(part, buf, view, None)
+    assert len(part.queue) == 2, "the batch of dropped records only is not written"
+    downstream = 0
+    while part.queue:
+        part.send_next()
+        count = part.in_flight[0].count
+        part.acked(downstream, lag_max=1000)
+        downstream += count
+    index = SyncIndex()
+    for up, down in part.result().syncs:
+        index.add(OffsetSync("t", 0, up, down))
+    kept = [7, 8, 10, 11, 16, 17, 18]  # landed at 0..6
+    for u in range(0, 21):
+        expected = next((i for i, k in enumerate(kept) if k >= u), len(kept))
+        assert index.translate("t", 0, u) == expected, (u, part.syncs)

@@ -166,6 +166,12 @@ class SchemaError(KafkaError, FormatError):
     target id that would not resolve to the same schema. Waiting cannot fix it: the flow stops."""
 
 
+class TransformFailedError(Mm2pyError):
+    """A Python transform (``mm2py.transforms.RecordTransform``) raised on a record, or returned what
+    is not a record, while copying. The message names the flow, the transform and its class, and
+    the record (source topic, partition, offset). Waiting cannot fix it: the flow stops."""
+
+
 class SchemaRegistryError(KafkaError):
     """A schema registry did not answer or refused a call; ``cluster`` names whose registry."""
 

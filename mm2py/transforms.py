@@ -8,25 +8,37 @@ key, the flow's winning (``FlowConfig.raw``), as they reach MM2's connectors.
 Records are transformed as MM2's source connector hands them to Connect: bytes, already named
 for the remote topic (so ``TopicNameMatches`` sees ``A.orders``), headers as they came.
 
+A ``transforms.<name>.type`` outside ``org.apache.kafka.`` is a Python class by dotted path
+(``mypkg.module.ClassName``): the contract is ``RecordTransform``. It is imported and constructed
+at start, so a path that does not import, a missing class or a constructor that refuses its keys
+stops the start naming the key.
+
 Invariants:
 - a chain runs its links in the order ``transforms`` lists them; a link with a predicate runs
   only where the predicate holds (``negate`` inverts it); a record dropped by a link reaches no
   later link;
 - a transform or predicate class mm2py does not implement is refused at start, naming the key
   (``TransformError``): never skipped;
-- transforms are pure functions of the record: no I/O, no state across records.
+- transforms are pure functions of the record: no I/O, no state across records (Connect's
+  built-ins are; a Python transform promises it, ``RecordTransform``);
+- a Python transform that raises, or returns anything but a ``Record`` or None, fails the copy
+  with ``LinkFailed`` (the writer names the flow and the record: ``TransformFailedError``),
+  never a skipped record.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from mm2py.config.model import FlowConfig
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.kafka.batches import Record
+from mm2py.kafka.batches import Record as Record  # re-exported: the record a RecordTransform gets
 
+_JAVA = "org.apache.kafka."
 _CONNECT = "org.apache.kafka.connect.transforms."
 _PREDICATES = _CONNECT + "predicates."
 # Connect transforms that need a schema: with MM2's ByteArrayConverter they fail on every record
@@ -37,6 +49,41 @@ _ROUTERS = ("RegexRouter", "TimestampRouter")
 
 Transform = Callable[[str, Record], Record | None]
 Predicate = Callable[[str, Record], bool]
+# a link's own keys that configure the chain, not the transform (left out of a Python transform's config)
+_CHAIN_KEYS = ("type", "predicate", "negate")
+
+
+class RecordTransform(Protocol):
+    """A Python transform, named ``transforms.<name>.type = mypkg.module.ClassName``.
+
+    Construction: ``ClassName(config)``, ``config`` a ``dict[str, str]`` of the link's own keys
+    without ``transforms.<name>.`` and without ``type``, ``predicate`` and ``negate``
+    (``transforms.mask.keep = 4`` gives ``{"keep": "4"}``); values as the file has them, stripped.
+    Raise to refuse the keys: the start stops naming ``transforms.<name>.type``. mm2py constructs
+    it at start (to check it) and again in every copy task (it is never pickled).
+
+    Call: ``transform(topic, record)`` for each record of a topic the link may touch (its
+    predicate, if any, held), in source order per partition. ``topic`` is the remote topic name
+    (``A.orders``, as Connect's transforms see it); ``record`` a frozen ``mm2py.transforms.Record``
+    (``offset``, ``timestamp`` ms, ``key`` and ``value`` bytes or None, ``headers`` a tuple of
+    ``(str, bytes | None)``). Return the record, changed with ``dataclasses.replace`` (key, value,
+    headers, timestamp; the offset is the source's whatever it returns), or None to drop it.
+
+    Promises: a pure function of the record, no state across records and no I/O; a task retried
+    or a flow restarted hands the same records again. An exception, or a return that is not a
+    ``Record`` or None, fails the flow naming it, the transform and the record (flow, topic,
+    partition, offset): the record is never skipped.
+    """
+
+    def __call__(self, topic: str, record: Record) -> Record | None: ...
+
+
+class LinkFailed(Exception):
+    """A Python transform raised or returned what is not a record; ``link`` its name, ``path`` its class."""
+
+    def __init__(self, link: str, path: str, reason: str):
+        self.link, self.path, self.reason = link, path, reason
+        super().__init__(f"transform {link!r} ({path}) {reason}")
 
 
 class TransformError(ConfigError):
@@ -96,6 +143,12 @@ def _drop_headers(names: frozenset[str]) -> Transform:
     return drop
 
 
+def _insert_header(name: str, value: bytes | None) -> Transform:
+    def insert(_topic: str, record: Record) -> Record:
+        return replace(record, headers=(*record.headers, (name, value)))
+    return insert
+
+
 def _topic_matches(pattern: re.Pattern[str]) -> Predicate:
     return lambda topic, _record: pattern.fullmatch(topic) is not None
 
@@ -149,16 +202,95 @@ def _transform(own: Mapping[str, str], name: str) -> Transform:
         if not headers:
             raise TransformError(f"transforms.{name}.headers", "required: the header names to drop")
         return _drop_headers(headers)
+    if kind == _CONNECT + "InsertHeader":
+        return _insert_header_for(own, name)
     if not kind:
         raise TransformError(key, f"missing: transform {name!r} is listed in 'transforms'")
+    if not kind.startswith(_JAVA):
+        return _python_transform(own, name, kind)
     if kind.startswith(_CONNECT) and short in _NEED_SCHEMA:
         raise TransformError(key, f"{kind} needs a schema, and MM2 copies bytes (ByteArrayConverter): "
                              "it fails on every record in MM2 too")
     if kind.startswith(_CONNECT) and short in _ROUTERS:
         raise TransformError(key, f"{kind}: renaming remote topics by transform is not supported yet; "
                              "replication.policy.class names them")
-    raise TransformError(key, f"{kind}: mm2py implements Filter and DropHeaders "
-                         "(org.apache.kafka.connect.transforms) and refuses any other class")
+    raise TransformError(key, f"{kind}: mm2py implements Filter, DropHeaders and InsertHeader "
+                         "(org.apache.kafka.connect.transforms) and Python classes by dotted path, "
+                         "and refuses any other class")
+
+
+def _python_transform(own: Mapping[str, str], name: str, path: str) -> Transform:
+    """The ``RecordTransform`` at ``path``, constructed with the link's keys, its returns checked."""
+    key = f"transforms.{name}.type"
+    module_name, _, attr = path.rpartition(".")
+    if not module_name or not attr:
+        raise TransformError(key, f"{path!r}: not a Python class path (package.module.ClassName)")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except ImportError as e:
+        raise TransformError(key, f"{path}: cannot import module {module_name!r}: {e} (mm2py runs Connect's "
+                             "Filter, DropHeaders, InsertHeader and Python classes; another Java transform "
+                             "needs a Python port)") from None
+    except AttributeError:
+        raise TransformError(key, f"{path}: module {module_name!r} has no {attr!r}") from None
+    except Exception as e:  # a user module failing at import is a configuration problem
+        raise TransformError(key, f"{path}: importing module {module_name!r} failed: "
+                             f"{type(e).__name__}: {e}") from None
+    if not isinstance(cls, type):
+        raise TransformError(key, f"{path}: not a class (mm2py.transforms.RecordTransform)")
+    config = {k: v for k, v in own.items() if k not in _CHAIN_KEYS}
+    try:
+        instance = cls(config)
+    except Exception as e:
+        # the keys, not their values: a value may be a secret
+        raise TransformError(key, f"{path} built with the keys {sorted(config)} raised "
+                             f"{type(e).__name__}: {e}") from None
+    if not callable(instance):
+        raise TransformError(key, f"{path}: its instances are not callable as (topic, record) "
+                             "(mm2py.transforms.RecordTransform)")
+    return _checked(name, path, instance)
+
+
+def _checked(name: str, path: str, transform: RecordTransform) -> Transform:
+    def run(topic: str, record: Record) -> Record | None:
+        try:
+            out = transform(topic, record)
+        except Exception as e:
+            raise LinkFailed(name, path, f"raised {type(e).__name__}: {e}") from e
+        if out is None:
+            return None
+        if not isinstance(out, Record):
+            raise LinkFailed(name, path, f"returned {type(out).__name__}, not a Record or None")
+        if not (isinstance(out.key, bytes | None) and isinstance(out.value, bytes | None)
+                and isinstance(out.timestamp, int) and isinstance(out.headers, tuple)
+                and all(isinstance(h, tuple) and len(h) == 2 and isinstance(h[0], str)
+                        and isinstance(h[1], bytes | None) for h in out.headers)):
+            raise LinkFailed(name, path, "returned a Record whose key or value is not bytes or None, timestamp "
+                             "not an int, or headers not a tuple of (str, bytes or None)")
+        return out
+    return run
+
+
+def _insert_header_for(own: Mapping[str, str], name: str) -> Transform:
+    """Connect's InsertHeader as MM2 runs it: the header appended (existing ones of that name stay).
+
+    Connect parses ``value.literal`` into a typed value (``Values.parseString``: a string, number,
+    boolean, list, map) and MM2's header converter, ByteArrayConverter, refuses every typed value:
+    "Invalid schema type for ByteArrayConverter: STRING", failing MM2's task on the first record.
+    Only the literal ``null`` (a header without a value) copies, so only it is accepted.
+    """
+    if "header" not in own:
+        raise TransformError(f"transforms.{name}.header", "required: the name of the header to insert")
+    if "value.literal" not in own:
+        raise TransformError(f"transforms.{name}.value.literal", "required: the header's value")
+    literal = own["value.literal"]
+    if literal != "null":
+        raise TransformError(f"transforms.{name}.value.literal",
+                             f"{literal!r}: Connect parses it to a typed value, which MM2's header converter "
+                             "(ByteArrayConverter) refuses on every record (\"Invalid schema type for "
+                             "ByteArrayConverter\"); only null (a header without a value) is copied by MM2; a Python "
+                             "transform (mm2py.transforms.RecordTransform) can insert bytes")
+    return _insert_header(own["header"], None)
 
 
 def chain_for(raw: Mapping[str, str]) -> Chain:

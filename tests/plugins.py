@@ -2,14 +2,17 @@
 
 The replicator subprocess of the integration tests runs with the checkout as its working
 directory, and Spark's Python workers inherit it, so this module is importable everywhere a
-flow builds its filters. None of these classes subclasses anything of mm2py's but the policy.
+flow builds its filters or its transforms. None of these classes subclasses anything of mm2py's
+but the policy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from mm2py.policy import ReplicationPolicy
+from mm2py.transforms import Record
 
 
 class SuffixTopics:
@@ -91,3 +94,29 @@ class VaultProvider:
             raise ConnectionError("vault is sealed")
         found = self.secrets.get(path, {})
         return {k: v for k, v in found.items() if keys is None or k in keys}
+
+
+class MaskDigits:
+    """Record transform (``mm2py.transforms.RecordTransform``): digits of the value masked with ``*``
+    but the last ``keep`` (default 4), a header ``masked-by`` naming ``by``, and records whose value
+    holds ``drop`` (default ``DROP``) or that are tombstones dropped.
+
+    ``fail.offset`` (optional): raise on the record at that source offset, as a buggy transform would.
+    """
+
+    def __init__(self, config: dict[str, str]) -> None:
+        self.keep = int(config.get("keep", "4"))
+        self.by = config.get("by", "").encode()
+        self.drop = config.get("drop", "DROP").encode()
+        self.fail_offset = int(config["fail.offset"]) if "fail.offset" in config else None
+
+    def __call__(self, topic: str, record: Record) -> Record | None:
+        if self.fail_offset is not None and record.offset == self.fail_offset:
+            raise ValueError(f"cannot mask {record.value!r}")
+        if record.value is None or self.drop in record.value:
+            return None
+        positions = [i for i, b in enumerate(record.value) if 48 <= b <= 57]
+        masked = bytearray(record.value)
+        for i in positions[:max(len(positions) - self.keep, 0)]:
+            masked[i] = ord("*")
+        return replace(record, value=bytes(masked), headers=(*record.headers, ("masked-by", self.by)))

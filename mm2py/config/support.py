@@ -128,10 +128,14 @@ OTHER: tuple[Other, ...] = (
                                    "where Kafka would keep it as text")),
     Other("task.* / worker.*", r"(task|worker)\..+", Support(Status.DIFFERENT, "no Connect worker")),
     Other("transforms* / predicates*", r"(transforms|predicates)(\..+)?",
-          Support(Status.DIFFERENT, "Connect's Filter and DropHeaders with the predicates TopicNameMatches, "
-                                    "HasHeaderKey and RecordIsTombstone run on the mirrored records, as in MM2 "
-                                    "(mm2py.transforms); any other class is refused at start naming its key; "
-                                    "heartbeats and checkpoints are not transformed")),
+          Support(Status.DIFFERENT, "Connect's Filter, DropHeaders and InsertHeader (value.literal = null only: "
+                                    "MM2's ByteArrayConverter refuses any other literal on every record) with the "
+                                    "predicates TopicNameMatches, HasHeaderKey and RecordIsTombstone run on the "
+                                    "mirrored records, as in MM2 (mm2py.transforms); any other Connect class is "
+                                    "refused at start naming its key; heartbeats and checkpoints are not "
+                                    "transformed. Extension: a type outside org.apache.kafka. is a Python class "
+                                    "by dotted path (mm2py.transforms.RecordTransform), built with the link's "
+                                    "keys and called per record")),
     Other("{alias}.sasl.oauthbearer.token.provider", r"sasl\.oauthbearer\.token\.provider",
           Support(Status.EXTENSION, "package.module:callable returning (token, expiry epoch seconds): signs "
                                     "OAUTHBEARER clients in where MM2 names a Java login callback handler (MSK IAM's "

@@ -5,8 +5,9 @@ moving, a request timing out) stalls the flow: its query is started again after 
 that doubles up to ``max_backoff`` seconds, for as long as it takes, and the flow resumes
 from the positions recorded on the target. What waiting cannot fix (a missing ACL, refused
 credentials, a batch larger than the target accepts, records lost from the source, bad
-configuration) stops that flow only; the other flows go on. Spark missing a connection to its
-own Python processes (a loaded machine) is an outage too, even before the flow first ran.
+configuration, a Python transform raising on a record) stops that flow only; the other flows
+go on. Spark missing a connection to its own Python processes (a loaded machine) is an outage
+too, even before the flow first ran.
 
 Invariants:
 - a restarted query plans from the positions on the target, so a restart neither skips nor
@@ -38,6 +39,7 @@ from mm2py.errors import (
     KafkaError,
     Mm2pyError,
     RecordTooLargeError,
+    TransformFailedError,
 )
 
 log = structlog.get_logger(__name__)
@@ -45,6 +47,7 @@ log = structlog.get_logger(__name__)
 # errors that waiting cannot fix: the flow stops, naming them
 FATAL: tuple[type[Mm2pyError], ...] = (
     AuthorizationError, AuthenticationError, RecordTooLargeError, DataLossError, ConfigError, FormatError,
+    TransformFailedError,
 )
 
 

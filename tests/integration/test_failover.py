@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from mm2py.config import load_text
 from mm2py.ops.failover import apply_plan, plan_failback, plan_failover
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
-from tests.kafkautil import create_topic, end_offsets, produce
+from tests.kafkautil import consume_all, create_topic, end_offsets, produce
 
 pytestmark = pytest.mark.integration
 
@@ -213,3 +213,43 @@ def a_group_on_a_mirrored_topic(spark, cluster_a, cluster_b, unique_name: str, t
     group = f"{unique_name}-g"
     consume(cluster_a.bootstrap, group, topic, limits={0: 333, 1: 1000, 2: 1})
     return topic, text, plan_failover(load_text(text), group, "A", "B")
+
+
+def test_failover_exact_across_records_a_transform_dropped(spark, cluster_a, cluster_b, unique_name, tmp_path):
+    """A Filter drops stretches of each partition; a group committed on A inside them resumes on B at
+    the next kept record: nothing kept is missed or read twice (issue 47)."""
+    topic = f"{unique_name}-filtered"
+    create_topic(cluster_a.bootstrap, topic, 3)
+
+    def dropped(j: int) -> bool:  # the first five, three in every ten, 400-499 whole (batches with nothing kept)
+        return j < 5 or j % 10 in (5, 6, 7) or 400 <= j < 500
+    for p in range(3):
+        produce(cluster_a.bootstrap, topic, [(b"k", f"p{p}-{j}".encode(), [("drop", b"1")] if dropped(j) else None,
+                                              None) for j in range(1000)], partition=p)
+    transforms = {"transforms": "drop", "transforms.drop.type": "org.apache.kafka.connect.transforms.Filter",
+                  "transforms.drop.predicate": "marked", "predicates": "marked",
+                  "predicates.marked.type": "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
+                  "predicates.marked.name": "drop"}
+    text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic, **transforms}})
+    mirror_once(spark, text, tmp_path / "m1")
+    group = f"{unique_name}-g"
+    # committed at a dropped record, inside the long dropped stretch, inside the leading one
+    limits = {0: 335, 1: 450, 2: 3}
+    first = consume(cluster_a.bootstrap, group, topic, limits=limits)
+    assert len(first) == sum(limits.values())
+    plan = plan_failover(load_text(text), group, "A", "B")
+    assert all(p.how == "syncs" for p in plan.partitions), plan
+    # each partition resumes at the B offset of the first kept record at or after its commit
+    on_b = {p: {r.value: r.offset for r in rs} for p, rs in consume_all(cluster_b.bootstrap, f"A.{topic}").items()}
+    resume = {p: next(j for j in range(limit, 1000) if not dropped(j)) for p, limit in limits.items()}
+    assert plan.offsets == {(f"A.{topic}", p): on_b[p][f"p{p}-{j}".encode()] for p, j in resume.items()}, plan
+    path = tmp_path / "mm2.properties"
+    path.write_text(text)
+    done = subprocess.run([sys.executable, "-m", "mm2py", "failover", str(path), "--group", group,
+                           "--from", "A", "--to", "B", "--execute"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rest = consume(cluster_b.bootstrap, group, f"A.{topic}")
+    kept_after = [f"p{p}-{j}".encode() for p, limit in limits.items() for j in range(limit, 1000) if not dropped(j)]
+    assert len(rest) == len(set(rest)), f"{len(rest) - len(set(rest))} records read twice"
+    assert sorted(rest) == sorted(kept_after), (f"{len(set(kept_after) - set(rest))} kept records missed, "
+                                                 f"{len(set(rest) - set(kept_after))} read that A's group had read")

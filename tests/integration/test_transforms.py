@@ -3,6 +3,9 @@
 The same MM2 file runs twice on the same data: mm2py mirrors A->B, Apache MM2 (the jars the
 project fetches) mirrors A->C. Both remote topics must hold the same records, partition by
 partition, in the same order: what each transform and predicate does is what MM2 does.
+
+A Python transform (``tests.plugins.MaskDigits``) has no MM2 to compare with: its reference is
+the class itself, run here on every record of A; B must hold what it returns, record for record.
 """
 
 from __future__ import annotations
@@ -12,9 +15,14 @@ import time
 import pytest
 
 from bench.rolling_restart import Mm2
+from mm2py.config import load_text
+from mm2py.errors import ConfigError, TransformFailedError
+from mm2py.transforms import Record as Rec
+from mm2py.transforms import check_flows
 from tests.integration.mirror_helpers import mirror_once, properties, wait_for
 from tests.integration.test_stop import MM2_WORKER
 from tests.kafkautil import Record, consume_all, create_topic, end_offsets, list_topics, produce
+from tests.plugins import MaskDigits
 
 pytestmark = pytest.mark.integration
 
@@ -24,17 +32,23 @@ PARTITIONS = 3
 
 
 def chain_keys(audit: str) -> dict[str, str]:
-    """Drop test records, the audit topic, unflagged records and tombstones; strip two headers."""
+    """Drop test records, the audit topic, unflagged records and tombstones; strip two headers; mark
+    records that had a secret, and append a second ``id`` header (InsertHeader: null, as MM2 copies)."""
     return {
-        "transforms": "dropTests, strip, dropAudit, dropUnflagged, dropTombstones",
+        "transforms": "dropTests, markSecret, tagId, strip, dropAudit, dropUnflagged, dropTombstones",
         "transforms.dropTests.type": T + "Filter", "transforms.dropTests.predicate": "isTest",
+        "transforms.markSecret.type": T + "InsertHeader", "transforms.markSecret.predicate": "hasSecret",
+        "transforms.markSecret.header": "had-secret", "transforms.markSecret.value.literal": "null",
+        "transforms.tagId.type": T + "InsertHeader", "transforms.tagId.header": "id",
+        "transforms.tagId.value.literal": "null",
         "transforms.strip.type": T + "DropHeaders", "transforms.strip.headers": "secret,trace",
         "transforms.dropAudit.type": T + "Filter", "transforms.dropAudit.predicate": "isAudit",
         "transforms.dropUnflagged.type": T + "Filter", "transforms.dropUnflagged.predicate": "isFlagged",
         "transforms.dropUnflagged.negate": "true",
         "transforms.dropTombstones.type": T + "Filter", "transforms.dropTombstones.predicate": "isTombstone",
-        "predicates": "isTest, isAudit, isFlagged, isTombstone",
+        "predicates": "isTest, hasSecret, isAudit, isFlagged, isTombstone",
         "predicates.isTest.type": P + "HasHeaderKey", "predicates.isTest.name": "test-record",
+        "predicates.hasSecret.type": P + "HasHeaderKey", "predicates.hasSecret.name": "secret",
         "predicates.isAudit.type": P + "TopicNameMatches", "predicates.isAudit.pattern": f"A\\.{audit}",
         "predicates.isFlagged.type": P + "HasHeaderKey", "predicates.isFlagged.name": "keep",
         "predicates.isTombstone.type": P + "RecordIsTombstone",
@@ -69,8 +83,8 @@ def shape(got: dict[int, list[Record]]) -> dict[int, list[tuple]]:
     return {p: [(r.key, r.value, r.headers, r.timestamp) for r in rs] for p, rs in sorted(got.items()) if rs}
 
 
-def test_filter_drop_headers_and_predicates_match_apache_mm2(spark, cluster_a, cluster_b, cluster_c, unique_name,
-                                                             tmp_path):
+def test_filter_drop_headers_insert_header_and_predicates_match_apache_mm2(spark, cluster_a, cluster_b, cluster_c,
+                                                                          unique_name, tmp_path):
     topic, audit = f"{unique_name}-orders", f"{unique_name}-audit"
     create_topic(cluster_a.bootstrap, topic, PARTITIONS)
     create_topic(cluster_a.bootstrap, audit, 1)
@@ -108,7 +122,97 @@ def test_filter_drop_headers_and_predicates_match_apache_mm2(spark, cluster_a, c
     flat = [r for rs in ours.values() for r in rs]
     assert not any(h[0] in ("secret", "trace", "test-record") for r in flat for h in r[2])
     assert all(r[1] is not None and ("keep", b"1") in r[2] for r in flat)
+    # InsertHeader appends: the source's id stays first, the inserted one (no value) follows
+    assert all([h for h in r[2] if h[0] == "id"][1:] == [("id", None)] for r in flat)
+    marked = [r for r in flat if ("had-secret", None) in r[2]]
+    assert marked and all(int(r[2][0][1]) % 3 == 0 for r in marked), "marked where the secret header was"
     # the audit topic: every record dropped by both
     assert sum(end_offsets(cluster_b.bootstrap, f"A.{audit}").values()) == 0
     assert sum(end_offsets(cluster_c.bootstrap, f"A.{audit}").values()) == 0
     print(f"transforms: {kept} of 600 records kept on B and on C, equal per partition")
+
+
+def test_insert_header_with_a_value_fails_apache_mm2_and_mm2py_refuses_it(cluster_a, cluster_c, unique_name,
+                                                                         tmp_path):
+    """Connect parses ``value.literal`` to a typed value that MM2's ByteArrayConverter refuses: MM2's
+    task fails on the first record and copies nothing; mm2py refuses the key at start."""
+    topic = f"{unique_name}-tagged"
+    create_topic(cluster_a.bootstrap, topic, 1)
+    produce(cluster_a.bootstrap, topic, records(10))
+    keys = {"topics": topic, "emit.checkpoints.enabled": "false", "transforms": "tag",
+            "transforms.tag.type": T + "InsertHeader", "transforms.tag.header": "mirrored-by",
+            "transforms.tag.value.literal": "mm2"}
+    with pytest.raises(ConfigError, match="transforms.tag.value.literal.*ByteArrayConverter"):
+        check_flows(load_text(properties({"A": cluster_a.bootstrap, "B": "b:9092"}, {"A->B": keys})).enabled_flows,
+                    lambda f: False)
+    config_c = tmp_path / "mm2-c.properties"
+    worker = MM2_WORKER + "refresh.topics.interval.seconds = 5\n"
+    config_c.write_text(properties({"A": cluster_a.bootstrap, "C": cluster_c.bootstrap}, {"A->C": keys}, worker))
+    log = tmp_path / "mm2.log"
+    mm2 = Mm2(config_c, log).start()
+    try:
+        wait_for(lambda: "Invalid schema type for ByteArrayConverter: STRING" in log.read_text(errors="replace"),
+                 240, "Apache MM2's task failing on the inserted header", mm2)
+    finally:
+        mm2.stop()
+    remote = f"A.{topic}"
+    copied = sum(end_offsets(cluster_c.bootstrap, remote).values()) if remote in list_topics(cluster_c.bootstrap) else 0
+    assert copied == 0
+
+
+def card_records(n: int) -> list[tuple]:
+    """Values with digits to mask; every 9th holds DROP, every 11th a tombstone; recent timestamps."""
+    now = int(time.time() * 1000)
+    out = []
+    for i in range(n):
+        value: bytes | None = b"order %d card 4%015d" % (i, i * 7919)
+        if i % 9 == 0:
+            value = b"DROP %d" % i
+        if i % 11 == 0:
+            value = None
+        out.append((b"k%d" % (i % 30), value, [("id", b"%d" % i)], now + i))
+    return out
+
+
+def test_a_python_transform_gives_on_b_what_it_gives_on_a_records(spark, cluster_a, cluster_b, unique_name,
+                                                                  tmp_path):
+    topic = f"{unique_name}-cards"
+    create_topic(cluster_a.bootstrap, topic, PARTITIONS)
+    produce(cluster_a.bootstrap, topic, card_records(900))
+    config = {"keep": "4", "by": "mm2py"}
+    keys = {"topics": topic, "emit.checkpoints.enabled": "false", "transforms": "mask",
+            "transforms.mask.type": "tests.plugins.MaskDigits",
+            **{f"transforms.mask.{k}": v for k, v in config.items()}}
+    mirror_once(spark, properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": keys}),
+                tmp_path / "mm2py")
+
+    remote = f"A.{topic}"
+    mask = MaskDigits(config)
+    expected: dict[int, list[tuple]] = {}
+    for p, rs in sorted(consume_all(cluster_a.bootstrap, topic).items()):
+        outs = [mask(remote, Rec(r.offset, r.timestamp, r.key, r.value, tuple(r.headers))) for r in rs]
+        expected[p] = [(o.key, o.value, list(o.headers), o.timestamp) for o in outs if o is not None]
+    got = {p: [(r.key, r.value, list(r.headers), r.timestamp) for r in rs]
+           for p, rs in sorted(consume_all(cluster_b.bootstrap, remote).items())}
+    kept = sum(map(len, expected.values()))
+    assert 700 < kept < 900, kept
+    assert {p: rs for p, rs in got.items() if rs} == {p: rs for p, rs in expected.items() if rs}
+    assert all(v[-4:].isdigit() and not any(48 <= b <= 57 for b in v[:-4])
+               for rs in got.values() for _k, v, _h, _t in rs)
+    print(f"python transform: {kept} of 900 records kept on B, each what MaskDigits gives on A")
+
+
+def test_a_python_transform_raising_stops_the_flow_naming_the_record(spark, cluster_a, cluster_b, unique_name,
+                                                                     tmp_path):
+    topic = f"{unique_name}-cards"
+    create_topic(cluster_a.bootstrap, topic, 1)
+    produce(cluster_a.bootstrap, topic, card_records(40))
+    keys = {"topics": topic, "emit.checkpoints.enabled": "false", "transforms": "mask",
+            "transforms.mask.type": "tests.plugins.MaskDigits", "transforms.mask.fail.offset": "25"}
+    with pytest.raises(TransformFailedError, match=(
+            rf"flow A->B: transform 'mask' \(tests.plugins.MaskDigits\) raised ValueError: cannot mask "
+            rf"b'order 25 card .*' on the record at topic {topic} partition 0 offset 25 \(remote topic A.{topic}\)")):
+        mirror_once(spark, properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": keys}),
+                    tmp_path / "mm2py")
+    ids = [int(dict(r.headers)["id"]) for rs in consume_all(cluster_b.bootstrap, f"A.{topic}").values() for r in rs]
+    assert all(i < 25 for i in ids), "nothing from the failing record on: it is never skipped"

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from mm2py.config import load_text
+from mm2py.engine.supervisor import Verdict, classify
+from mm2py.errors import TransformFailedError, from_task_failure
 from mm2py.kafka import batches as rb
 from mm2py.kafka.batches import Record
 from mm2py.source.copy.partition import PartitionCopy
 from mm2py.source.copy.transforming import TransformingWriter
 from mm2py.source.ranges import PartitionRange
-from mm2py.transforms import TransformError, chain_for, check_flows, transform_keys
+from mm2py.transforms import LinkFailed, TransformError, chain_for, check_flows, transform_keys
 
 T = "org.apache.kafka.connect.transforms."
 P = T + "predicates."
@@ -55,15 +58,33 @@ def test_links_run_in_order_and_topic_predicates_match_the_remote_name_whole() -
     assert [link.name for link in chain.for_topic("A.audit").links] == ["strip", "drop"]
 
 
+def test_insert_header_appends_a_header_without_a_value_after_any_of_that_name() -> None:
+    chain = chain_for({"transforms": "tag", "transforms.tag.type": T + "InsertHeader",
+                       "transforms.tag.header": "id", "transforms.tag.value.literal": " null "})
+    out = chain.apply("A.t", rec(0, headers=(("id", b"1"), ("x", b"2"))))
+    assert out is not None and out.headers == (("id", b"1"), ("x", b"2"), ("id", None))
+    assert chain.apply("A.t", rec(1)).headers == (("id", None),)  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize(("raw", "key", "why"), [
     ({"transforms": "r", "transforms.r.type": T + "RegexRouter"}, "transforms.r.type", "not supported yet"),
     ({"transforms": "m", "transforms.m.type": T + "MaskField$Value"}, "transforms.m.type", "needs a schema"),
-    ({"transforms": "x", "transforms.x.type": "com.acme.Scrub"}, "transforms.x.type", "refuses any other class"),
+    ({"transforms": "x", "transforms.x.type": "org.apache.kafka.acme.Scrub"}, "transforms.x.type",
+     "refuses any other class"),
     ({"transforms": "x"}, "transforms.x.type", "missing"),
     ({"transforms": "f", "transforms.f.type": T + "Filter", "transforms.f.predicate": "p"},
      "transforms.f.predicate", "not listed"),
     ({"predicates": "p", "predicates.p.type": P + "Nope"}, "predicates.p.type", "TopicNameMatches"),
     ({"transforms": "d", "transforms.d.type": T + "DropHeaders"}, "transforms.d.headers", "required"),
+    ({"transforms": "i", "transforms.i.type": T + "InsertHeader", "transforms.i.value.literal": "null"},
+     "transforms.i.header", "required"),
+    ({"transforms": "i", "transforms.i.type": T + "InsertHeader", "transforms.i.header": "h"},
+     "transforms.i.value.literal", "required"),
+    # MM2's header converter refuses the typed value Connect parses any other literal into
+    ({"transforms": "i", "transforms.i.type": T + "InsertHeader", "transforms.i.header": "h",
+      "transforms.i.value.literal": "mirrored"}, "transforms.i.value.literal", "ByteArrayConverter"),
+    ({"transforms": "i", "transforms.i.type": T + "InsertHeader", "transforms.i.header": "h",
+      "transforms.i.value.literal": "NULL"}, "transforms.i.value.literal", "ByteArrayConverter"),
 ])
 def test_what_cannot_be_honoured_is_refused_naming_the_key(raw: dict, key: str, why: str) -> None:
     with pytest.raises(TransformError) as e:
@@ -127,3 +148,119 @@ def test_a_topic_no_link_touches_keeps_the_raw_batch() -> None:
     writer.enqueue(part, buf, view, None)
     [(_payload, pending)] = part.queue
     assert pending.offsets is None and part.rebuilt == 0 and part.dropped == 0
+
+
+MASK = "tests.plugins.MaskDigits"
+
+
+def test_a_python_transform_is_built_from_its_keys_and_runs_in_the_chain() -> None:
+    raw = {"transforms": "mask, strip", "transforms.mask.type": MASK, "transforms.mask.keep": "2",
+           "transforms.mask.by": " mm2py ", "transforms.mask.predicate": "orders", "transforms.mask.negate": "false",
+           "transforms.strip.type": T + "DropHeaders", "transforms.strip.headers": "secret",
+           "predicates": "orders", "predicates.orders.type": P + "TopicNameMatches", "predicates.orders.pattern": "A.o"}
+    chain = chain_for(raw)
+    card = rec(7, value=b"card 4111-2222", headers=(("secret", b"s"),))
+    assert chain.apply("A.o", card) == Record(7, 1007, b"k", b"card ****-**22", (("masked-by", b"mm2py"),))
+    assert chain.apply("A.o", rec(8, value=b"DROP 1")) is None
+    assert chain.apply("A.o", rec(9, value=None)) is None
+    assert chain.apply("A.x", card) == Record(7, 1007, b"k", b"card 4111-2222", ()), "its predicate held only"
+    # the class gets the link's own keys, strings, the chain's keys left out
+    seen: list[dict[str, str]] = []
+    Recording.seen = seen
+    chain_for({**raw, "transforms.mask.type": f"{__name__}.Recording"})
+    assert seen == [{"keep": "2", "by": "mm2py"}]
+
+
+@pytest.mark.parametrize(("path", "why"), [
+    ("tests.no_such_module.Mask", "cannot import module 'tests.no_such_module'"),
+    ("tests.plugins.NoSuchClass", "module 'tests.plugins' has no 'NoSuchClass'"),
+    ("io.confluent.connect.transforms.Drop$Value", "needs a Python port"),
+    (f"{__name__}.MASK", "not a class"),
+    ("Scrub", "not a Python class path"),
+])
+def test_a_python_transform_that_does_not_load_is_refused_naming_key_and_path(path: str, why: str) -> None:
+    with pytest.raises(TransformError) as e:
+        chain_for({"transforms": "x", "transforms.x.type": path})
+    assert e.value.key == "transforms.x.type" and why in str(e.value) and path in str(e.value), str(e.value)
+
+
+def test_a_python_transform_whose_constructor_refuses_its_keys_is_refused_at_start() -> None:
+    with pytest.raises(TransformError, match=r"transforms.mask.type.*MaskDigits.*ValueError"):
+        chain_for({"transforms": "mask", "transforms.mask.type": MASK, "transforms.mask.keep": "four"})
+
+
+def test_a_python_transform_that_raises_or_returns_no_record_fails_the_copy_naming_the_record() -> None:
+    chain = chain_for({"transforms": "mask", "transforms.mask.type": MASK, "transforms.mask.fail.offset": "3"})
+    with pytest.raises(LinkFailed, match="'mask' .tests.plugins.MaskDigits. raised ValueError"):
+        chain.apply("A.t", rec(3))
+    writer = TransformingWriter(chain, flow="A->B")
+    part = PartitionCopy.of(PartitionRange("t", 2, 0, 10, "A.t"))
+    buf = header_batch(0, [False] * 5)
+    [view] = rb.split_batches(buf)
+    with pytest.raises(TransformFailedError) as e:
+        writer.enqueue(part, buf, view, None)
+    text = str(e.value)
+    assert text == ("flow A->B: transform 'mask' (tests.plugins.MaskDigits) raised ValueError: cannot mask b'v3' "
+                    "on the record at topic t partition 2 offset 3 (remote topic A.t)")
+    assert not part.queue and isinstance(e.value.__cause__, ValueError)
+    # across Spark: the class and its words come back, and the flow stops rather than waits
+    back = from_task_failure("flow A->B", f"Traceback ...\nmm2py.errors.TransformFailedError: {text}\n")
+    assert isinstance(back, TransformFailedError) and "offset 3" in str(back)
+    assert classify(back, ever_ran=True) is Verdict.FATAL
+
+
+class Recording:
+    seen: list[dict[str, str]] = []
+
+    def __init__(self, config: dict[str, str]) -> None:
+        self.seen.append(config)
+
+    def __call__(self, topic: str, record: Record) -> Record:
+        return record
+
+
+class Wrong:
+    def __init__(self, config: dict[str, str]) -> None:
+        self.what = config["what"]
+
+    def __call__(self, topic: str, record: Record) -> object:
+        return {"str": "text", "value": replace(record, value="text"),
+                "headers": replace(record, headers=[("h", b"")])}[self.what]
+
+
+@pytest.mark.parametrize("what", ["str", "value", "headers"])
+def test_a_python_transform_returning_what_is_not_a_record_fails(what: str) -> None:
+    chain = chain_for({"transforms": "w", "transforms.w.type": f"{__name__}.Wrong", "transforms.w.what": what})
+    with pytest.raises(LinkFailed, match="'w' .*Wrong. returned"):
+        chain.apply("A.t", rec(0))
+
+
+def test_records_dropped_before_a_copys_first_kept_one_translate_to_it() -> None:
+    """The partition's first copy: a group committed inside the leading dropped stretch resumes at
+    the first kept record, as everywhere else across a gap; a whole batch dropped included."""
+    from mm2py.checkpoint.translation import SyncIndex
+    from mm2py.formats import OffsetSync
+
+    chain = chain_for({"transforms": "f", "transforms.f.type": T + "Filter", "transforms.f.predicate": "p",
+                       "predicates": "p", "predicates.p.type": P + "HasHeaderKey", "predicates.p.name": "drop"})
+    writer = TransformingWriter(chain)
+    part = PartitionCopy.of(PartitionRange("t", 0, 0, 20, "A.t"))
+    for base, marks in ((0, [True] * 5), (5, [True, True, False, False, True, False, False, True, True, True]),
+                        (15, [True, False, False, False, True])):
+        buf = header_batch(base, marks)
+        [view] = rb.split_batches(buf)
+        writer.enqueue(part, buf, view, None)
+    assert len(part.queue) == 2, "the batch of dropped records only is not written"
+    downstream = 0
+    while part.queue:
+        part.send_next()
+        count = part.in_flight[0].count
+        part.acked(downstream, lag_max=1000)
+        downstream += count
+    index = SyncIndex()
+    for up, down in part.result().syncs:
+        index.add(OffsetSync("t", 0, up, down))
+    kept = [7, 8, 10, 11, 16, 17, 18]  # landed at 0..6
+    for u in range(0, 21):
+        expected = next((i for i, k in enumerate(kept) if k >= u), len(kept))
+        assert index.translate("t", 0, u) == expected, (u, part.syncs)

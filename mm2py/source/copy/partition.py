@@ -10,7 +10,9 @@ Invariants (the copier relies on them):
 - ``records`` and ``bytes`` count every batch queued; a batch that will not be written (a
   stall) is taken back with ``uncount``;
 - ``syncs`` hold a pair wherever the linear mapping upstream -> downstream starts or breaks,
-  so every acknowledged offset translates exactly;
+  so every acknowledged offset translates exactly; where a writer left out the copy's first
+  owned records (``first_owned``: a transform dropped them), the first sync maps from there
+  onto the first record written, so the stretch translates to it as any later gap does;
 - once stalled, nothing at or after ``stall_offset`` counts as mirrored;
 - with several producer ids (provenance: one per origin), ``sequence`` is that of the producer
   id of the last batch queued, and the others' wait in ``_sequences``; a producer id's first
@@ -68,6 +70,8 @@ class PartitionCopy:
     # linear run tracking: the next (upstream, downstream) pair that continues the run
     run_next: tuple[int, int] | None = None
     syncs: list[tuple[int, int]] = field(default_factory=list)
+    # the first source offset the copy owned, set by a writer that may leave records out (-1: not set)
+    first_owned: int = -1
     in_flight: deque[Pending] = field(default_factory=deque)
     sent: deque[Pieces] = field(default_factory=deque)  # the bytes of each in-flight batch, for a resend
     generation: int = 0  # bumped by each resend
@@ -212,6 +216,10 @@ class PartitionCopy:
         if self.stalled and batch.first >= self.stall_offset:
             self.uncount(batch)  # the broker refuses batches after a refused one; kept as a guard
             return
+        if not self.syncs and 0 <= self.first_owned < batch.first:
+            # the copy's first owned records were left out: they map flat onto its first record
+            # written (with no sync below them, translation would not know them at all)
+            self.syncs.append((self.first_owned, downstream_base))
         if batch.offsets is None:  # passed unchanged: consecutive offsets
             self._sync_if_due(batch.first, downstream_base, lag_max)
             self.run_next = (batch.first + batch.count, downstream_base + batch.count)

@@ -161,8 +161,8 @@ def _copier(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges: list[P
                                         produce_timeout_ms=settings.produce_timeout_ms)
         return Copier(src, dst, ranges, settings, spec.principals, producer, tail=tail, producer_slot=slot,
                       writer=translating)
-    writer = (TransformingWriter(chain_for(dict(spec.transforms)), settings.coalesce_bytes) if spec.transforms
-              else None)
+    writer = (TransformingWriter(chain_for(dict(spec.transforms)), settings.coalesce_bytes,
+                                 flow=f"{spec.source.alias}->{target.alias}") if spec.transforms else None)
     return Copier(src, dst, ranges, settings, spec.principals, producer, provenance, producer_for,
                   tail=tail, producer_slot=slot, writer=writer)
 

@@ -5,28 +5,34 @@ Invariants:
 - on a transformed topic each owned batch becomes at most one batch of the records the chain
   kept, in source order, in the source batch's codec; a dropped record leaves an offset gap that
   the rebuilt batch's offset list carries (``Pending.rebuilt``), so offset syncs, checkpoints and
-  failover stay exact across it; dropped records are counted in the partition's ``dropped``;
-- the chain sees each record under its remote topic name, as MM2's connector hands it to Connect.
+  failover stay exact across it; records dropped before the copy's first kept one are mapped
+  onto it through ``PartitionCopy.first_owned``; dropped records are counted in ``dropped``;
+- the chain sees each record under its remote topic name, as MM2's connector hands it to Connect;
+- a Python transform failing on a record (``LinkFailed``) fails the task with
+  ``TransformFailedError`` naming the flow, the transform, and the record's source topic,
+  partition and offset; nothing of that batch is queued.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from mm2py.errors import TransformFailedError
 from mm2py.kafka import batches as rb
 from mm2py.source.copy.batch_writer import BatchWriter, owned_records
 from mm2py.source.copy.partition import PartitionCopy
 from mm2py.source.copy.small_run import SmallRun
 from mm2py.source.ranges import PartitionRange
-from mm2py.transforms import Chain
+from mm2py.transforms import Chain, LinkFailed
 
 
 class TransformingWriter(BatchWriter):
-    """Owned batches through ``chain``. Constructor does no I/O."""
+    """Owned batches through ``chain``, of flow ``flow`` (named in a failure). Constructor does no I/O."""
 
-    def __init__(self, chain: Chain, coalesce_bytes: int = 0):
+    def __init__(self, chain: Chain, coalesce_bytes: int = 0, flow: str = ""):
         super().__init__(coalesce_bytes)
         self.chain = chain
+        self.flow = flow
         self._by_topic: dict[str, Chain] = {}
 
     def _chain(self, topic: str) -> Chain:
@@ -46,9 +52,18 @@ class TransformingWriter(BatchWriter):
             super().enqueue(part, buf, view, trim_before)
             return
         records = owned_records(buf, view, trim_before)
+        if part.first_owned < 0 and records:
+            part.first_owned = records[0].offset
         kept: list[rb.Record] = []
         for rec in records:
-            out = chain.apply(topic, rec)
+            try:
+                out = chain.apply(topic, rec)
+            except LinkFailed as e:
+                r = part.range
+                reason = " ".join(e.reason.split())  # one line: Spark's failure text keeps the last line
+                raise TransformFailedError(
+                    f"flow {self.flow}: transform {e.link!r} ({e.path}) {reason} on the record at topic {r.topic} "
+                    f"partition {r.partition} offset {rec.offset} (remote topic {topic})") from e.__cause__
             if out is None:
                 part.dropped += 1
             else:

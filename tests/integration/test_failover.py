@@ -142,9 +142,9 @@ def test_checkpoints_heartbeats_group_sync_and_failback(cluster_a, cluster_b, un
             offsets = translate_offsets(config, "B", "A", group)
             return len(offsets) == 2 and offsets == plan.offsets
 
-        wait_for(translated, 90, "checkpoints on B equal to the live translation", rep)
+        wait_for(translated, 180, "checkpoints on B equal to the live translation", rep)  # start-up included
         wait_for(lambda: "heartbeats" in client.heartbeat_topics() and "A.heartbeats" in client.heartbeat_topics(),
-                 60, "heartbeats and A.heartbeats on B", rep)
+                 120, "heartbeats and A.heartbeats on B", rep)
         assert client.replication_hops("A") == 1
         assert "A" in client.upstream_clusters()
         assert f"A.{topic}" in client.remote_topics("A")
@@ -153,7 +153,7 @@ def test_checkpoints_heartbeats_group_sync_and_failback(cluster_a, cluster_b, un
         from mm2py.kafka.admin import Admin
 
         dst = Admin(config.clusters["B"])
-        wait_for(lambda: dst.group_offsets(group) == plan.offsets, 60, "group offsets synced to B", rep)
+        wait_for(lambda: dst.group_offsets(group) == plan.offsets, 120, "group offsets synced to B", rep)
     finally:
         assert rep.stop() == 0, rep.tail()
     # failback: the group read a little more on B, then returns to A at the matching offsets

@@ -12,13 +12,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import kafka.errors as kerr
 from kafka.future import Future
 from kafka.net.compat import KafkaNetClient
 from kafka.protocol.admin.cluster import DescribeLogDirsRequest
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest
 
@@ -33,15 +33,13 @@ from mm2py.errors import (
 from mm2py.kafka import fastio
 from mm2py.kafka.classify import UNKNOWN_TOPIC_OR_PARTITION, is_retriable
 from mm2py.kafka.clientconf import kafka_python_config
+from mm2py.kafka.fetch_request import READ_COMMITTED, by_topic, fetch_request, parsed_fetch
 from mm2py.kafka.fetch_response import FetchedPartition
 from mm2py.kafka.fetch_session import FetchSession
 from mm2py.kafka.reauth import renew_ending_session
 from mm2py.types import TP
 
-FETCH = FetchRequest[12]  # topics by name
-FETCH_BY_ID = FetchRequest[13]  # topics by id (KIP-516): what fetch sessions use
 METADATA = MetadataRequest[12]
-READ_COMMITTED = 1
 # ListOffsets timestamps: the partition's end (its last stable offset, read_committed) and start
 LATEST, EARLIEST = -1, -2
 # kafka-python refuses sends past this per connection; we stay one below it.
@@ -91,15 +89,6 @@ def to_kafka_error(
                       **where)
 
 
-_V = TypeVar("_V")
-
-
-def _by_topic(items: Iterable[tuple[TP, _V]]) -> dict[str, list[_V]]:
-    """``((topic, partition), value)`` pairs grouped by topic, in the order given."""
-    out: dict[str, list[_V]] = {}
-    for (topic, _), value in items:
-        out.setdefault(topic, []).append(value)
-    return out
 
 
 def _list_offsets_request(tps: Iterable[TP], timestamp: int) -> object:
@@ -110,7 +99,7 @@ def _list_offsets_request(tps: Iterable[TP], timestamp: int) -> object:
         isolation_level=READ_COMMITTED,
         topics=[req.ListOffsetsTopic(name=topic, partitions=[
             req.ListOffsetsTopic.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
-            for p in partitions]) for topic, partitions in _by_topic((tp, tp[1]) for tp in tps).items()],
+            for p in partitions]) for topic, partitions in by_topic((tp, tp[1]) for tp in tps).items()],
     )
 
 
@@ -316,34 +305,10 @@ class RawClient:
         session = session and all(self._topic_ids.knows(topic) for topic, _ in positions)
         plan = self._sessions.setdefault(node, FetchSession()).request(positions, partition_max_bytes,
                                                                       use_session=session)
-        kind = FETCH_BY_ID if session else FETCH
-
-        def topic_key(topic: str) -> dict[str, object]:
-            return {"topic_id": self._topic_ids.id_of(topic)} if session else {"topic": topic}
-
-        by_topic = _by_topic(
-            ((tp, kind.FetchTopic.FetchPartition(
-                partition=tp[1],
-                current_leader_epoch=-1,
-                fetch_offset=offset,
-                last_fetched_epoch=-1,
-                log_start_offset=-1,
-                partition_max_bytes=partition_max_bytes,
-            )) for tp, offset in plan.partitions.items())
-        )
-        request = kind(
-            replica_id=-1,
-            max_wait_ms=max_wait_ms,
-            min_bytes=min_bytes,
-            max_bytes=max_bytes,
-            isolation_level=READ_COMMITTED,
-            session_id=plan.session_id,
-            session_epoch=plan.epoch,
-            topics=[kind.FetchTopic(**topic_key(t), partitions=ps) for t, ps in by_topic.items()],
-            forgotten_topics_data=[kind.ForgottenTopic(**topic_key(t), partitions=ps)
-                                   for t, ps in _by_topic((tp, tp[1]) for tp in plan.forgotten).items()],
-            rack_id=self.rack if closest_replica else "",  # KIP-392
-        )
+        request = fetch_request(plan, topic_id=self._topic_ids.id_of if session else None,
+                                partition_max_bytes=partition_max_bytes, max_bytes=max_bytes,
+                                max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                                rack=self.rack if closest_replica else "")
         try:
             future = self._send(node, request)
         except BaseException:
@@ -358,20 +323,7 @@ class RawClient:
         """A Fetch answer's partitions, by topic name (a v13 answer names its topics by id)."""
         if isinstance(response, fastio.RawFetch):  # read in place by an adapted connection
             return self._named(response.partitions)
-        out: dict[tuple[str | uuid.UUID, int], FetchedPartition] = {}
-        for topic in response.responses:
-            key = topic.topic or topic.topic_id  # v12 fills the name, v13 the id
-            for p in topic.partitions:
-                aborted = tuple((a.producer_id, a.first_offset) for a in (p.aborted_transactions or ()))
-                out[(key, p.partition_index)] = FetchedPartition(
-                    p.error_code,
-                    p.high_watermark,
-                    p.last_stable_offset,
-                    p.log_start_offset,
-                    aborted,
-                    p.records or b"",
-                    getattr(p, "preferred_read_replica", -1),
-                )
+        out = parsed_fetch(response)
         return self._named(out)
 
     def _named(self, parts: dict[tuple[str | uuid.UUID, int], FetchedPartition]) -> dict[TP, FetchedPartition]:

@@ -27,7 +27,7 @@ JOB = Path(__file__).with_name("spark_kafka_job.py")
 def start_job(bootstrap: str, topic: str, sink: Path, cp: Path, log: Path) -> subprocess.Popen:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     return subprocess.Popen([sys.executable, str(JOB), bootstrap, topic, str(sink), str(cp)], cwd=REPO, env=env,
-                            stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)  # noqa: SIM115
+                            stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def stop_job(job: subprocess.Popen) -> None:

@@ -1,0 +1,30 @@
+"""A Structured Streaming job as a user writes it: Spark's Kafka source into a json file sink.
+
+Run as ``python spark_kafka_job.py BOOTSTRAP TOPIC SINK CHECKPOINT`` (the Spark-checkpoint failover test).
+"""
+
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+REPO = Path(__file__).resolve().parents[2]
+LIBS = REPO / ".cache" / "spark-kafka-4.2.0" / "libs"
+
+
+def main(bootstrap: str, topic: str, sink: str, checkpoint: str) -> None:
+    spark = (SparkSession.builder.master("local[1]").appName("orders-job")
+             .config("spark.jars", ",".join(str(p) for p in sorted(LIBS.glob("*.jar"))))
+             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+             .config("spark.sql.shuffle.partitions", "1").getOrCreate())
+    spark.sparkContext.setLogLevel("WARN")
+    rows = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic).option("startingOffsets", "earliest").load()
+            .selectExpr("topic", "partition", "offset", "CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value"))
+    query = (rows.writeStream.format("json").option("path", sink).option("checkpointLocation", checkpoint)
+             .trigger(processingTime="1 second").start())
+    query.awaitTermination()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:5])

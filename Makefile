@@ -74,13 +74,13 @@ demo: $(VENV_STAMP) $(JARS_STAMP)
 	$(PY) -m mm2py.dev.demo
 
 # lint and the type check first: a finding fails the run before any broker starts
-test: lint typecheck $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) prometheus kerberos
+test: lint typecheck $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) $(SPARK_KAFKA_STAMP) prometheus kerberos
 	$(PY) -m tests.lanes $(PYTEST_ARGS)
 
 unit: $(VENV_STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/unit
 
-integration: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) prometheus kerberos
+integration: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) $(SPARK_KAFKA_STAMP) prometheus kerberos
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/integration
 
 # workloads a-e, 3 alternating pairs (about 2 hours); both write docs/benchmarks.md's tables

@@ -13,6 +13,8 @@ LIBS = REPO / ".cache" / "spark-kafka-4.2.0" / "libs"
 
 
 def main(bootstrap: str, topic: str, sink: str, checkpoint: str) -> None:
+    if not any(LIBS.glob("*.jar")):
+        raise SystemExit(f"Spark's Kafka source is not in {LIBS}: run make spark-kafka")
     spark = (SparkSession.builder.master("local[1]").appName("orders-job")
              .config("spark.jars", ",".join(str(p) for p in sorted(LIBS.glob("*.jar"))))
              .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")

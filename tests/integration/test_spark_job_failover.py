@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -15,6 +14,7 @@ from urllib.parse import urlparse
 import pytest
 from confluent_kafka import Producer
 
+from bench.common import stop_tool
 from mm2py.ops.spark_checkpoint import read_batch
 from tests.integration.mirror_helpers import REPO, Replicator, properties, wait_for
 from tests.kafkautil import create_topic, end_offsets
@@ -28,16 +28,6 @@ def start_job(bootstrap: str, topic: str, sink: Path, cp: Path, log: Path) -> su
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     return subprocess.Popen([sys.executable, str(JOB), bootstrap, topic, str(sink), str(cp)], cwd=REPO, env=env,
                             stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def stop_job(job: subprocess.Popen) -> None:
-    if job.poll() is None:
-        os.killpg(job.pid, signal.SIGTERM)
-        try:
-            job.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait(30)
 
 
 def sink_rows(sink: Path) -> list[dict]:
@@ -90,7 +80,7 @@ def test_real_spark_job_fails_over_exactly(cluster_a, cluster_b, unique_name, tm
         job = start_job(cluster_a.bootstrap, topic, sink, cp, tmp_path / "job-a.log")
         wait_for(lambda: len(sink_rows(sink)) >= 30 or job.poll() is not None, 240, "the job's first batches on A")
         assert job.poll() is None, (tmp_path / "job-a.log").read_text()[-3000:]
-        stop_job(job)  # mid-stream: the producer keeps writing
+        stop_tool(job)  # mid-stream: the producer keeps writing
         on_a = sink_rows(sink)
         batch = read_batch(cp)
         read = batch.offsets
@@ -116,7 +106,7 @@ def test_real_spark_job_fails_over_exactly(cluster_a, cluster_b, unique_name, tm
     finally:
         stop.set()
         if job is not None:
-            stop_job(job)
+            stop_tool(job)
         assert rep.stop() == 0, rep.tail()
     rows = sink_rows(sink)
     by_partition: dict[int, list[str]] = {0: [], 1: [], 2: []}

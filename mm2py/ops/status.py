@@ -12,13 +12,12 @@ import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import ClusterConfig, FlowConfig
 from mm2py.formats import FormatError, Heartbeat
-from mm2py.kafka.admin import Admin, translate
-from mm2py.kafka.clientconf import rdkafka_config
+from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import TopicReader
 from mm2py.ops.replicator import replicator_health
 from mm2py.policy import policy_for
@@ -73,19 +72,18 @@ class FlowStatus:
         return out
 
 
-def _consumer(cluster: ClusterConfig) -> Consumer:
-    conf = rdkafka_config(cluster.bootstrap_servers, cluster.consumer, cluster.alias)
+def _reader(cluster: ClusterConfig) -> TopicReader:
     # "earliest": records that retention removed are not waiting; the oldest one left is the lag
-    conf.update({"group.id": "mm2py-status", "enable.auto.commit": False, "isolation.level": "read_committed",
-                 "enable.partition.eof": False, "auto.offset.reset": "earliest"})
-    return Consumer(conf)
+    return TopicReader(cluster, "mm2py-status", kind=None,
+                       **{"enable.partition.eof": False, "auto.offset.reset": "earliest"})
 
 
 def first_timestamps(cluster: ClusterConfig, starts: dict[TP, int], timeout: float = 10) -> dict:
     """Timestamp (ms) of the record at each ``(topic, partition) -> offset`` (or the first after it)."""
     if not starts:
         return {}
-    consumer = _consumer(cluster)
+    reader = _reader(cluster)
+    consumer = reader.consumer
     found: dict[TP, int] = {}
     try:
         consumer.assign([TopicPartition(t, p, off) for (t, p), off in starts.items()])
@@ -96,9 +94,9 @@ def first_timestamps(cluster: ClusterConfig, starts: dict[TP, int], timeout: flo
                     found.setdefault((msg.topic(), msg.partition()), msg.timestamp()[1])
                     consumer.pause([TopicPartition(msg.topic(), msg.partition())])
     except KafkaException as e:
-        raise translate(e, cluster=cluster.alias, action="reading first unmirrored records") from e
+        raise reader.translate(e, "reading first unmirrored records") from e
     finally:
-        consumer.close()
+        reader.close()
     return found
 
 
@@ -108,8 +106,7 @@ def newest_timestamp(cluster: ClusterConfig, topic: str, *, match: object = None
 
     ``match(key, value)`` picks which records count (None: all).
     """
-    reader = TopicReader(cluster, "mm2py-status", kind=None,
-                         **{"enable.partition.eof": False, "auto.offset.reset": "earliest"})
+    reader = _reader(cluster)
     consumer = reader.consumer
     newest = None
     try:

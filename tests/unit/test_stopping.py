@@ -15,7 +15,7 @@ from mm2py.formats import OffsetSync
 from mm2py.source.copy.partition import PartitionCopy, Pending
 from mm2py.source.copy.stop_flag import StopFlag
 from mm2py.source.copy.tail import TailWindow
-from mm2py.source.copy.tail_commit import TailProgress
+from mm2py.source.copy.tail_commit import BUSY_RECORDS, BUSY_S, TailProgress
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.source.sync_history import all_syncs, history_syncs, unwritten
 from mm2py.types import TP
@@ -177,6 +177,26 @@ def test_the_planned_ranges_are_recorded_as_soon_as_they_are_acknowledged() -> N
     progress.record([])
     now[0] = 0.2
     assert not progress.due(lambda: True), "once"
+
+
+def test_a_backlog_copied_fast_is_recorded_every_quarter_second_not_every_interval() -> None:
+    now = [0.0]
+    part = copy_of()
+    progress = TailProgress(Sink(), 2.0, clock=lambda: now[0])
+    land(part, 0, 10, 100)
+    now[0] = 0.5
+    assert progress.due()
+    progress.record([(TP0, part)])
+    assert progress.unrecorded([(TP0, part)]) == 0
+    land(part, 10, 10, 110)
+    assert progress.unrecorded([(TP0, part)]) == 10
+    now[0] = 0.9
+    assert not progress.due(unrecorded=lambda: BUSY_RECORDS - 1), "few waiting: the interval"
+    now[0] = 1.0
+    assert progress.due(unrecorded=lambda: BUSY_RECORDS), "many waiting: BUSY_S after the last record"
+    progress.record([(TP0, part)])
+    now[0] = 1.0 + BUSY_S / 2
+    assert not progress.due(unrecorded=lambda: 10 * BUSY_RECORDS), "never more often than BUSY_S"
 
 
 def test_a_partition_that_lost_records_is_left_to_the_commit_which_writes_the_ledger_first() -> None:

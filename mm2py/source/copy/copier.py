@@ -17,7 +17,8 @@ Invariants (the fetch and produce sides list their own):
   what arrives after it while the window is open, and is then done with the batch it was at:
   ``next_offset`` is still the first offset not copied, so the sink records only acked data;
 - the window's ``progress`` (every at-least-once task has a window, tailing or not) records what
-  was acknowledged every ``copy.tail.commit.ms`` and once at the task's end, before the
+  was acknowledged every ``copy.tail.commit.ms``, more often while many acknowledged records wait,
+  and once at the task's end, before the
   micro-batch commits (mm2py.source.copy.tail_commit), each time after the writer settled;
 - any error not handled below fails the task; Spark's retry re-copies the ranges
   (at-least-once), and positions never pass what the target acknowledged;
@@ -45,6 +46,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from functools import partial
 
 from kafka.future import Future
 
@@ -178,7 +180,9 @@ class Copier:
         while True:
             if self.tail is not None:
                 self.tails.expire(self.parts)
-                if self.tail.progress is not None and self.tail.progress.due(self._caught_up):
+                progress = self.tail.progress
+                if progress is not None and progress.due(self._caught_up,
+                                                         partial(progress.unrecorded, self.parts.items())):
                     self._record_progress()
             for node, tps in self.fetching.plan(self.parts).items():
                 if node in fetches:

@@ -6,9 +6,11 @@ leave the positions where the last commit put them and copy the same, growing wi
 after every restart (a crash loop). ``TailProgress`` records, every ``copy.tail.commit.ms``,
 what the target has acknowledged so far, as the micro-batch's commit would
 (mm2py.source.plan.commit); every ``FIRST_S`` until a task first has progress to record, so a run
-killed seconds after its start has moved its positions; once as soon as a tailing task's planned
-ranges are all acknowledged; and once at every task's end. A kill then costs at most that
-interval copied again.
+killed seconds after its start has moved its positions; every ``BUSY_S`` while at least
+``BUSY_RECORDS`` acknowledged records wait to be recorded (a backlog copied at many times the rate
+it arrived at); once as soon as a tailing task's planned ranges are all acknowledged; and once at
+every task's end. A kill then costs at most the interval's worth of arrivals copied again, or
+about ``BUSY_RECORDS`` records per task while a backlog is copied.
 
 Invariants:
 - a position written is ``acked_next - 1`` of its partition (mm2py.source.copy.partition): every
@@ -46,6 +48,8 @@ log = structlog.get_logger(__name__)
 
 CHECK_S = 0.05  # least time between two looks at whether the planned ranges are all acknowledged
 FIRST_S = 0.5  # until a task's first progress is written, it is looked for this often
+BUSY_S = 0.25  # least time between two records made because many acknowledged records wait
+BUSY_RECORDS = 5000  # acknowledged records waiting that make a record due after BUSY_S
 
 
 class ProgressSink(Protocol):
@@ -72,21 +76,29 @@ class TailProgress:
         self.positions: dict[TP, int] = {}  # per source partition: the last position written
         self._warned = False
 
-    def due(self, caught_up: Callable[[], bool] = lambda: False) -> bool:
-        """Time to record: the interval passed (``FIRST_S`` while nothing was written yet), or
-        ``caught_up()`` turned true for the first time.
+    def due(self, caught_up: Callable[[], bool] = lambda: False, unrecorded: Callable[[], int] = lambda: 0) -> bool:
+        """Time to record: the interval passed (``FIRST_S`` while nothing was written yet),
+        ``caught_up()`` turned true for the first time, or ``BUSY_S`` passed with at least
+        ``BUSY_RECORDS`` acknowledged records ``unrecorded()``.
 
-        ``caught_up`` (every planned range acknowledged) is asked at most every ``CHECK_S``.
+        ``caught_up`` and ``unrecorded`` are asked at most every ``CHECK_S``.
         """
         now = self.clock()
-        if now - self._last >= (self.interval_s if self.positions else min(FIRST_S, self.interval_s)):
+        since = now - self._last
+        if since >= (self.interval_s if self.positions else min(FIRST_S, self.interval_s)):
             return True
-        if self._backlog_owed and now - self._checked >= CHECK_S:
-            self._checked = now
-            if caught_up():
-                self._backlog_owed = False
-                return True
-        return False
+        if now - self._checked < CHECK_S:
+            return False
+        self._checked = now
+        if self._backlog_owed and caught_up():
+            self._backlog_owed = False
+            return True
+        return since >= BUSY_S and unrecorded() >= BUSY_RECORDS
+
+    def unrecorded(self, parts: Iterable[tuple[TP, PartitionCopy]]) -> int:
+        """Records the target acknowledged that no position written by this task covers yet."""
+        return sum(max(0, part.acked_next() - max(self.positions.get(tp, -1) + 1, part.range.start))
+                   for tp, part in parts)
 
     def record(self, parts: Iterable[tuple[TP, PartitionCopy]]) -> None:
         """Write the syncs, then the positions, of what the target acknowledged since the last call."""

@@ -44,11 +44,18 @@ def _spark(args: argparse.Namespace, config: MirrorMakerConfig, back: bool) -> i
     sp = plan_spark(config, Path(args.spark_checkpoint), args.source, args.target, to_time, back)
     print(f"using {sp.batch.note}")
     print(render(sp.plan))
+    if sp.rerun is not None:
+        print(f"\nbatch {sp.batch.latest_id}, which Spark re-runs, ends at:")
+        print(render(sp.rerun))
     if not args.execute:
         print(f"\n(dry run: add --execute to write the resume batch into {args.spark_checkpoint})")
         return 0
     new = apply_spark(sp, force=args.force)
-    print(f"\nwrote offsets/{new} and commits/{new}: the query resumes on {args.target} after batch {new}")
+    if sp.rerun is not None:
+        print(f"\nrewrote offsets/{sp.batch.batch_id} and offsets/{new} (originals kept as .N.before-failover): "
+              f"the query re-runs batch {new} on {args.target}, as Spark would have on {args.source}")
+    else:
+        print(f"\nwrote offsets/{new} and commits/{new}: the query resumes on {args.target} after batch {new}")
     return 0
 
 

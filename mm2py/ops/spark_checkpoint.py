@@ -3,9 +3,17 @@
 ``offsets/N`` holds a version line (``v1``), a metadata JSON line, then one line per source; a
 Kafka source's line is ``{"topic": {"partition": offset}}``, another source's is whatever it wrote.
 ``commits/N`` exists once batch N completed. Spark resumes after the latest offsets batch when its
-commit exists, else re-runs it from the batch before. ``write_resume`` appends a new batch M (one past
-the latest offsets file) with the translated offsets and its commit, so Spark starts at M + 1 from
-exactly those offsets; files already there are never changed (no ``.crc`` is written for new files).
+commit exists, else re-runs it (same batch id, from the batch before's offsets to its own).
+
+``write_resume`` keeps Spark's rule on the other cluster:
+- latest batch committed: it appends batch M (one past the latest) with the translated offsets and
+  its commit, so Spark starts at M + 1 from exactly those offsets; no file already there changes;
+- latest batch L planned but not committed: it rewrites ``offsets/L-1`` and ``offsets/L`` in place
+  with both translated, so Spark re-runs batch L under its own id over the same records. A sink
+  that committed L before the stop (a file sink's ``_spark_metadata/L``) skips it again: nothing
+  twice. The originals are kept beside them as ``.N.before-failover`` and the stale ``.N.crc``
+  checksums removed (Hadoop reads a file without one unchecked; a wrong one fails the read).
+No ``.crc`` is written for new files.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ class SparkBatch:
     kafka_lines: tuple[int, ...]  # indexes into ``lines`` of the Kafka sources
     latest_id: int  # the newest offsets file, committed or not
     note: str  # which batch was used, and why
+    rerun: SparkBatch | None = None  # the latest batch when it was planned and not committed
 
     @property
     def offsets(self) -> dict[TP, int]:
@@ -69,13 +78,18 @@ def read_batch(checkpoint: Path) -> SparkBatch:
     else:
         raise Mm2pyError(f"{checkpoint}: batch {latest} was never committed and there is no batch before it; "
                          "the query starts from its startingOffsets: nothing to translate")
-    lines = tuple((checkpoint / "offsets" / str(use)).read_text().splitlines())
+    rerun = None if use == latest else _offsets_file(checkpoint, latest, latest, "planned, not committed")
+    return _offsets_file(checkpoint, use, latest, note, rerun)
+
+
+def _offsets_file(checkpoint: Path, n: int, latest: int, note: str, rerun: SparkBatch | None = None) -> SparkBatch:
+    lines = tuple((checkpoint / "offsets" / str(n)).read_text().splitlines())
     if not lines or lines[0] != "v1":
-        raise Mm2pyError(f"{checkpoint}/offsets/{use}: unsupported offset log version {lines[:1]}")
+        raise Mm2pyError(f"{checkpoint}/offsets/{n}: unsupported offset log version {lines[:1]}")
     kafka = tuple(i for i in range(2, len(lines)) if _kafka_line(lines[i]))
     if not kafka:
-        raise Mm2pyError(f"{checkpoint}/offsets/{use}: no Kafka source offsets in it")
-    return SparkBatch(use, lines, kafka, latest, note)
+        raise Mm2pyError(f"{checkpoint}/offsets/{n}: no Kafka source offsets in it")
+    return SparkBatch(n, lines, kafka, latest, note, rerun)
 
 
 def last_write_age(checkpoint: Path, now: float | None = None) -> float:
@@ -97,8 +111,16 @@ def resume_lines(batch: SparkBatch, translated: dict[TP, int], rename: dict[str,
     return tuple(lines)
 
 
-def write_resume(checkpoint: Path, batch: SparkBatch, lines: tuple[str, ...]) -> int:
-    """Append offsets/M and commits/M (M = latest + 1); returns M."""
+def write_resume(checkpoint: Path, batch: SparkBatch, lines: tuple[str, ...],
+                 rerun_lines: tuple[str, ...] | None = None) -> int:
+    """Write what the query resumes from (module docstring); returns the appended batch M, or the
+    batch L Spark re-runs."""
+    if batch.rerun is not None:
+        if rerun_lines is None:
+            raise ValueError("the planned batch's offsets are needed too")
+        for n, content in ((batch.batch_id, lines), (batch.rerun.batch_id, rerun_lines)):
+            _rewrite(checkpoint / "offsets", n, "\n".join(content))
+        return batch.rerun.batch_id
     new = batch.latest_id + 1
     commit = (checkpoint / "commits" / str(batch.batch_id))
     commit_text = commit.read_text() if commit.exists() else 'v1\n{"nextBatchWatermarkMs":0}'
@@ -110,3 +132,14 @@ def write_resume(checkpoint: Path, batch: SparkBatch, lines: tuple[str, ...]) ->
         tmp.write_text(text)
         tmp.rename(path)
     return new
+
+
+def _rewrite(directory: Path, n: int, text: str) -> None:
+    """``directory/n`` replaced by ``text`` (atomically), its original kept, its stale checksum removed."""
+    path, keep = directory / str(n), directory / f".{n}.before-failover"
+    if not keep.exists():
+        keep.write_bytes(path.read_bytes())
+    tmp = directory / f".{n}.mm2py.tmp"
+    tmp.write_text(text)
+    tmp.rename(path)
+    (directory / f".{n}.crc").unlink(missing_ok=True)

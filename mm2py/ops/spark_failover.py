@@ -30,21 +30,25 @@ class SparkPlan:
     checkpoint: Path
     batch: SparkBatch
     plan: Plan
+    rerun: Plan | None = None  # the planned, uncommitted batch's end offsets, translated the same way
 
 
 def plan_spark(config: MirrorMakerConfig, checkpoint: Path, from_alias: str, to_alias: str,
                to_time_ms: int | None = None, back: bool = False) -> SparkPlan:
     batch = read_batch(checkpoint)
-    if back:
-        flow = find_flow(config, to_alias, from_alias)
-        rows = inverse_committed(flow, batch.offsets)
-    else:
-        flow = find_flow(config, from_alias, to_alias)
-        src = Admin(flow.source, timeout_ms=min(flow.admin_timeout_ms, 15000))
-        rows = translate_committed(config, flow, src, batch.offsets)
-        if to_time_ms is not None:
-            rows = place_by_time(config, flow, rows, to_time_ms, every_remote=False)
-    return SparkPlan(checkpoint, batch, Plan(f"spark checkpoint {checkpoint}", from_alias, to_alias, tuple(rows)))
+    flow = find_flow(config, to_alias, from_alias) if back else find_flow(config, from_alias, to_alias)
+    src = None if back else Admin(flow.source, timeout_ms=min(flow.admin_timeout_ms, 15000))
+
+    def plan(b: SparkBatch) -> Plan:
+        if src is None:
+            rows = inverse_committed(flow, b.offsets)
+        else:
+            rows = translate_committed(config, flow, src, b.offsets)
+            if to_time_ms is not None:
+                rows = place_by_time(config, flow, rows, to_time_ms, every_remote=False)
+        return Plan(f"spark checkpoint {checkpoint} batch {b.batch_id}", from_alias, to_alias, tuple(rows))
+
+    return SparkPlan(checkpoint, batch, plan(batch), plan(batch.rerun) if batch.rerun is not None else None)
 
 
 def apply_spark(sp: SparkPlan, force: bool = False, quiet_seconds: float = QUIET_SECONDS) -> int:
@@ -53,13 +57,20 @@ def apply_spark(sp: SparkPlan, force: bool = False, quiet_seconds: float = QUIET
     if age < quiet_seconds and not force:
         raise Mm2pyError(f"{sp.checkpoint} was written {age:.0f}s ago: the query looks alive; stop it first "
                          "(or --force)")
-    missing = [f"{p.source_topic}-{p.partition}" for p in sp.plan.partitions if p.target_offset is None]
+    plans = [sp.plan] if sp.rerun is None else [sp.plan, sp.rerun]
+    missing = sorted({f"{p.source_topic}-{p.partition}" for plan in plans for p in plan.partitions
+                      if p.target_offset is None})
     if missing:
         raise Mm2pyError(f"no translated offset for {', '.join(missing)}; use --to-time to place them by time")
-    translated = {(p.target_topic, p.partition): p.target_offset for p in sp.plan.partitions
-                  if p.target_offset is not None}
-    rename = {p.source_topic: p.target_topic for p in sp.plan.partitions}
-    unknown = {t for t, _ in sp.batch.offsets} - set(rename)
+    unknown = {t for t, _ in sp.batch.offsets} - {p.source_topic for p in sp.plan.partitions}
     if unknown:
         raise Mm2pyError(f"topics {sorted(unknown)} are not mirrored by this flow; nothing written")
-    return write_resume(sp.checkpoint, sp.batch, resume_lines(sp.batch, translated, rename))
+    lines = _lines(sp.batch, sp.plan)
+    rerun = _lines(sp.batch.rerun, sp.rerun) if sp.batch.rerun is not None and sp.rerun is not None else None
+    return write_resume(sp.checkpoint, sp.batch, lines, rerun)
+
+
+def _lines(batch: SparkBatch, plan: Plan) -> tuple[str, ...]:
+    translated = {(p.target_topic, p.partition): p.target_offset for p in plan.partitions
+                  if p.target_offset is not None}
+    return resume_lines(batch, translated, {p.source_topic: p.target_topic for p in plan.partitions})

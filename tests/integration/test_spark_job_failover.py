@@ -46,7 +46,31 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mm2py", *args], capture_output=True, text=True, timeout=120)
 
 
-def test_real_spark_job_fails_over_exactly(cluster_a, cluster_b, unique_name, tmp_path):
+def sink_batches(sink: Path) -> list[int]:
+    """The batches the sink committed (its _spark_metadata log)."""
+    meta = sink / "_spark_metadata"
+    names = (n.split(".")[0] for n in (os.listdir(meta) if meta.is_dir() else []))
+    return sorted(int(n) for n in names if n.isdigit())
+
+
+def forget_last_commit(cp: Path, sink: Path) -> int:
+    """The state of a query killed after its sink committed batch L and before Spark wrote commits/L
+    (what Spark re-runs as L on restart); returns L."""
+    last = sink_batches(sink)[-1]
+    assert (cp / "commits" / str(last)).exists(), "the job stopped with its sink's last batch committed"
+    for path in (cp / "commits" / str(last), cp / "commits" / f".{last}.crc"):
+        path.unlink(missing_ok=True)
+    for sub in ("offsets", "commits"):  # planned after L: not there when L's commit is missing
+        for n in os.listdir(cp / sub):
+            if n.lstrip(".").split(".")[0].isdigit() and int(n.lstrip(".").split(".")[0]) > last:
+                (cp / sub / n).unlink()
+    return last
+
+
+@pytest.mark.parametrize("last_commit", ["written", "lost"])
+def test_real_spark_job_fails_over_exactly(cluster_a, cluster_b, unique_name, tmp_path, last_commit):
+    """``lost``: the job stopped after its sink committed its last batch, before Spark's commit log
+    did; Spark re-runs that batch on B, and the sink must skip it again (nothing twice)."""
     topic = f"{unique_name}-orders"
     create_topic(cluster_a.bootstrap, topic, 3)
     text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic}},
@@ -78,12 +102,17 @@ def test_real_spark_job_fails_over_exactly(cluster_a, cluster_b, unique_name, tm
         # the replicator's JVM first, then the job's: two Spark starts at once starve a 2-core machine
         wait_for(lambda: sum(end_offsets(cluster_b.bootstrap, f"A.{topic}").values()) > 0, 240, "mirroring", rep)
         job = start_job(cluster_a.bootstrap, topic, sink, cp, tmp_path / "job-a.log")
-        wait_for(lambda: len(sink_rows(sink)) >= 30 or job.poll() is not None, 240, "the job's first batches on A")
+        # two batches at least: a lost last commit needs a committed batch before it
+        wait_for(lambda: (len(sink_rows(sink)) >= 30 and len(sink_batches(sink)) >= 2) or job.poll() is not None,
+                 300, "the job's first batches on A")
         assert job.poll() is None, (tmp_path / "job-a.log").read_text()[-3000:]
         stop_tool(job)  # mid-stream: the producer keeps writing
         on_a = sink_rows(sink)
+        rerun = forget_last_commit(cp, sink) if last_commit == "lost" else None
         batch = read_batch(cp)
-        read = batch.offsets
+        if rerun is not None:
+            assert batch.rerun is not None and batch.rerun.batch_id == rerun, batch.note
+        read = batch.rerun.offsets if batch.rerun else batch.offsets
         # the job's read offsets are mirrored (records and offset syncs) before the failover
         wait_for(lambda: all(end_offsets(cluster_b.bootstrap, f"A.{topic}").get(p, 0) >= o
                              for (_, p), o in read.items()), 120, "B holds what the job read", rep)

@@ -45,15 +45,40 @@ def test_nothing_committed_refuses(tmp_path):
 
 def test_resume_batch_renames_translates_and_keeps_the_rest(tmp_path):
     batch(tmp_path, 0, {"orders": {"0": 5, "2": 7}})
-    batch(tmp_path, 1, {"orders": {"0": 9, "2": 8}}, commit=False)
+    batch(tmp_path, 1, {"orders": {"0": 9, "2": 8}})
     b = read_batch(tmp_path)
     lines = resume_lines(b, {("A.orders", 0): 4, ("A.orders", 2): 6}, {"orders": "A.orders"})
     assert write_resume(tmp_path, b, lines) == 2
     text = (tmp_path / "offsets" / "2").read_text().splitlines()
     assert text[:2] == ["v1", META] and json.loads(text[2]) == {"A.orders": {"0": 4, "2": 6}}
-    assert (tmp_path / "commits" / "2").exists() and not (tmp_path / "commits" / "1").exists()
-    assert sorted(os.listdir(tmp_path / "offsets")) == ["0", "1", "2"]
+    assert (tmp_path / "commits" / "2").exists()
+    assert sorted(os.listdir(tmp_path / "offsets")) == ["0", "1", "2"], "no file already there changes"
+    assert json.loads((tmp_path / "offsets" / "1").read_text().splitlines()[2]) == {"orders": {"0": 9, "2": 8}}
     assert read_batch(tmp_path).batch_id == 2
+
+
+def test_a_planned_uncommitted_batch_is_rewritten_in_place_so_spark_reruns_it_under_its_id(tmp_path):
+    """A sink that committed batch 1 before the stop skips it when Spark re-runs it: nothing twice."""
+    batch(tmp_path, 0, {"orders": {"0": 5, "2": 7}})
+    batch(tmp_path, 1, {"orders": {"0": 9, "2": 8}}, commit=False)
+    (tmp_path / "offsets" / ".1.crc").write_bytes(b"crc\0stale")
+    b = read_batch(tmp_path)
+    assert b.rerun is not None and (b.batch_id, b.rerun.batch_id) == (0, 1)
+    assert b.rerun.offsets == {("orders", 0): 9, ("orders", 2): 8}
+    rename = {"orders": "A.orders"}
+    start = resume_lines(b, {("A.orders", 0): 4, ("A.orders", 2): 6}, rename)
+    end = resume_lines(b.rerun, {("A.orders", 0): 8, ("A.orders", 2): 7}, rename)
+    with pytest.raises(ValueError):
+        write_resume(tmp_path, b, start)
+    assert write_resume(tmp_path, b, start, end) == 1
+    assert sorted(n for n in os.listdir(tmp_path / "offsets") if n.isdigit()) == ["0", "1"], "no batch added"
+    assert not (tmp_path / "commits" / "1").exists(), "Spark re-runs batch 1"
+    assert not (tmp_path / "offsets" / ".1.crc").exists(), "a stale checksum would fail Spark's read"
+    after = read_batch(tmp_path)
+    assert after.offsets == {("A.orders", 0): 4, ("A.orders", 2): 6}
+    assert after.rerun is not None and after.rerun.offsets == {("A.orders", 0): 8, ("A.orders", 2): 7}
+    kept = (tmp_path / "offsets" / ".1.before-failover").read_text().splitlines()
+    assert json.loads(kept[2]) == {"orders": {"0": 9, "2": 8}}, "the original is kept beside it"
 
 
 def test_other_source_lines_are_left_alone(tmp_path):

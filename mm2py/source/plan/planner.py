@@ -160,6 +160,7 @@ class BatchPlanner:
         start, end = Offsets.parse(start_raw), Offsets.parse(end_raw)
         out = []
         planned = {}
+        remotes: dict[str, tuple[str, int, int]] = {}
         # exactly-once: Spark re-runs a micro-batch whose tasks may have committed already (a
         # restarted query); start each range after what is committed (read_committed)
         committed = self.stalls.tail.refresh() if self.flow.exactly_once != "off" else {}
@@ -174,18 +175,27 @@ class BatchPlanner:
             if done > begin:
                 begin, exact = done, True
             if stop > begin:
-                out.append(self._range(key, begin, stop, exact))
+                out.append(self._range(key, begin, stop, exact, remotes))
                 planned[key] = PlannedRange(begin, stop, exact)
         self.stalls.planned(planned)
         return out
 
-    def _range(self, key: str, begin: int, stop: int, exact: bool) -> PartitionRange:
-        """The range ``[begin, stop)`` of partition ``key``, with its remote topic's partitions and limit."""
+    def _range(self, key: str, begin: int, stop: int, exact: bool,
+               remotes: dict[str, tuple[str, int, int]] | None = None) -> PartitionRange:
+        """The range ``[begin, stop)`` of partition ``key``, with its remote topic's partitions and limit.
+
+        ``remotes`` keeps each topic's (remote topic, target partitions, limit) across the calls of one
+        plan: a topic's ten or more partitions ask the policy and the catalogue once.
+        """
         topic, partition = split_key(key)
-        remote = self.catalogue.remote_topic(topic)
-        return PartitionRange(topic, partition, begin, stop, remote, exact=exact,
-                              target_partitions=self.catalogue.rehash.get(topic, 0),
-                              max_batch_bytes=self.catalogue.max_batch_bytes.get(remote, 0))
+        known = remotes.get(topic) if remotes is not None else None
+        if known is None:
+            remote = self.catalogue.remote_topic(topic)
+            known = (remote, self.catalogue.rehash.get(topic, 0), self.catalogue.max_batch_bytes.get(remote, 0))
+            if remotes is not None:
+                remotes[topic] = known
+        return PartitionRange(topic, partition, begin, stop, known[0], exact=exact, target_partitions=known[1],
+                              max_batch_bytes=known[2])
 
     def tailing(self, seconds: float) -> None:
         """The micro-batch just planned tails for ``seconds``: its duration says nothing of the flow's rate.
@@ -217,21 +227,19 @@ class BatchPlanner:
         """
         start, end = Offsets.parse(start_raw), Offsets.parse(end_raw)
         taken = {r.key for r in planned}
+        stopped = self.resets.stopped() if self.resets is not None else frozenset()  # by source.reset.policy = stop
+        remotes: dict[str, tuple[str, int, int]] = {}
         out = []
         idle = {}
         for key, stop in end.positions.items():
-            if key in taken or self.stalls.held(key) or self._stopped(key):
+            if key in taken or self.stalls.held(key) or (stopped and split_key(key) in stopped):
                 continue
             begin = start.start_of(key)
             begin = self.stalls.next_offset(key, stop if begin is None else max(begin, stop))
-            out.append(self._range(key, begin, begin, True))
+            out.append(self._range(key, begin, begin, True, remotes))
             idle[key] = PlannedRange(begin, begin, True)
         self.stalls.also_planned(idle)
         return out
-
-    def _stopped(self, key: str) -> bool:
-        """Whether ``key`` was stopped by ``source.reset.policy = stop`` (never planned nor tailed)."""
-        return self.resets is not None and split_key(key) in self.resets.stopped()
 
     def provenance(self) -> Provenance | None:
         """The origins of the source's batches, read to the registry's end now; None without provenance.

@@ -1,0 +1,71 @@
+"""The work one plan does grows with the partitions that moved, not with every partition of the flow.
+
+Counted on the planner's fakes (tests/fakes/planning.py): source requests, ranges, lookups per topic.
+"""
+
+from __future__ import annotations
+
+from mm2py.kafka.wire import RawClient
+from tests.fakes.planning import rig
+
+TOPICS, PARTITIONS = 200, 10
+
+
+def steady(extra: str = ""):
+    """A flow over 2,000 partitions where only topic t000 gets records; its first plan already made."""
+    r = rig({f"t{i:03d}": PARTITIONS for i in range(TOPICS)}, extra=extra)
+    start = r.planner.initial_offsets()
+    end = r.planner.latest_offsets(start, None)
+    r.planner.ranges(start, end)
+    return r, end
+
+
+def source_requests(r) -> list[tuple]:
+    return [e for e in r.events if e[0] == "src"]
+
+
+def test_a_steady_plan_asks_the_source_for_its_ends_once_for_every_partition_together():
+    r, start = steady()
+    for n in range(1, 4):
+        r.src.latest.update({("t000", p): 10 * n for p in range(PARTITIONS)})
+        r.tail.positions.update({("t000", p): 10 * (n - 1) - 1 for p in range(PARTITIONS) if n > 1})
+        r.events.clear()
+        end = r.planner.latest_offsets(start, None)
+        planned = r.planner.ranges(start, end)
+        asked = source_requests(r)
+        assert [e[:3] for e in asked] == [("src", "list_offsets", "latest")], asked[:3]
+        assert len(asked[0][3]) == TOPICS * PARTITIONS, "one request for all partitions, none per partition"
+        assert sorted(x.key for x in planned) == [f"t000:{p}" for p in range(PARTITIONS)], "idle ones get no range"
+        start = end
+
+
+def test_idle_ranges_name_each_remote_topic_once_not_once_per_partition():
+    r, start = steady()
+    r.src.latest.update({("t000", p): 5 for p in range(PARTITIONS)})
+    end = r.planner.latest_offsets(start, None)
+    planned = r.planner.ranges(start, end)
+    asked: list[str] = []
+    remote_topic = r.catalogue.remote_topic
+
+    def counted(topic: str) -> str:
+        asked.append(topic)
+        return remote_topic(topic)
+
+    r.catalogue.remote_topic = counted  # type: ignore[method-assign]
+    idle = r.planner.idle_ranges(start, end, planned)
+    assert len(idle) == (TOPICS - 1) * PARTITIONS, "every idle partition is still tailed"
+    assert {x.target_topic for x in idle if x.topic == "t001"} == {"A.t001"}
+    assert len(asked) == TOPICS - 1 and len(set(asked)) == TOPICS - 1
+
+
+def test_the_same_partitions_reuse_the_listoffsets_request_built_for_them():
+    client = object.__new__(RawClient)  # only the request cache: no connection
+    client._offset_requests = {}
+    tps = [(f"t{i:03d}", p) for i in range(TOPICS) for p in range(PARTITIONS)]
+    first = client._offsets_request(1, list(tps), -1)
+    assert client._offsets_request(1, list(tps), -1) is first
+    assert client._offsets_request(1, tps[:-1], -1) is not first, "other partitions: a request of their own"
+    assert client._offsets_request(2, tps[:-1], -1) is not client._offsets_request(1, tps[:-1], -1)
+    assert client._offsets_request(1, tps[:-1], -2) is not client._offsets_request(1, tps[:-1], -1)
+    request = client._offsets_request(1, [("a", 0), ("a", 1), ("b", 3)], -1)
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in request.topics] == [("a", [0, 1]), ("b", [3])]

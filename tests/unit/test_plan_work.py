@@ -69,3 +69,20 @@ def test_the_same_partitions_reuse_the_listoffsets_request_built_for_them():
     assert client._offsets_request(1, tps[:-1], -2) is not client._offsets_request(1, tps[:-1], -1)
     request = client._offsets_request(1, [("a", 0), ("a", 1), ("b", 3)], -1)
     assert [(t.name, [p.partition_index for p in t.partitions]) for t in request.topics] == [("a", [0, 1]), ("b", [3])]
+
+
+def test_a_first_plan_takes_the_log_starts_its_sizing_read_instead_of_asking_again():
+    r = rig({f"t{i:03d}": PARTITIONS for i in range(TOPICS)}, stored={("t000", 0): 41})
+    r.src.earliest.update({("t001", p): 7 for p in range(PARTITIONS)})
+    start = r.planner.initial_offsets()
+    earliest = [e for e in source_requests(r) if e[1] == "list_offsets" and e[2] == "earliest"]
+    assert len(earliest) == 1, "the sizing's listing, not one more for the starts"
+    assert start["p"]["t000:0"] == 42 and start["p"]["t001:3"] == 7 and start["p"]["t002:0"] == 0
+    assert r.catalogue.take_log_starts() == {}, "handed over once"
+
+
+def test_latest_as_the_reset_still_asks_the_source_for_its_ends():
+    r = rig({"t": 2}, extra="A->B.consumer.auto.offset.reset = latest\n")
+    r.src.earliest.update({("t", 0): 3, ("t", 1): 3})
+    r.src.latest.update({("t", 0): 50, ("t", 1): 60})
+    assert r.planner.initial_offsets()["p"] == {"t:0": 50, "t:1": 60}

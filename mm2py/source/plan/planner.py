@@ -135,7 +135,8 @@ class BatchPlanner:
     def initial_offsets(self) -> dict:
         self._prepare()
         self.catalogue.refresh_topics(force=True)
-        starts, exact = self._initial_start(self.catalogue.all_partitions())
+        # the refresh just sized every partition: the log starts it read serve as the earliest offsets
+        starts, exact = self._initial_start(self.catalogue.all_partitions(), self.catalogue.take_log_starts())
         return Offsets(starts, frozenset(exact), {}).to_json()
 
     def prepare_available_now(self) -> None:
@@ -257,24 +258,28 @@ class BatchPlanner:
 
     # -- planning ---------------------------------------------------------------------
 
-    def _initial_start(self, tps: list[TP]) -> tuple[dict[str, int], set[str]]:
+    def _initial_start(self, tps: list[TP], log_starts: dict[TP, int] | None = None) -> tuple[dict[str, int], set[str]]:
         """First start of partitions new to this run, and those of them that are exact: every one.
 
         The start is the record after the recorded position, else where the reset policy says.
         Both are record positions, not boundaries of a range this flow copied: DeleteRecords
         (a Kafka Streams repartition purge) leaves the log start inside a batch, and MM2 records
-        positions inside batches. The copy takes that batch from the start on.
+        positions inside batches. The copy takes that batch from the start on. ``log_starts``: the
+        source's log starts read just before (by the catalogue's sizing), used for ``earliest``.
         """
         stored = self.recorded()
         starts: dict[str, int] = {}
         missing = []
+        spec = "latest" if self.flow.auto_offset_reset == "latest" else "earliest"
+        known = log_starts if log_starts and spec == "earliest" else {}
         for tp in tps:
             if tp in stored:
                 starts[tp_key(*tp)] = stored[tp] + 1
+            elif tp in known:
+                starts[tp_key(*tp)] = known[tp]
             else:
                 missing.append(tp)
         if missing:
-            spec = "latest" if self.flow.auto_offset_reset == "latest" else "earliest"
             for tp, offset in self.offsets.list_offsets(missing, spec).items():
                 starts[tp_key(*tp)] = offset
         return starts, set(starts)

@@ -181,6 +181,8 @@ class RawClient:
         self._in_flight: dict[int, list[Future]] = {}
         self._sessions: dict[int, FetchSession] = {}  # by broker: KIP-227 fetch sessions (``fetch``)
         self._topic_ids = TopicIds()  # from metadata answers (``leaders``); fetch sessions name topics by id
+        # (node, timestamp) -> the partitions and ListOffsets request last sent (``_offsets_request``)
+        self._offset_requests: dict[tuple[int, int], tuple[list[TP], object]] = {}
 
     def close(self) -> None:
         self._net.close()
@@ -398,11 +400,25 @@ class RawClient:
                 code = (kerr.UnknownTopicOrPartitionError if node is None else kerr.LeaderNotAvailableError).errno
                 raise to_kafka_error(code, cluster=self.alias, topic=tp[0], partition=tp[1])
             by_node.setdefault(node, []).append(tp)
-        futures = [self._send(node, _list_offsets_request(part, timestamp)) for node, part in by_node.items()]
+        futures = [self._send(node, self._offsets_request(node, part, timestamp)) for node, part in by_node.items()]
         out: dict[TP, int] = {}
         for future in futures:
             out.update(self._offsets(self.wait(future)))
         return out
+
+    def _offsets_request(self, node: int, tps: list[TP], timestamp: int) -> object:
+        """The ListOffsets request of ``tps`` to ``node``: the one built last time when they are the same.
+
+        A planner asks the same thousands of partitions every plan; building the request's objects
+        anew each time costs more than the broker's answer. The header is set at each send.
+        """
+        key = (node, timestamp)
+        last = self._offset_requests.get(key)
+        if last is not None and last[0] == tps:
+            return last[1]
+        request = _list_offsets_request(tps, timestamp)
+        self._offset_requests[key] = (tps, request)
+        return request
 
     def _offsets(self, response: object) -> dict[TP, int]:
         out: dict[TP, int] = {}

@@ -50,6 +50,7 @@ class TopicCatalogue:
       ``refresh.topics.enabled`` is false), unless a refresh is forced;
     - a topic's remote max.message.bytes and bytes per offset are read when it is first mirrored
       or its partition count changes, at a forced refresh, and every ``SIZES_SECONDS``.
+    - ``take_log_starts`` hands over log starts read by the sizing since its last call, at most once.
     """
 
     def __init__(self, flow: FlowConfig, policy: ReplicationPolicy, topic_filter: TopicFilterInterface, src: Admin,
@@ -79,6 +80,7 @@ class TopicCatalogue:
         self._reported_missing: set[str] = set()
         self._refreshed_at = 0.0
         self._sized_at = 0.0  # when every topic's limits and sizes were last read
+        self._log_starts: dict[TP, int] = {}  # read by the last sizing, not yet taken (``take_log_starts``)
 
     def remote_topic(self, topic: str) -> str:
         return self.policy.format_remote_topic(self.flow.source.alias, topic)
@@ -182,6 +184,16 @@ class TopicCatalogue:
             # TargetPreparation, at start), maybe still electing leaders
             self.dst.wait_for_leaders({name: count for name, count, _, _ in chunk if not created[name]})
 
+    def take_log_starts(self) -> dict[TP, int]:
+        """The log starts the sizing read since the last call, handed over once (then forgotten).
+
+        A run's first plan starts partitions without a recorded position at their log start; the
+        refresh just before it read those starts to size the partitions, so the plan need not ask
+        every partition again.
+        """
+        out, self._log_starts = self._log_starts, {}
+        return out
+
     def deleted_on_source(self, topic: str | None) -> bool:
         """After an error about ``topic``: True if it was deleted from the source, now no longer mirrored.
 
@@ -283,6 +295,7 @@ class TopicCatalogue:
             log.warning("could not size source partitions; planning with a default", flow=self.flow.name,
                         error=str(e))
             return
+        self._log_starts.update(first)
         for tp in tps:
             count = last.get(tp, 0) - first.get(tp, 0)
             if count > 0 and sizes.get(tp):

@@ -135,7 +135,8 @@ class BatchPlanner:
     def initial_offsets(self) -> dict:
         self._prepare()
         self.catalogue.refresh_topics(force=True)
-        starts, exact = self._initial_start(self.catalogue.all_partitions())
+        # the refresh just sized every partition: the log starts it read serve as the earliest offsets
+        starts, exact = self._initial_start(self.catalogue.all_partitions(), self.catalogue.take_log_starts())
         return Offsets(starts, frozenset(exact), {}).to_json()
 
     def prepare_available_now(self) -> None:
@@ -160,6 +161,7 @@ class BatchPlanner:
         start, end = Offsets.parse(start_raw), Offsets.parse(end_raw)
         out = []
         planned = {}
+        remotes: dict[str, tuple[str, int, int]] = {}
         # exactly-once: Spark re-runs a micro-batch whose tasks may have committed already (a
         # restarted query); start each range after what is committed (read_committed)
         committed = self.stalls.tail.refresh() if self.flow.exactly_once != "off" else {}
@@ -174,18 +176,27 @@ class BatchPlanner:
             if done > begin:
                 begin, exact = done, True
             if stop > begin:
-                out.append(self._range(key, begin, stop, exact))
+                out.append(self._range(key, begin, stop, exact, remotes))
                 planned[key] = PlannedRange(begin, stop, exact)
         self.stalls.planned(planned)
         return out
 
-    def _range(self, key: str, begin: int, stop: int, exact: bool) -> PartitionRange:
-        """The range ``[begin, stop)`` of partition ``key``, with its remote topic's partitions and limit."""
+    def _range(self, key: str, begin: int, stop: int, exact: bool,
+               remotes: dict[str, tuple[str, int, int]] | None = None) -> PartitionRange:
+        """The range ``[begin, stop)`` of partition ``key``, with its remote topic's partitions and limit.
+
+        ``remotes`` keeps each topic's (remote topic, target partitions, limit) across the calls of one
+        plan: a topic's ten or more partitions ask the policy and the catalogue once.
+        """
         topic, partition = split_key(key)
-        remote = self.catalogue.remote_topic(topic)
-        return PartitionRange(topic, partition, begin, stop, remote, exact=exact,
-                              target_partitions=self.catalogue.rehash.get(topic, 0),
-                              max_batch_bytes=self.catalogue.max_batch_bytes.get(remote, 0))
+        known = remotes.get(topic) if remotes is not None else None
+        if known is None:
+            remote = self.catalogue.remote_topic(topic)
+            known = (remote, self.catalogue.rehash.get(topic, 0), self.catalogue.max_batch_bytes.get(remote, 0))
+            if remotes is not None:
+                remotes[topic] = known
+        return PartitionRange(topic, partition, begin, stop, known[0], exact=exact, target_partitions=known[1],
+                              max_batch_bytes=known[2])
 
     def tailing(self, seconds: float) -> None:
         """The micro-batch just planned tails for ``seconds``: its duration says nothing of the flow's rate.
@@ -217,21 +228,19 @@ class BatchPlanner:
         """
         start, end = Offsets.parse(start_raw), Offsets.parse(end_raw)
         taken = {r.key for r in planned}
+        stopped = self.resets.stopped() if self.resets is not None else frozenset()  # by source.reset.policy = stop
+        remotes: dict[str, tuple[str, int, int]] = {}
         out = []
         idle = {}
         for key, stop in end.positions.items():
-            if key in taken or self.stalls.held(key) or self._stopped(key):
+            if key in taken or self.stalls.held(key) or (stopped and split_key(key) in stopped):
                 continue
             begin = start.start_of(key)
             begin = self.stalls.next_offset(key, stop if begin is None else max(begin, stop))
-            out.append(self._range(key, begin, begin, True))
+            out.append(self._range(key, begin, begin, True, remotes))
             idle[key] = PlannedRange(begin, begin, True)
         self.stalls.also_planned(idle)
         return out
-
-    def _stopped(self, key: str) -> bool:
-        """Whether ``key`` was stopped by ``source.reset.policy = stop`` (never planned nor tailed)."""
-        return self.resets is not None and split_key(key) in self.resets.stopped()
 
     def provenance(self) -> Provenance | None:
         """The origins of the source's batches, read to the registry's end now; None without provenance.
@@ -249,24 +258,28 @@ class BatchPlanner:
 
     # -- planning ---------------------------------------------------------------------
 
-    def _initial_start(self, tps: list[TP]) -> tuple[dict[str, int], set[str]]:
+    def _initial_start(self, tps: list[TP], log_starts: dict[TP, int] | None = None) -> tuple[dict[str, int], set[str]]:
         """First start of partitions new to this run, and those of them that are exact: every one.
 
         The start is the record after the recorded position, else where the reset policy says.
         Both are record positions, not boundaries of a range this flow copied: DeleteRecords
         (a Kafka Streams repartition purge) leaves the log start inside a batch, and MM2 records
-        positions inside batches. The copy takes that batch from the start on.
+        positions inside batches. The copy takes that batch from the start on. ``log_starts``: the
+        source's log starts read just before (by the catalogue's sizing), used for ``earliest``.
         """
         stored = self.recorded()
         starts: dict[str, int] = {}
         missing = []
+        spec = "latest" if self.flow.auto_offset_reset == "latest" else "earliest"
+        known = log_starts if log_starts and spec == "earliest" else {}
         for tp in tps:
             if tp in stored:
                 starts[tp_key(*tp)] = stored[tp] + 1
+            elif tp in known:
+                starts[tp_key(*tp)] = known[tp]
             else:
                 missing.append(tp)
         if missing:
-            spec = "latest" if self.flow.auto_offset_reset == "latest" else "earliest"
             for tp, offset in self.offsets.list_offsets(missing, spec).items():
                 starts[tp_key(*tp)] = offset
         return starts, set(starts)

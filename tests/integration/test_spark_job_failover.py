@@ -19,7 +19,7 @@ from mm2py.ops.spark_checkpoint import read_batch
 from tests.integration.mirror_helpers import REPO, Replicator, properties, wait_for
 from tests.kafkautil import create_topic, end_offsets
 
-pytestmark = [pytest.mark.integration, pytest.mark.long]  # 8.5 min on a loaded 2-core machine
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # 5-8 min each on a loaded 2-core machine
 
 JOB = Path(__file__).with_name("spark_kafka_job.py")
 
@@ -31,15 +31,17 @@ def start_job(bootstrap: str, topic: str, sink: Path, cp: Path, log: Path) -> su
 
 
 def sink_rows(sink: Path) -> list[dict]:
-    """The rows of the files the sink committed (its _spark_metadata log), not of aborted batches' files."""
+    """The rows of the files the sink committed (its _spark_metadata log), not of aborted batches'
+    files, in the order of their batches (a partition's rows in one batch are in one file)."""
     meta = sink / "_spark_metadata"
-    files: set[str] = set()
-    for entry in (os.listdir(meta) if meta.is_dir() else []):
-        if entry.startswith("."):
-            continue
+    entries = [e for e in (os.listdir(meta) if meta.is_dir() else []) if e.split(".")[0].isdigit()]
+    files: list[str] = []
+    for entry in sorted(entries, key=lambda e: int(e.split(".")[0])):
         for line in (meta / entry).read_text().splitlines()[1:]:
-            files.add(urlparse(json.loads(line)["path"]).path)
-    return [json.loads(line) for f in sorted(files) for line in Path(f).read_text().splitlines() if line]
+            path = urlparse(json.loads(line)["path"]).path
+            if path not in files:
+                files.append(path)
+    return [json.loads(line) for f in files for line in Path(f).read_text().splitlines() if line]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -79,24 +81,29 @@ def test_real_spark_job_fails_over_exactly(cluster_a, cluster_b, unique_name, tm
     config_path.write_text(text)
     sink, cp = tmp_path / "sink", tmp_path / "cp"
     produced: dict[int, list[str]] = {0: [], 1: [], 2: []}
-    stop = threading.Event()
+    sent = [0]  # rounds written so far: values stay unique across the writer's runs
 
-    def keep_producing() -> None:
+    def keep_producing(stop: threading.Event) -> None:
         producer = Producer({"bootstrap.servers": cluster_a.bootstrap, "linger.ms": 5, "log_level": 0})
-        i = 0
         while not stop.is_set():
+            i = sent[0]
             for p in range(3):
                 value = f"p{p}-{i}"
                 producer.produce(topic, key=f"k{i}", value=value, partition=p)
                 produced[p].append(value)
-            i += 1
+            sent[0] += 1
             producer.poll(0)
             time.sleep(0.2)  # ~5 records/s a partition: small counts on a busy machine
         assert producer.flush(30) == 0
 
+    def start_writer() -> tuple[threading.Event, threading.Thread]:
+        stop = threading.Event()
+        thread = threading.Thread(target=keep_producing, args=(stop,), daemon=True)
+        thread.start()
+        return stop, thread
+
     rep = Replicator(config_path, tmp_path / "replicator.log").start()
-    writer = threading.Thread(target=keep_producing, daemon=True)
-    writer.start()
+    stop, writer = start_writer()
     job = None
     try:
         # the replicator's JVM first, then the job's: two Spark starts at once starve a 2-core machine
@@ -132,6 +139,24 @@ def test_real_spark_job_fails_over_exactly(cluster_a, cluster_b, unique_name, tm
         wait_for(lambda: len(sink_rows(sink)) >= total or job.poll() is not None, 180, "the job drained on B")
         time.sleep(3)  # a duplicate would come after the count is reached
         assert job.poll() is None, (tmp_path / "job-b.log").read_text()[-3000:]
+        if last_commit == "written":  # failback: the same job goes back to A from where it stood on B
+            stop_tool(job)
+            job = None
+            on_b = len(sink_rows(sink)) - len(on_a)
+            done = cli("failback", str(config_path), "--spark-checkpoint", str(cp), "--from", "B", "--to", "A",
+                       "--execute", "--force")
+            assert done.returncode == 0, done.stderr + done.stdout
+            stop, writer = start_writer()  # records arrive on A again
+            job = start_job(cluster_a.bootstrap, topic, sink, cp, tmp_path / "job-a2.log")
+            time.sleep(5)
+            stop.set()
+            writer.join(60)
+            total = sum(len(v) for v in produced.values())
+            wait_for(lambda: len(sink_rows(sink)) >= total or job.poll() is not None, 240,
+                     "the job drained on A after the failback")
+            time.sleep(3)
+            assert job.poll() is None, (tmp_path / "job-a2.log").read_text()[-3000:]
+            print(f"failback: {on_b} read on B, then {len(sink_rows(sink)) - len(on_a) - on_b} on A again")
     finally:
         stop.set()
         if job is not None:
@@ -139,7 +164,7 @@ def test_real_spark_job_fails_over_exactly(cluster_a, cluster_b, unique_name, tm
         assert rep.stop() == 0, rep.tail()
     rows = sink_rows(sink)
     by_partition: dict[int, list[str]] = {0: [], 1: [], 2: []}
-    for row in sorted(rows, key=lambda r: (r["topic"] != topic, r["partition"], r["offset"])):
+    for row in rows:  # in the order the sink committed them
         by_partition[row["partition"]].append(row["value"])
     values = [v for vs in by_partition.values() for v in vs]
     dups = len(values) - len(set(values))

@@ -78,7 +78,9 @@ class PositionStore:
             reader.close()
         return positions
 
-    def _apply(self, positions: dict[TP, int], key: bytes | None, value: bytes | None) -> None:
+    def _apply(self, positions: dict[TP, int], key: bytes | None, value: bytes | None,
+               epochs: dict[TP, int] | None = None) -> None:
+        """Apply one record to ``positions`` (and ``epochs``: the leader epoch of each, where recorded)."""
         if key is None:
             return
         try:
@@ -92,6 +94,11 @@ class PositionStore:
             positions.pop(tp, None)
         else:
             positions[tp] = record.offset
+        if epochs is not None:  # a record without one (MM2's, a reset's) leaves the epoch unknown
+            if record.offset is not None and record.leader_epoch is not None:
+                epochs[tp] = record.leader_epoch
+            else:
+                epochs.pop(tp, None)
 
     def open(self) -> Producer:
         """The store's producer, started on first call (no request waits on it).
@@ -108,8 +115,11 @@ class PositionStore:
             self._producer = Producer(conf)
         return self._producer
 
-    def save(self, positions: Mapping[TP, int]) -> None:
-        """Durably record last mirrored offsets (acks=all); raises if any write failed."""
+    def save(self, positions: Mapping[TP, int], epochs: Mapping[TP, int] | None = None) -> None:
+        """Durably record last mirrored offsets (acks=all); raises if any write failed.
+
+        ``epochs``: the leader epoch of the source batch holding each position, where known.
+        """
         if not positions:
             return
         producer = self.open()
@@ -120,7 +130,8 @@ class PositionStore:
                 failures.append(str(err))
 
         for (topic, partition), offset in positions.items():
-            record = SourceOffset(self.source_alias, topic, partition, offset)
+            record = SourceOffset(self.source_alias, topic, partition, offset,
+                                  leader_epoch=(epochs or {}).get((topic, partition)))
             producer.produce(self.topic, key=record.key_bytes(), value=record.value_bytes(),
                              on_delivery=on_delivery)
         left = producer.flush(self.timeout)
@@ -152,6 +163,8 @@ class PositionTail:
         self.admin = admin
         self.positions: dict[TP, int] = {}
         self._reader: TopicReader | None = None
+        # the leader epoch of the source batch holding each position, where its record names one
+        self.epochs: dict[TP, int] = {}
         self._next: dict[int, int] = {}  # positions-topic partition -> next offset to read
         self._partitions = 0
 
@@ -170,7 +183,7 @@ class PositionTail:
                                              **{"fetch.wait.max.ms": 5, "fetch.error.backoff.ms": 5})
         self._next = read_to_end(self._reader.consumer, topic, self._next, ends, cluster=self.store.target.alias,
                                  deadline=time.monotonic() + self.store.timeout,
-                                 on_record=lambda m: self.store._apply(self.positions, m.key(), m.value()))
+                                 on_record=lambda m: self.store._apply(self.positions, m.key(), m.value(), self.epochs))
         # unassigned between refreshes: an assigned consumer keeps fetching in the background
         # every fetch.wait.max.ms, a load on the target broker for nothing
         self._reader.consumer.unassign()

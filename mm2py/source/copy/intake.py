@@ -165,6 +165,7 @@ class Intake:
                     self.writer.gather(part, buf, view, run)
                 if view.max_timestamp > part.max_timestamp:
                     part.max_timestamp, part.fetched_ms = view.max_timestamp, int(time.time() * 1000)
+            part.read_batch(view.base_offset, view.leader_epoch)
             part.next_fetch = view.next_offset
             if view.last_offset >= end - 1:
                 if self.tails.reached_end(tp, part):

@@ -10,6 +10,9 @@ from structlog.testing import capture_logs
 from mm2py.formats import OffsetSync, SourceOffset
 from mm2py.kafka import batches as rb
 from mm2py.kafka.leader_epochs import EpochEnd, epoch_answers, epoch_request
+from mm2py.kafka.wire import FetchedPartition
+from mm2py.source.copy.copier import Copier
+from mm2py.source.copy.copy_settings import CopySettings
 from mm2py.source.plan.divergence import DivergenceCheck
 from mm2py.source.copy.partition import PartitionCopy
 from mm2py.source.ranges import PartitionRange, RangeResult
@@ -18,6 +21,7 @@ from mm2py.stores.ledger import TRUNCATED
 from mm2py.stores.positions import PositionStore
 from mm2py.types import TP
 from tests.unit.test_batches import build
+from tests.unit.test_copier import Answer, FakeSource, FakeTarget, batch
 from tests.unit.test_resets import Guarded, advance
 
 
@@ -182,3 +186,37 @@ def test_offsets_for_leader_epoch_asks_as_a_consumer():
     response = Answer(topics=[Answer(topic="t", partitions=[
         Answer(error_code=0, partition=0, leader_epoch=3, end_offset=1500)])])
     assert epoch_answers(response) == {("t", 0): EpochEnd(0, 3, 1500)}
+
+
+# -- a leader that moves while a copy runs -------------------------------------------------
+
+
+class MovingSource(FakeSource):
+    """Broker 1 leads, until it answers NOT_LEADER at ``moves_at``; broker 4 leads from then on."""
+
+    def __init__(self, logs: dict[TP, list[bytes]], moves_at: int | None):
+        super().__init__(logs)
+        self.moves_at, self.leader = moves_at, 1
+
+    def leaders(self, topics: set[str]) -> dict[TP, int]:
+        return {tp: self.leader for tp in self.logs if tp[0] in topics}
+
+    def fetch(self, node: int, positions: dict[TP, int], **kw: object) -> Answer:
+        if node == 1 and self.moves_at is not None and self.moves_at in positions.values():
+            self.leader = 4
+            return Answer({tp: FetchedPartition(6, 0, 0, 0, (), b"") for tp in positions}, is_done=True)
+        return super().fetch(node, positions, **kw)
+
+
+def test_a_copy_ends_where_a_newer_leader_epoch_comes_from_another_broker():
+    logs = {("t", 0): [with_epoch(batch(o, 10), 3 if o < 20 else 5) for o in range(0, 40, 10)]}
+    for moves_at, copied, epoch in ((20, [0, 10], 3), (None, [0, 10, 20, 30], 5)):
+        target = FakeTarget()
+        c = Copier(MovingSource(logs, moves_at), target, [PartitionRange("t", 0, 0, 40, "A.t")],  # type: ignore[arg-type]
+                   CopySettings(offset_lag_max=1000))
+        c._target_leaders = lambda topics: {("A.t", 0): 2}  # type: ignore[method-assign]
+        [result] = c.run()
+        # moved: the next plan asks broker 4 where epoch 3 ends before offset 20 on is copied; an epoch
+        # change read from one broker (an election long past) is copied through
+        assert target.logs[("A.t", 0)] == copied
+        assert (result.next_offset, result.leader_epoch, result.stall_offset) == (copied[-1] + 10, epoch, -1)

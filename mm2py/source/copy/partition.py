@@ -86,6 +86,7 @@ class PartitionCopy:
     _sequences: dict[int, int] = field(default_factory=dict)
     # (first offset, partitionLeaderEpoch) wherever the epoch of the batches read changes, in order
     epochs: list[tuple[int, int]] = field(default_factory=list)
+    read_node: int = -1  # the broker that answered with the last batch read
 
     @classmethod
     def of(cls, r: PartitionRange) -> PartitionCopy:
@@ -95,10 +96,18 @@ class PartitionCopy:
     def stalled(self) -> bool:
         return self.stall_offset >= 0
 
-    def read_batch(self, base_offset: int, leader_epoch: int) -> None:
-        """A source batch from ``base_offset`` was read past (copied or left out), written in ``leader_epoch``."""
+    def read_batch(self, base_offset: int, leader_epoch: int, node: int = -1) -> None:
+        """A source batch from ``base_offset`` was read past (copied or left out), written in ``leader_epoch``,
+        as broker ``node`` answered it."""
+        self.read_node = node
         if not self.epochs or self.epochs[-1][1] != leader_epoch:
             self.epochs.append((base_offset, leader_epoch))
+
+    def leader_moved(self, leader_epoch: int, node: int) -> bool:
+        """A batch of a newer leader epoch than the last one read comes from another broker: the leader moved
+        while this copy ran, maybe uncleanly, and its log may have diverged from what was copied."""
+        return (bool(self.epochs) and leader_epoch > self.epochs[-1][1] and node >= 0
+                and self.read_node >= 0 and node != self.read_node)
 
     def epoch_below(self, next_offset: int) -> int:
         """The leader epoch of the batch holding ``next_offset - 1``; -1 when none read here holds it."""

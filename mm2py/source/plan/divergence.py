@@ -16,6 +16,10 @@ source's any more: a ``TRUNCATED`` reset with ``diverged_at`` that end, handled 
 ``source.reset.policy`` (mm2py.source.plan.reset_guard; ``continue`` copies the partition again
 from the divergence point, after what the remote topic holds).
 
+A leader that moves while a copy task runs is caught the same way: a batch of a newer epoch
+from another broker than the batch before ends the partition's copy there (mm2py.source.copy.intake),
+so the next plan checks the new leader's log before a record of it is copied.
+
 Falls back to the log-end check where the epoch is unknown: a position written by MM2 or by a
 reset, a legacy (magic 0/1) batch, a position recorded before this check existed.
 """

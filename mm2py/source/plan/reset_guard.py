@@ -133,8 +133,8 @@ class ResetGuard:
         unknown = {t: i for t, i in ids.items() if t not in state.topic_ids}
         found = [r for r in detect(begin, log_ends, state.topic_ids, ids) if r.tp not in self._stopped]
         if self.divergence is not None:  # a log end back past the position hides a truncation: leader epochs
-            found += self.divergence.find({tp: p for tp, p in begin.items() if tp not in self._stopped
-                                           and tp not in {r.tp for r in found}}, log_ends)
+            skip = self._stopped.keys() | {r.tp for r in found}
+            found += self.divergence.find({tp: p for tp, p in begin.items() if tp not in skip}, log_ends)
         seen = {r.tp for r in found}
         # a stop outlives a restart: the ledger's last event of the partition says so
         recorded = set()

@@ -222,7 +222,7 @@ class SourceOffset:
     (MirrorUtils.wrapOffset); MM2 resumes at N + 1. ``offset`` None is a tombstone.
 
     mm2py adds ``"leaderEpoch":E`` when it knows the partitionLeaderEpoch of the source batch
-    holding N (mm2py.source.divergence); MM2 reads only ``offset`` (MirrorUtils.unwrapOffset) and
+    holding N (mm2py.source.plan.divergence); MM2 reads only ``offset`` (MirrorUtils.unwrapOffset) and
     writes ``{"offset":N}``, which reads back with ``leader_epoch`` None.
     """
 

@@ -5,7 +5,7 @@ The flow mirrors while both are in sync, and again after the follower was stoppe
 took more records alone (acks=1). Then the leader stops, the stale follower is elected uncleanly
 and takes new records at the offsets the flow mirrored from the old leader, until its log end
 passes the flow's position: the log-end check sees nothing wrong there, only the leader epoch
-of the last batch the flow copied tells (KIP-320, mm2py.source.divergence). The old leader comes
+of the last batch the flow copied tells (KIP-320, mm2py.source.plan.divergence). The old leader comes
 back and truncates its log to the new leader's. B must hold, in order, everything the source
 held at each mirror, and every record of the new log from the divergence point after that; the
 ledger names the mirrored records the source lost.

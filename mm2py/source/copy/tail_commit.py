@@ -106,7 +106,7 @@ class TailProgress:
         syncs: list[OffsetSync] = []
         history: list[OffsetSync] = []
         positions: dict[TP, int] = {}
-        epochs: dict[TP, int] = {}  # the leader epoch of the batch holding each position (mm2py.source.divergence)
+        epochs: dict[TP, int] = {}  # the leader epoch of the batch holding each position (mm2py.source.plan.divergence)
         counts: dict[TP, int] = {}
         for tp, part in parts:
             at = part.acked_next() - 1

@@ -113,7 +113,7 @@ class FlowCommitter:
             return
         t0 = time.monotonic()
         positions = {(r.topic, r.partition): r.next_offset - 1 for r in results if r.next_offset > r.start}
-        epochs = {(r.topic, r.partition): r.leader_epoch for r in results  # checked by mm2py.source.divergence
+        epochs = {(r.topic, r.partition): r.leader_epoch for r in results  # checked by mm2py.source.plan.divergence
                   if r.next_offset > r.start and r.leader_epoch >= 0}
         pending, before = unwritten(results, self.last_sync)  # less what tailing tasks wrote
         syncs = all_syncs(pending, before)

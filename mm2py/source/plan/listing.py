@@ -50,7 +50,7 @@ class SourceListing:
         return self._raw().topic_ids(topics)
 
     def leader_epochs(self, tps: Iterable[TP]) -> dict[TP, int]:
-        """Leader epochs as the last listing's metadata answer gave them (mm2py.source.divergence)."""
+        """Leader epochs as the last listing's metadata answer gave them (mm2py.source.plan.divergence)."""
         return self._raw().leader_epochs(tps)
 
     def epoch_ends(self, epochs: Mapping[TP, int]) -> dict[TP, EpochEnd]:

@@ -86,7 +86,10 @@ def test_an_unclean_election_past_the_position_loses_no_record(trio, cluster_b, 
     admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[LEADER, FOLLOWER]], config={
         "unclean.leader.election.enable": "true", "min.insync.replicas": "1"})])[topic].result(30)
     devcluster.wait_in_sync(bootstrap, topic, 60)
-    text = properties({"A": bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic}})
+    # the offset syncs live on A: with one replica (the suite's single-broker default) on a broker this
+    # test stops, every commit would wait for that broker to come back
+    text = properties({"A": bootstrap, "B": cluster_b.bootstrap},
+                      {"A->B": {"topics": topic, "offset-syncs.topic.replication.factor": "3"}})
     config = load_text(text)
     remote = f"A.{topic}"
 

@@ -13,10 +13,10 @@ from mm2py.kafka.leader_epochs import EpochEnd, epoch_answers, epoch_request
 from mm2py.kafka.wire import FetchedPartition
 from mm2py.source.copy.copier import Copier
 from mm2py.source.copy.copy_settings import CopySettings
-from mm2py.source.plan.divergence import DivergenceCheck
 from mm2py.source.copy.partition import PartitionCopy
-from mm2py.source.ranges import PartitionRange, RangeResult
+from mm2py.source.plan.divergence import DivergenceCheck
 from mm2py.source.plan.resets import CONTINUE, STOP
+from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.stores.ledger import TRUNCATED
 from mm2py.stores.positions import PositionStore
 from mm2py.types import TP

@@ -59,12 +59,19 @@ class PositionStore:
         """The last mirrored source offset of every partition that has one."""
         return retrying(self._load, self.timeout)
 
+    def load_with_epochs(self) -> tuple[dict[TP, int], dict[TP, int]]:
+        """The positions, and the leader epoch of the source batch holding each where its record names one."""
+        def load() -> tuple[dict[TP, int], dict[TP, int]]:
+            epochs: dict[TP, int] = {}
+            return self._load(epochs), epochs
+        return retrying(load, self.timeout)
+
     def reader(self, group: str, **extra: object) -> TopicReader:
         """A reader of the positions topic (the target's client settings)."""
         return TopicReader(self.target, group, self.target.client, None,
                            **{"enable.partition.eof": False, "auto.offset.reset": "earliest", **extra})
 
-    def _load(self) -> dict[TP, int]:
+    def _load(self, epochs: dict[TP, int] | None = None) -> dict[TP, int]:
         reader = self.reader(f"mm2py-positions-{self.source_alias}")
         positions: dict[TP, int] = {}
         try:
@@ -73,7 +80,7 @@ class PositionStore:
                 return positions
             read_to_end(reader.consumer, self.topic, {}, {p: end for p, (_low, end) in bounds.items()},
                         cluster=self.target.alias, deadline=time.monotonic() + self.timeout,
-                        on_record=lambda m: self._apply(positions, m.key(), m.value()))
+                        on_record=lambda m: self._apply(positions, m.key(), m.value(), epochs))
         finally:
             reader.close()
         return positions

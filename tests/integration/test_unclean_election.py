@@ -8,7 +8,14 @@ passes the flow's position: the log-end check sees nothing wrong there, only the
 of the last batch the flow copied tells (KIP-320, mm2py.source.plan.divergence). The old leader comes
 back and truncates its log to the new leader's. B must hold, in order, everything the source
 held at each mirror, and every record of the new log from the divergence point after that; the
-ledger names the mirrored records the source lost.
+ledger names the mirrored records the source lost. Before the flow takes the divergence up,
+``failover`` refuses a group at or past the divergence point (naming it) and translates one
+below it; after, the group past it lands on the copy of the new log's record it reads next.
+
+Kafka 4.x with eligible leader replicas (KIP-966, on by default for new clusters since 4.1): the
+stale follower is in neither the ISR nor the ELR, so the controller elects it only when asked
+for an UNCLEAN election (KIP-460, ``kafka-leader-election --election-type UNCLEAN``), which
+``elect_uncleanly`` does.
 """
 
 from __future__ import annotations
@@ -25,10 +32,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mm2py.cli import main
 from mm2py.config import load_text
 from mm2py.dev import cluster as devcluster
+from mm2py.ops.failover import plan_failover
 from mm2py.stores.ledger import TRUNCATED, Ledger
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import mirror_once, properties
-from tests.kafkautil import consume_all, produce, wait_until
+from tests.kafkautil import commit_offsets, consume_all, produce, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # three brokers, two stopped and started again
 
@@ -118,7 +126,20 @@ def test_an_unclean_election_past_the_position_loses_no_record(trio, cluster_b, 
     new_log = values(consume_all(bootstrap, topic)[0])
     assert len(new_log) == IN_SYNC + NEW > position, "the new log end passes the position: no log-end check sees it"
     assert new_log[:IN_SYNC] == held_first and new_log[IN_SYNC:] != held_second[IN_SYNC:]
+    # failover before the flow took the divergence up: a group at or past the divergence point is refused
+    # with the reason (the syncs from there point at the old log's records); one below it is exact
+    past, below = f"{topic}-past", f"{topic}-below"
+    commit_offsets(bootstrap, past, {(topic, 0): IN_SYNC + 50})
+    commit_offsets(bootstrap, below, {(topic, 0): IN_SYNC - 50})
+    [refused] = plan_failover(config, past, "A", "B").partitions
+    assert refused.target_offset is None
+    assert refused.how.startswith(f"refused: source log diverged at offset {IN_SYNC} "), refused.how
+    [exact] = plan_failover(config, below, "A", "B").partitions
+    assert exact.target_offset == IN_SYNC - 50, exact
     mirror_once(spark, text, tmp_path)
+    # taken up: the group past the divergence point resumes at the copy of the new log's record it reads next
+    [moved] = plan_failover(config, past, "A", "B").partitions
+    assert moved.target_offset == position + 50, moved
 
     # the old leader comes back and truncates to the new leader's log; both replicas take more records
     devcluster.start_broker(NAME, LEADER, cluster_workdir)
@@ -134,6 +155,7 @@ def test_an_unclean_election_past_the_position_loses_no_record(trio, cluster_b, 
     assert on_b[:position] == held_second
     assert on_b[position:] == source[IN_SYNC:], "the new log from the divergence point, after what B held"
     assert len(on_b) == position + len(source) - IN_SYNC
+    assert on_b[moved.target_offset] == source[IN_SYNC + 50]
 
     [entry] = [e for e in Ledger(config.clusters["B"], "A", "A->B").load().entries if e.topic == topic]
     assert (entry.kind, entry.action, entry.partition) == (TRUNCATED, "continue", 0)
@@ -152,4 +174,4 @@ def test_an_unclean_election_past_the_position_loses_no_record(trio, cluster_b, 
     with capsys.disabled():
         print(f"\nmirrored {len(on_b)} records to B; {position - IN_SYNC} mirrored records truncated from the source "
               f"(offsets {IN_SYNC}..{position - 1}, named in the ledger); new log from {IN_SYNC} landed at {position}; "
-              f"ledger entry: {entry.to_json()}")
+              f"ledger entry: {entry.to_json()}; failover before the flow took it up: {refused.how}")

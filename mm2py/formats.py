@@ -220,6 +220,10 @@ class SourceOffset:
     to buckets 1, 3 and 9, whatever the values, hence that order. Confirmed by running Apache
     Kafka 4.3.0's JsonConverter on MirrorUtils.wrapPartition. The value is ``{"offset":N}``
     (MirrorUtils.wrapOffset); MM2 resumes at N + 1. ``offset`` None is a tombstone.
+
+    mm2py adds ``"leaderEpoch":E`` when it knows the partitionLeaderEpoch of the source batch
+    holding N (mm2py.source.plan.divergence); MM2 reads only ``offset`` (MirrorUtils.unwrapOffset) and
+    writes ``{"offset":N}``, which reads back with ``leader_epoch`` None.
     """
 
     cluster: str
@@ -227,6 +231,7 @@ class SourceOffset:
     partition: int
     offset: int | None
     connector_name: str = "MirrorSourceConnector"
+    leader_epoch: int | None = None
 
     def key_bytes(self) -> bytes:
         _int(_I32, self.partition, "partition")  # range check: Connect's map holds a Java int
@@ -237,6 +242,9 @@ class SourceOffset:
         if self.offset is None:
             return None
         _int(_I64, self.offset, "offset")  # range check: a Java long
+        if self.leader_epoch is not None and self.leader_epoch >= 0:
+            _int(_I32, self.leader_epoch, "leader epoch")
+            return f'{{"offset":{self.offset},"leaderEpoch":{self.leader_epoch}}}'.encode()
         return f'{{"offset":{self.offset}}}'.encode()
 
     @classmethod
@@ -256,13 +264,15 @@ class SourceOffset:
         cluster, topic, partition = part.get("cluster"), part.get("topic"), part.get("partition")
         if not (isinstance(cluster, str) and isinstance(topic, str) and _is_int(partition)):
             raise FormatError(f"source offset key lacks cluster, topic or partition: {key[:200]!r}")
-        offset = None
+        offset = epoch = None
         if value is not None:
             body = _json(value, "source offset value")
             offset = body.get("offset") if isinstance(body, dict) else None
             if not _is_int(offset):
                 raise FormatError(f'source offset value is not {{"offset": N}}: {value[:200]!r}')
-        return cls(cluster, topic, partition, offset, connector)
+            found = body.get("leaderEpoch") if isinstance(body, dict) else None
+            epoch = found if isinstance(found, int) and not isinstance(found, bool) and found >= 0 else None
+        return cls(cluster, topic, partition, offset, connector, epoch)
 
 
 def _is_int(value: object) -> bool:

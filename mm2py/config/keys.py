@@ -176,11 +176,12 @@ FLOW_KEYS: tuple[Key, ...] = (
     _flow("partition.mismatch", Kind.ENUM, "Target with fewer partitions: error, or hash keys like a Java producer.",
           choices=("error", "hash"), extension=True),
     _flow("source.reset.policy", Kind.ENUM, "A source partition gone back below the flow's position (its topic "
-          "deleted and re-created, its log truncated): 'continue' copies its records from its new log start, "
-          "after what the remote topic holds; 'stop' stops that partition with an error, other partitions go "
-          "on; 'recreate' (a re-created source topic) deletes and re-creates the remote topic, which then "
-          "mirrors the new one offset for offset (a truncated log is handled as 'continue'). Every case is "
-          "recorded in mm2py-ledger.{source}.internal on the target.",
+          "deleted and re-created, its log truncated, or diverged after an unclean leader election, found by "
+          "leader epoch): 'continue' copies its records from its new log start (a diverged log: from the "
+          "divergence point), after what the remote topic holds; 'stop' stops that partition with an error, "
+          "other partitions go on; 'recreate' (a re-created source topic) deletes and re-creates the remote "
+          "topic, which then mirrors the new one offset for offset (a truncated log is handled as 'continue'). "
+          "Every case is recorded in mm2py-ledger.{source}.internal on the target.",
           choices=("continue", "stop", "recreate"), extension=True),
     _flow("sync.topic.deletes.enabled", Kind.BOOL, "Delete a remote topic when its source topic is deleted.",
           extension=True),

@@ -50,6 +50,9 @@ class BatchView:
     producer_id: int
     record_count: int
     max_timestamp: int = -1  # of the newest record (v2 header; -1 for legacy message sets)
+    # partitionLeaderEpoch: the epoch of the leader that appended it (v2 header; -1 for legacy
+    # message sets); a leader's epochs only grow along its log (KIP-101, KIP-320)
+    leader_epoch: int = -1
 
     @property
     def last_offset(self) -> int:
@@ -98,10 +101,10 @@ def split_batches(buf: bytes | memoryview) -> Iterator[BatchView]:
         if magic == 2:
             if size < HEADER_SIZE:
                 raise CorruptBatchError(f"record batch at offset {base_offset} is {size} bytes")
-            (_, _, _, _, _, attributes, last_delta, _, max_ts, producer_id, _, _, count) = HEADER.unpack_from(
+            (_, _, epoch, _, _, attributes, last_delta, _, max_ts, producer_id, _, _, count) = HEADER.unpack_from(
                 buf, pos
             )
-            yield BatchView(pos, size, base_offset, 2, attributes, last_delta, producer_id, count, max_ts)
+            yield BatchView(pos, size, base_offset, 2, attributes, last_delta, producer_id, count, max_ts, epoch)
         else:
             # legacy message set entry: the offset is the wrapper's last inner offset for
             # compressed v1, the record's own offset otherwise; rebuild decodes it exactly

@@ -36,6 +36,7 @@ from mm2py.kafka.clientconf import kafka_python_config
 from mm2py.kafka.fetch_request import READ_COMMITTED, by_topic, fetch_request, parsed_fetch
 from mm2py.kafka.fetch_response import FetchedPartition
 from mm2py.kafka.fetch_session import FetchSession
+from mm2py.kafka.leader_epochs import EpochEnd, epoch_answers, epoch_request
 from mm2py.kafka.reauth import renew_ending_session
 from mm2py.types import TP
 
@@ -183,6 +184,7 @@ class RawClient:
         self._topic_ids = TopicIds()  # from metadata answers (``leaders``); fetch sessions name topics by id
         # (node, timestamp) -> the partitions and ListOffsets request last sent (``_offsets_request``)
         self._offset_requests: dict[tuple[int, int], tuple[list[TP], object]] = {}
+        self._leader_epochs: dict[TP, int] = {}  # each partition's leader epoch, from metadata answers (``leaders``)
 
     def close(self) -> None:
         self._net.close()
@@ -270,7 +272,30 @@ class RawClient:
                 self._topic_ids.learn(topic.name, topic.topic_id)
             for part in topic.partitions:
                 leaders[(topic.name, part.partition_index)] = part.leader_id
+                self._leader_epochs[(topic.name, part.partition_index)] = part.leader_epoch
         return leaders
+
+    def leader_epochs(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """The leader epochs of ``tps`` as the newest metadata answer (``leaders``) gave them; unknown ones left out."""
+        return {tp: self._leader_epochs[tp] for tp in tps if tp in self._leader_epochs}
+
+    def epoch_ends(self, epochs: Mapping[TP, int]) -> dict[TP, EpochEnd]:
+        """Where each partition's leader ends epoch ``epochs[tp]`` (OffsetsForLeaderEpoch), one request per leader.
+
+        A partition without a leader is left out; a partition's error is in its answer.
+        """
+        if not epochs:
+            return {}
+        leaders = self.leaders({t for t, _ in epochs})
+        by_node: dict[int, dict[TP, int]] = {}
+        for tp, epoch in epochs.items():
+            if (node := leaders.get(tp, -1)) >= 0:
+                by_node.setdefault(node, {})[tp] = epoch
+        futures = [self._send(node, epoch_request(wanted)) for node, wanted in by_node.items()]
+        out: dict[TP, EpochEnd] = {}
+        for future in futures:
+            out.update(epoch_answers(self.wait(future)))
+        return out
 
     def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
         """The ids of ``topics`` as the newest metadata answer (``leaders``) gave them; unknown ones left out."""

@@ -24,6 +24,9 @@ from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.errors import ConfigError, ConfigProblem, KafkaError, Mm2pyError
 from mm2py.kafka.admin import Admin
 from mm2py.policy import policy_for
+from mm2py.source.plan.divergence import DivergenceCheck
+from mm2py.source.plan.listing import SourceListing
+from mm2py.source.plan.resets import Reset
 from mm2py.stores.positions import PositionStore
 from mm2py.topology import loop_guard, reverse_flow
 from mm2py.types import TP
@@ -63,6 +66,37 @@ def find_flow(config: MirrorMakerConfig, source: str, target: str) -> FlowConfig
 
 TRUNCATED_REASON = ("source log ends below the flow's mirrored position (truncated or re-created) and the flow "
                     "has not taken it up yet (mm2py-ledger); not translated")
+
+
+DIVERGED_REASON = ("source log diverged at offset {at} (unclean leader election: leader epoch {copied} -> "
+                   "{leader}), below the flow's position {position}, and the flow has not taken it up yet "
+                   "(mm2py-ledger): the syncs from there point at records the source no longer holds; not translated")
+
+
+@dataclass
+class _Copied:
+    """Positions and their leader epochs as ``DivergenceCheck`` reads them."""
+
+    positions: dict[TP, int]
+    epochs: dict[TP, int]
+
+
+def diverged(flow: FlowConfig, positions: dict[TP, int], epochs: dict[TP, int], tps: list[TP]) -> dict[TP, Reset]:
+    """Partitions of ``tps`` whose source log diverged below the flow's position (the flow's own check,
+    mm2py.source.plan.divergence); none when the source does not answer (the caller then has no log ends)."""
+    begin = {tp: positions[tp] + 1 for tp in tps if tp in positions and tp in epochs}
+    if not begin:
+        return {}
+    listing = SourceListing(flow)
+    try:
+        ends = listing.list_offsets(begin)  # its metadata answer gives each partition's leader epoch
+        found = DivergenceCheck(listing, lambda: _Copied(positions, epochs)).find(begin, ends)
+    except KafkaError as e:
+        log.warning("source leader epochs unavailable; diverged logs not checked", error=str(e))
+        return {}
+    finally:
+        listing.close()
+    return {r.tp: r for r in found}
 
 
 def gone_back(positions: dict[TP, int], ends: dict[TP, int]) -> set[TP]:
@@ -122,7 +156,8 @@ def translate_committed(config: MirrorMakerConfig, flow: FlowConfig, src: Admin,
         raise Mm2pyError(f"{flow.name} is on a cycle of flows that keep topic names but the file has no flow "
                          f"{to_alias}->{from_alias}: where {to_alias}'s own records sit on {from_alias} is not known "
                          "(they came round through other clusters); place the group with --to-time")
-    positions = PositionStore(flow.target, from_alias, timeout_ms=flow.admin_timeout_ms).load()
+    positions, epochs = PositionStore(flow.target, from_alias, timeout_ms=flow.admin_timeout_ms).load_with_epochs()
+    split = diverged(flow, positions, epochs, sorted(committed)) if ends else {}
     if reverse is not None:  # identity active/active: the consumer read records of both clusters
         dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
         both = BothWays.read(flow, reverse, sync_log_for(flow), sync_log_for(reverse), src, dst,
@@ -136,6 +171,10 @@ def translate_committed(config: MirrorMakerConfig, flow: FlowConfig, src: Admin,
     for (topic, partition), offset in sorted(committed.items()):
         remote = policy.format_remote_topic(from_alias, topic)
         refused = REASON if topic in held else TRUNCATED_REASON if (topic, partition) in behind_position else None
+        if (cut := split.get((topic, partition))) is not None and cut.diverged_at is not None \
+                and offset >= cut.diverged_at:  # below it both logs hold the same records
+            refused = DIVERGED_REASON.format(at=cut.diverged_at, copied=cut.copied_epoch, leader=cut.leader_epoch,
+                                             position=positions[(topic, partition)] + 1)
         target = None if refused else translate(topic, partition, offset)
         how = f"refused: {refused}" if refused else how_found
         if target is None and offset == 0:

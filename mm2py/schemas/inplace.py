@@ -243,4 +243,4 @@ def rewritten_batch(buf: bytes, view: rb.BatchView, mapped: IdMap,
     _LENGTH.pack_into(head, 8, rb.HEADER_SIZE - 12 + len(section))
     out = bytes(head) + section
     return out, rb.BatchView(0, len(out), view.base_offset, 2, view.attributes, view.last_offset_delta,
-                             view.producer_id, view.record_count, view.max_timestamp)
+                             view.producer_id, view.record_count, view.max_timestamp, view.leader_epoch)

@@ -86,6 +86,9 @@ class RangeResult:
     schema_dead_lettered: int = 0
     # leading ``syncs`` the task already wrote while it tailed (mm2py.source.copy.tail_commit)
     syncs_written: int = 0
+    # the partitionLeaderEpoch of the source batch holding ``next_offset - 1`` (-1: unknown, or
+    # nothing copied): the planner checks the log it came from still holds it (mm2py.source.plan.divergence)
+    leader_epoch: int = -1
 
     @staticmethod
     def spark_schema() -> str:

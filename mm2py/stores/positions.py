@@ -59,12 +59,19 @@ class PositionStore:
         """The last mirrored source offset of every partition that has one."""
         return retrying(self._load, self.timeout)
 
+    def load_with_epochs(self) -> tuple[dict[TP, int], dict[TP, int]]:
+        """The positions, and the leader epoch of the source batch holding each where its record names one."""
+        def load() -> tuple[dict[TP, int], dict[TP, int]]:
+            epochs: dict[TP, int] = {}
+            return self._load(epochs), epochs
+        return retrying(load, self.timeout)
+
     def reader(self, group: str, **extra: object) -> TopicReader:
         """A reader of the positions topic (the target's client settings)."""
         return TopicReader(self.target, group, self.target.client, None,
                            **{"enable.partition.eof": False, "auto.offset.reset": "earliest", **extra})
 
-    def _load(self) -> dict[TP, int]:
+    def _load(self, epochs: dict[TP, int] | None = None) -> dict[TP, int]:
         reader = self.reader(f"mm2py-positions-{self.source_alias}")
         positions: dict[TP, int] = {}
         try:
@@ -73,12 +80,14 @@ class PositionStore:
                 return positions
             read_to_end(reader.consumer, self.topic, {}, {p: end for p, (_low, end) in bounds.items()},
                         cluster=self.target.alias, deadline=time.monotonic() + self.timeout,
-                        on_record=lambda m: self._apply(positions, m.key(), m.value()))
+                        on_record=lambda m: self._apply(positions, m.key(), m.value(), epochs))
         finally:
             reader.close()
         return positions
 
-    def _apply(self, positions: dict[TP, int], key: bytes | None, value: bytes | None) -> None:
+    def _apply(self, positions: dict[TP, int], key: bytes | None, value: bytes | None,
+               epochs: dict[TP, int] | None = None) -> None:
+        """Apply one record to ``positions`` (and ``epochs``: the leader epoch of each, where recorded)."""
         if key is None:
             return
         try:
@@ -92,6 +101,11 @@ class PositionStore:
             positions.pop(tp, None)
         else:
             positions[tp] = record.offset
+        if epochs is not None:  # a record without one (MM2's, a reset's) leaves the epoch unknown
+            if record.offset is not None and record.leader_epoch is not None:
+                epochs[tp] = record.leader_epoch
+            else:
+                epochs.pop(tp, None)
 
     def open(self) -> Producer:
         """The store's producer, started on first call (no request waits on it).
@@ -108,8 +122,11 @@ class PositionStore:
             self._producer = Producer(conf)
         return self._producer
 
-    def save(self, positions: Mapping[TP, int]) -> None:
-        """Durably record last mirrored offsets (acks=all); raises if any write failed."""
+    def save(self, positions: Mapping[TP, int], epochs: Mapping[TP, int] | None = None) -> None:
+        """Durably record last mirrored offsets (acks=all); raises if any write failed.
+
+        ``epochs``: the leader epoch of the source batch holding each position, where known.
+        """
         if not positions:
             return
         producer = self.open()
@@ -120,7 +137,8 @@ class PositionStore:
                 failures.append(str(err))
 
         for (topic, partition), offset in positions.items():
-            record = SourceOffset(self.source_alias, topic, partition, offset)
+            record = SourceOffset(self.source_alias, topic, partition, offset,
+                                  leader_epoch=(epochs or {}).get((topic, partition)))
             producer.produce(self.topic, key=record.key_bytes(), value=record.value_bytes(),
                              on_delivery=on_delivery)
         left = producer.flush(self.timeout)
@@ -152,6 +170,8 @@ class PositionTail:
         self.admin = admin
         self.positions: dict[TP, int] = {}
         self._reader: TopicReader | None = None
+        # the leader epoch of the source batch holding each position, where its record names one
+        self.epochs: dict[TP, int] = {}
         self._next: dict[int, int] = {}  # positions-topic partition -> next offset to read
         self._partitions = 0
 
@@ -170,7 +190,7 @@ class PositionTail:
                                              **{"fetch.wait.max.ms": 5, "fetch.error.backoff.ms": 5})
         self._next = read_to_end(self._reader.consumer, topic, self._next, ends, cluster=self.store.target.alias,
                                  deadline=time.monotonic() + self.store.timeout,
-                                 on_record=lambda m: self.store._apply(self.positions, m.key(), m.value()))
+                                 on_record=lambda m: self.store._apply(self.positions, m.key(), m.value(), self.epochs))
         # unassigned between refreshes: an assigned consumer keeps fetching in the background
         # every fetch.wait.max.ms, a load on the target broker for nothing
         self._reader.consumer.unassign()

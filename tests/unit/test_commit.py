@@ -30,8 +30,9 @@ class Journal:
     def open(self) -> None:
         self.events.append(("opened", None))
 
-    def save(self, positions: Mapping[TP, int]) -> None:
+    def save(self, positions: Mapping[TP, int], epochs: Mapping[TP, int] | None = None) -> None:
         self.events.append(("positions", dict(positions)))
+        self.epochs = dict(epochs or {})
 
     def write(self, syncs: Iterable[OffsetSync], history: Iterable[OffsetSync] = ()) -> int:
         if self.fail_syncs:
@@ -62,6 +63,13 @@ def test_syncs_are_written_before_positions_and_positions_are_what_was_copied() 
     assert [kind for kind, _ in journal.events] == ["syncs", "positions"]
     assert journal.events[0][1] == [("t", 0, 0, 0), ("t", 0, 40, 40), ("t", 1, 10, 5), ("t", 1, 20, 15)]
     assert journal.events[1][1] == {("t", 0): 39, ("t", 1): 19}
+
+
+def test_each_position_carries_the_leader_epoch_of_its_batch_where_known() -> None:
+    journal = Journal()
+    committer(journal).commit([RangeResult("t", 0, 0, 50, 50, records=50, leader_epoch=4),
+                               RangeResult("t", 1, 0, 9, 9, records=9)], batch_id=0)  # a legacy batch: unknown
+    assert journal.events[-1][1] == {("t", 0): 49, ("t", 1): 8} and journal.epochs == {("t", 0): 4}
 
 
 def test_positions_do_not_move_when_syncs_cannot_be_written() -> None:
@@ -126,11 +134,11 @@ def test_an_outage_while_recording_is_waited_out_not_copied_again() -> None:
             super().__init__()
             self.refusals = 3
 
-        def save(self, positions: Mapping[TP, int]) -> None:
+        def save(self, positions: Mapping[TP, int], epochs: Mapping[TP, int] | None = None) -> None:
             if self.refusals:
                 self.refusals -= 1
                 raise KafkaError("could not record positions", cluster="B", retriable=True)
-            super().save(positions)
+            super().save(positions, epochs)
 
     journal = Flaky()
     c = committer(journal)
@@ -142,7 +150,7 @@ def test_an_outage_while_recording_is_waited_out_not_copied_again() -> None:
 
 def test_a_refusal_that_waiting_cannot_fix_fails_at_once() -> None:
     class Refused(Journal):
-        def save(self, positions: Mapping[TP, int]) -> None:
+        def save(self, positions: Mapping[TP, int], epochs: Mapping[TP, int] | None = None) -> None:
             raise KafkaError("not authorized", cluster="B", retriable=False)
 
     c = committer(Refused())

@@ -587,7 +587,7 @@ def test_a_copy_that_does_not_tail_records_its_progress_at_its_end() -> None:
         def write_syncs(self, syncs: object, history: object) -> None:
             pass
 
-        def save_positions(self, positions: dict) -> None:
+        def save_positions(self, positions: dict, epochs: object = None) -> None:
             saved.append(dict(positions))
 
     window = TailWindow(time.monotonic(), progress=TailProgress(Sink(), 60.0))  # no tail: closed at once

@@ -80,7 +80,7 @@ class Sink:
         self.calls.append(("syncs", [(s.upstream_offset, s.downstream_offset) for s in syncs]))
         self.calls.append(("history", [(s.upstream_offset, s.downstream_offset) for s in history]))
 
-    def save_positions(self, positions: Mapping[TP, int]) -> None:
+    def save_positions(self, positions: Mapping[TP, int], epochs: Mapping[TP, int] | None = None) -> None:
         self.calls.append(("positions", dict(positions)))
 
 

@@ -16,7 +16,10 @@ Invariants:
   skipped to the log start and reported as the partition's lost range; a log that went back
   below the position (re-created, truncated) stalls the partition for mm2py.source.plan.resets;
 - an answer with no whole batch below the planned end, where the log ends below it, is a
-  ``DataLossError`` naming the partition, never a silent end.
+  ``DataLossError`` naming the partition, never a silent end;
+- a batch of a newer leader epoch from another broker than the batch before (the leader moved
+  mid-copy, maybe uncleanly) ends the partition's copy before it: the next plan checks the new
+  leader's log against what was copied (mm2py.source.plan.divergence), then plans the rest.
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ class Intake:
         if data.error_code:
             self._failed(tp, part, data.error_code, follower)
             return
-        self._batches(tp, part, data, first=first, follower=follower)
+        self._batches(tp, part, data, first=first, follower=follower, node=node)
 
     def _failed(self, tp: TP, part: PartitionCopy, code: int, follower: bool) -> None:
         """The answer for ``tp`` carries error ``code``."""
@@ -121,7 +124,7 @@ class Intake:
             self.tails.reached_end(tp, part)
 
     def _batches(self, tp: TP, part: PartitionCopy, data: FetchedPartition, *, first: bool,
-                 follower: bool) -> None:
+                 follower: bool, node: int = -1) -> None:
         """Hand the batches ``part`` owns in ``data`` to the writer; then decide where it fetches next."""
         r = part.range
         buf = data.records
@@ -137,6 +140,11 @@ class Intake:
                 if self.tails.reached_end(tp, part):
                     break
                 end = sys.maxsize
+            if part.leader_moved(view.leader_epoch, node):
+                # the copy ends here: the next plan asks the new leader whether its log still holds what
+                # was copied (mm2py.source.plan.divergence) before a record of it is copied
+                self.tails.stop(tp, part)
+                break
             progressed = True
             if self.settings.verify_crc:
                 rb.verify_crc(buf, view)
@@ -165,6 +173,7 @@ class Intake:
                     self.writer.gather(part, buf, view, run)
                 if view.max_timestamp > part.max_timestamp:
                     part.max_timestamp, part.fetched_ms = view.max_timestamp, int(time.time() * 1000)
+            part.read_batch(view.base_offset, view.leader_epoch, node)
             part.next_fetch = view.next_offset
             if view.last_offset >= end - 1:
                 if self.tails.reached_end(tp, part):

@@ -84,6 +84,9 @@ class PartitionCopy:
     producer_id: int = -1  # of the last batch queued, when the copier writes with several
     opening: bool = False  # the next batch queued opens its producer id here
     _sequences: dict[int, int] = field(default_factory=dict)
+    # (first offset, partitionLeaderEpoch) wherever the epoch of the batches read changes, in order
+    epochs: list[tuple[int, int]] = field(default_factory=list)
+    read_node: int = -1  # the broker that answered with the last batch read
 
     @classmethod
     def of(cls, r: PartitionRange) -> PartitionCopy:
@@ -92,6 +95,26 @@ class PartitionCopy:
     @property
     def stalled(self) -> bool:
         return self.stall_offset >= 0
+
+    def read_batch(self, base_offset: int, leader_epoch: int, node: int = -1) -> None:
+        """A source batch from ``base_offset`` was read past (copied or left out), written in ``leader_epoch``,
+        as broker ``node`` answered it."""
+        self.read_node = node
+        if not self.epochs or self.epochs[-1][1] != leader_epoch:
+            self.epochs.append((base_offset, leader_epoch))
+
+    def leader_moved(self, leader_epoch: int, node: int) -> bool:
+        """A batch of a newer leader epoch than the last one read comes from another broker: the leader moved
+        while this copy ran, maybe uncleanly, and its log may have diverged from what was copied."""
+        return (bool(self.epochs) and leader_epoch > self.epochs[-1][1] and node >= 0
+                and self.read_node >= 0 and node != self.read_node)
+
+    def epoch_below(self, next_offset: int) -> int:
+        """The leader epoch of the batch holding ``next_offset - 1``; -1 when none read here holds it."""
+        for first, epoch in reversed(self.epochs):
+            if first < next_offset:
+                return epoch
+        return -1
 
     def use_producer(self, producer_id: int) -> None:
         """Make ``producer_id`` the one whose next sequence ``sequence`` holds, for the batches queued next."""
@@ -194,14 +217,16 @@ class PartitionCopy:
             self.syncs.append(self.run_next)
         r = self.range
         lost_start, lost_end = self.lost or (-1, -1)
+        next_offset = self.stall_offset if self.stalled else self.next_fetch
         return RangeResult(
-            r.topic, r.partition, r.start, r.end, self.stall_offset if self.stalled else self.next_fetch,
+            r.topic, r.partition, r.start, r.end, next_offset,
             records=self.records, bytes=self.bytes, batches=self.batches, rebuilt=self.rebuilt,
             dropped=self.dropped, went_home=self.went_home,
             tailed=self.records - self.tail_from if self.tail_from >= 0 else 0, syncs=tuple(self.syncs),
             max_timestamp=self.max_timestamp,
             fetched_ms=self.fetched_ms, acked_ms=self.acked_ms, stall_offset=self.stall_offset,
             stall_bytes=self.stall_bytes, stall_reason=self.stall_reason, lost_start=lost_start, lost_end=lost_end,
+            leader_epoch=self.epoch_below(next_offset),
         )
 
     def acked(self, downstream_base: int, lag_max: int) -> None:

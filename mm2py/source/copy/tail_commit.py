@@ -56,7 +56,7 @@ class ProgressSink(Protocol):
     """Where a task's progress goes: the flow's syncs topic (and history), and its positions."""
 
     def write_syncs(self, syncs: Sequence[OffsetSync], history: Sequence[OffsetSync]) -> None: ...
-    def save_positions(self, positions: Mapping[TP, int]) -> None: ...
+    def save_positions(self, positions: Mapping[TP, int], epochs: Mapping[TP, int]) -> None: ...
 
 
 class TailProgress:
@@ -106,12 +106,15 @@ class TailProgress:
         syncs: list[OffsetSync] = []
         history: list[OffsetSync] = []
         positions: dict[TP, int] = {}
+        epochs: dict[TP, int] = {}  # the leader epoch of the batch holding each position (mm2py.source.plan.divergence)
         counts: dict[TP, int] = {}
         for tp, part in parts:
             at = part.acked_next() - 1
             if part.lost is not None or at < part.range.start or at <= self.positions.get(tp, -1):
                 continue
             positions[tp] = at
+            if (epoch := part.epoch_below(at + 1)) >= 0:
+                epochs[tp] = epoch
             if not self.syncs:
                 continue
             done = self.written.get(tp, 0)
@@ -127,7 +130,7 @@ class TailProgress:
             if syncs:
                 self.sink.write_syncs(syncs, history)
             self.written.update(counts)
-            self.sink.save_positions(positions)
+            self.sink.save_positions(positions, epochs)
         except KafkaError as e:
             if not e.retriable:
                 raise
@@ -165,5 +168,5 @@ class FlowProgressSink:
             self.history.cover({s.topic for s in syncs})
         self.syncs.write(syncs, history)
 
-    def save_positions(self, positions: Mapping[TP, int]) -> None:
-        self.positions.save(positions)
+    def save_positions(self, positions: Mapping[TP, int], epochs: Mapping[TP, int]) -> None:
+        self.positions.save(positions, epochs)

@@ -129,7 +129,8 @@ class TaskTransaction:
         commit: its transaction is aborted instead (a broker refuses to commit an empty one, and
         a batch it refused is not in the log anyway).
         """
-        positions = [SourceOffset(self.spec.source_alias, r.topic, r.partition, r.next_offset - 1)
+        positions = [SourceOffset(self.spec.source_alias, r.topic, r.partition, r.next_offset - 1,
+                                  leader_epoch=r.leader_epoch if r.leader_epoch >= 0 else None)
                      for r in results if r.next_offset > r.start]
         if not positions:  # acknowledged data moves a position, so none was written either
             self.txn.abort()

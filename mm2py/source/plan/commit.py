@@ -49,7 +49,7 @@ LAG_SECONDS = 10.0
 
 class PositionSaver(Protocol):
     def open(self) -> object: ...
-    def save(self, positions: Mapping[TP, int]) -> None: ...
+    def save(self, positions: Mapping[TP, int], epochs: Mapping[TP, int] | None = None) -> None: ...
     def close(self) -> None: ...
 
 
@@ -113,6 +113,8 @@ class FlowCommitter:
             return
         t0 = time.monotonic()
         positions = {(r.topic, r.partition): r.next_offset - 1 for r in results if r.next_offset > r.start}
+        epochs = {(r.topic, r.partition): r.leader_epoch for r in results  # checked by mm2py.source.plan.divergence
+                  if r.next_offset > r.start and r.leader_epoch >= 0}
         pending, before = unwritten(results, self.last_sync)  # less what tailing tasks wrote
         syncs = all_syncs(pending, before)
         if self.history is not None and syncs:  # its retention covers every topic synced (in tasks too)
@@ -129,7 +131,7 @@ class FlowCommitter:
             ledger = self.ledger
             self._durably("ledger", lambda: ledger.append(gaps))
         if self.positions is not None:
-            self._durably("positions", lambda: self.positions.save(positions))  # type: ignore[union-attr]
+            self._durably("positions", lambda: self.positions.save(positions, epochs))  # type: ignore[union-attr]
         self._report_trouble(results)
         records = sum(r.records for r in results)
         size = sum(r.bytes for r in results)

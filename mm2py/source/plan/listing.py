@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from mm2py.config.model import FlowConfig
@@ -10,6 +10,7 @@ from mm2py.kafka.retry import retrying
 from mm2py.types import TP
 
 if TYPE_CHECKING:
+    from mm2py.kafka.leader_epochs import EpochEnd
     from mm2py.kafka.wire import RawClient
 
 
@@ -47,6 +48,24 @@ class SourceListing:
     def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
         """Topic ids as the last listing's metadata answer gave them (a re-created topic has a new one)."""
         return self._raw().topic_ids(topics)
+
+    def leader_epochs(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """Leader epochs as the last listing's metadata answer gave them (mm2py.source.plan.divergence)."""
+        return self._raw().leader_epochs(tps)
+
+    def epoch_ends(self, epochs: Mapping[TP, int]) -> dict[TP, EpochEnd]:
+        """Where each partition's leader ends the epoch asked (OffsetsForLeaderEpoch); a partition's
+        retriable error (a leader moving) is retried for the admin timeout, another one raised."""
+        def ask() -> dict[TP, EpochEnd]:
+            answers = self._raw().epoch_ends(epochs)
+            for (topic, partition), answer in sorted(answers.items()):
+                if answer.error_code:
+                    from mm2py.kafka.wire import to_kafka_error
+
+                    raise to_kafka_error(answer.error_code, cluster=self.flow.source.alias, topic=topic,
+                                         partition=partition, detail="OffsetsForLeaderEpoch")
+            return answers
+        return retrying(ask, self.flow.admin_timeout_ms / 1000)
 
     def log_sizes(self, topics: set[str]) -> dict[TP, int]:
         """Bytes on the source's disk per partition of ``topics`` (DescribeLogDirs), not retried:

@@ -27,6 +27,7 @@ from mm2py.metadata.sync import MetadataSync
 from mm2py.policy import policy_for
 from mm2py.source.plan.ahead import AheadWork, ahead_delay
 from mm2py.source.plan.catalogue import TopicCatalogue
+from mm2py.source.plan.divergence import DivergenceCheck
 from mm2py.source.plan.listing import OffsetLister, SourceListing
 from mm2py.source.plan.reset_guard import ResetGuard, reset_sync_writer
 from mm2py.source.plan.sizing import BatchSizer
@@ -369,14 +370,15 @@ def planner_for(flow: FlowConfig, guard: LoopGuard | None = None) -> BatchPlanne
                                stored=lambda: planner.recorded(), log_sizes=listing.log_sizes,
                                guard=guard, offsets=listing)
     ledger = Ledger(flow.target, flow.source.alias, flow.name, timeout_s=flow.admin_timeout_ms / 1000)
+    tail = PositionTail(store, dst)  # the positions, and the leader epoch of each (mm2py.source.plan.divergence)
     resets = ResetGuard(flow.name, flow.source_reset_policy, ledger=ledger,
                         source=listing, target=dst, remote_topic=lambda topic: catalogue.remote_topic(topic),
                         topic_ids=listing.topic_ids, save_positions=store.save, write_syncs=reset_sync_writer(flow),
                         recreate_remote=lambda topic: catalogue.refresh_topics(force=True),
-                        source_partitions=src.topics)
+                        source_partitions=src.topics, divergence=DivergenceCheck(listing, lambda: tail))
     catalogue.on_remote_lost = resets.remote_lost
     planner = BatchPlanner(flow, catalogue=catalogue, source=src, target=dst, store=store, resets=resets,
-                           stalls=StallBook(flow.name, PositionTail(store, dst)),
+                           stalls=StallBook(flow.name, tail),
                            sizer=BatchSizer(flow.max_batch_bytes, flow.batch_duration_ms / 1000),
                            registry=RegistryTail(flow.source, flow.admin_timeout_ms / 1000)
                            if guard is not None and guard.provenance else None, offsets=listing)

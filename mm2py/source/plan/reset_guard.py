@@ -7,8 +7,9 @@ the positions, an offset sync).
 Invariants:
 - a case is recorded in the ledger (acks=all) before the flow acts on it, and a topic's id is
   recorded before a plan of that topic generation is returned;
-- ``continue``: the partition's recorded position moves to just before its new log start and an
-  offset sync ``(new log start, remote end)`` is written before any record of the new log is
+- ``continue``: the partition's recorded position moves to just before its new log start (a
+  diverged log: its divergence point, mm2py.source.plan.divergence) and an offset sync ``(that
+  offset, remote end)`` is written before any record of the new log is
   planned: a restart resumes from the new log, and a group offset of the new log never
   translates through a sync of the old one (a later sync at or below an upstream offset
   supersedes every earlier one above it: mm2py.checkpoint.translation);
@@ -37,6 +38,7 @@ import structlog
 
 from mm2py.config.model import FlowConfig
 from mm2py.formats import OffsetSync
+from mm2py.source.plan.divergence import DivergenceCheck
 from mm2py.source.plan.resets import (
     CONTINUE,
     RECREATE,
@@ -100,13 +102,14 @@ class ResetGuard:
                  write_syncs: Callable[[Sequence[OffsetSync]], None] | None = None,
                  recreate_remote: Callable[[str], None] | None = None,
                  source_partitions: Callable[[], Mapping[str, int]] | None = None,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, divergence: DivergenceCheck | None = None):
         self.flow_name, self.policy = flow_name, policy
         self.ledger, self.source, self.target = ledger, source, target
         self.remote_topic, self.topic_ids = remote_topic, topic_ids
         self.save_positions, self.write_syncs, self.recreate_remote = save_positions, write_syncs, recreate_remote
         self.source_partitions = source_partitions
         self.sleep = sleep
+        self.divergence = divergence  # logs diverged after an unclean election (None: log ends only)
         self._state: LedgerState | None = None
         self._stopped: dict[TP, Reset] = {}
         self._stops: dict[TP, LedgerEntry] = {}  # stops the ledger holds, by partition (``_note``)
@@ -129,6 +132,9 @@ class ResetGuard:
         ids = self.topic_ids({t for t, _ in begin})
         unknown = {t: i for t, i in ids.items() if t not in state.topic_ids}
         found = [r for r in detect(begin, log_ends, state.topic_ids, ids) if r.tp not in self._stopped]
+        if self.divergence is not None:  # a log end back past the position hides a truncation: leader epochs
+            skip = self._stopped.keys() | {r.tp for r in found}
+            found += self.divergence.find({tp: p for tp, p in begin.items() if tp not in skip}, log_ends)
         seen = {r.tp for r in found}
         # a stop outlives a restart: the ledger's last event of the partition says so
         recorded = set()
@@ -238,9 +244,9 @@ class ResetGuard:
                 log.error(f"{describe(r)}: partition stopped (source.reset.policy = stop); other partitions go "
                           "on. Set source.reset.policy = continue and restart to copy its new records", **fields)
                 continue
-            restart[r.tp] = starts.get(r.tp, 0)
-            log.warning(f"{describe(r)}: copying its records from the new log start, after what the remote "
-                        f"topic holds (source.reset.policy = {self.policy})" if action == CONTINUE else
+            restart[r.tp] = r.resumes_from(starts.get(r.tp, 0))
+            log.warning(f"{describe(r)}: copying its records from offset {restart[r.tp]} of the new log, after "
+                        f"what the remote topic holds (source.reset.policy = {self.policy})" if action == CONTINUE else
                         f"{describe(r)}: remote topic deleted and created again; mirroring from offset 0",
                         **fields)
         if restart:

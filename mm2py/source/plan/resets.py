@@ -1,7 +1,8 @@
 """Source partitions gone back: found at plan time, and what ``source.reset.policy`` does about them.
 
 A partition goes back when its topic is deleted and created again (a new topic id) or its log
-is truncated below the flow's position (same id: an unclean leader election). Planning from the
+is truncated below the flow's position (same id: an unclean leader election; one whose new log
+end has passed the position again is found by its leader epoch, mm2py.source.plan.divergence). Planning from the
 old position would wait for offsets the new log may never reach, then skip what it holds below
 them: a silent loss. ``detect`` finds both from what a plan reads anyway (each partition's next
 offset to copy, the source's log end, the topic ids of the same metadata answer) against the
@@ -12,8 +13,9 @@ A remote topic deleted on the target (the catalogue creates it again) has its pa
 again from the source's log start (``refill_entry``).
 
 The actions (``decide``):
-- ``continue`` (default): the partition is copied again from its new log start, its records
-  landing after what the remote topic holds, in order; nothing is lost, and a WARNING says so;
+- ``continue`` (default): the partition is copied again from its new log start (a diverged
+  log: from the divergence point, mm2py.source.plan.divergence), its records landing after what the
+  remote topic holds, in order; nothing is lost, and a WARNING says so;
 - ``stop``: the partition is not planned again (other partitions go on), an ERROR says why;
 - ``recreate`` (a re-created topic only; a truncated log is handled as ``continue``): the remote
   topic is deleted and created again, so the target mirrors the new topic offset for offset.
@@ -41,10 +43,19 @@ class Reset:
     log_end: int  # the source log's end now
     old_id: str | None = None
     new_id: str | None = None
+    # a log that diverged under the flow (mm2py.source.plan.divergence): where the leader's log leaves
+    # what the flow copied, the epoch of the last batch copied and the leader's epoch now
+    diverged_at: int | None = None
+    copied_epoch: int | None = None
+    leader_epoch: int | None = None
 
     @property
     def tp(self) -> TP:
         return self.topic, self.partition
+
+    def resumes_from(self, log_start: int) -> int:
+        """Where ``continue`` copies the partition again: the new log start, or the divergence point above it."""
+        return log_start if self.diverged_at is None else max(self.diverged_at, log_start)
 
 
 def detect(begin: Mapping[TP, int], log_ends: Mapping[TP, int], known_ids: Mapping[str, str],
@@ -77,7 +88,10 @@ def entry_for(flow: str, reset: Reset, action: str, *, log_start: int, remote_en
               lands_at: int | None) -> LedgerEntry:
     """The ledger event of ``reset``: the old and new ranges on both sides, and the action."""
     source_old: dict = {"end": reset.position}
-    source_new: dict = {"start": log_start, "end": reset.log_end}
+    source_new: dict = {"start": reset.resumes_from(log_start), "end": reset.log_end}
+    if reset.diverged_at is not None:  # the old log's records from there to the position are not the source's
+        source_old.update(start=reset.diverged_at, leader_epoch=reset.copied_epoch)
+        source_new.update(diverged_at=reset.diverged_at, leader_epoch=reset.leader_epoch)
     if reset.old_id:
         source_old["topic_id"] = reset.old_id
     if reset.new_id:
@@ -114,6 +128,10 @@ def refill_entry(flow: str, topic: str, partition: int, position: int, log_start
 def describe(reset: Reset) -> str:
     if reset.kind == RECREATED:
         return "source topic was deleted and created again (new topic id)"
+    if reset.kind == TRUNCATED and reset.diverged_at is not None:
+        return (f"source log diverged at offset {reset.diverged_at}, below the flow's position {reset.position} "
+                f"(unclean leader election: leader epoch {reset.copied_epoch} -> {reset.leader_epoch}); the "
+                f"mirrored records from {reset.diverged_at} are no longer the source's")
     if reset.kind == TRUNCATED:
         return "source log ends below the flow's position (truncated, or re-created)"
     return reset.kind

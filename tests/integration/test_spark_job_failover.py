@@ -69,10 +69,11 @@ def forget_last_commit(cp: Path, sink: Path) -> int:
     return last
 
 
-@pytest.mark.parametrize("last_commit", ["written", "lost"])
-def test_real_spark_job_fails_over_exactly(cluster_a, cluster_b, unique_name, tmp_path, last_commit):
-    """``lost``: the job stopped after its sink committed its last batch, before Spark's commit log
-    did; Spark re-runs that batch on B, and the sink must skip it again (nothing twice)."""
+def test_real_spark_job_fails_over_and_back_exactly(cluster_a, cluster_b, unique_name, tmp_path):
+    """The job is stopped on A as if killed after its sink committed its last batch and before
+    Spark's commit log did: Spark re-runs that batch on B, and the sink must skip it again (nothing
+    twice). Then it fails back to A from wherever its stop on B left the checkpoint (the unit tests
+    cover each of the two checkpoint states)."""
     topic = f"{unique_name}-orders"
     create_topic(cluster_a.bootstrap, topic, 3)
     text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic}},
@@ -115,11 +116,10 @@ def test_real_spark_job_fails_over_exactly(cluster_a, cluster_b, unique_name, tm
         assert job.poll() is None, (tmp_path / "job-a.log").read_text()[-3000:]
         stop_tool(job)  # mid-stream: the producer keeps writing
         on_a = sink_rows(sink)
-        rerun = forget_last_commit(cp, sink) if last_commit == "lost" else None
+        rerun = forget_last_commit(cp, sink)
         batch = read_batch(cp)
-        if rerun is not None:
-            assert batch.rerun is not None and batch.rerun.batch_id == rerun, batch.note
-        read = batch.rerun.offsets if batch.rerun else batch.offsets
+        assert batch.rerun is not None and batch.rerun.batch_id == rerun, batch.note
+        read = batch.rerun.offsets
         # the job's read offsets are mirrored (records and offset syncs) before the failover
         wait_for(lambda: all(end_offsets(cluster_b.bootstrap, f"A.{topic}").get(p, 0) >= o
                              for (_, p), o in read.items()), 120, "B holds what the job read", rep)
@@ -139,24 +139,24 @@ def test_real_spark_job_fails_over_exactly(cluster_a, cluster_b, unique_name, tm
         wait_for(lambda: len(sink_rows(sink)) >= total or job.poll() is not None, 180, "the job drained on B")
         time.sleep(3)  # a duplicate would come after the count is reached
         assert job.poll() is None, (tmp_path / "job-b.log").read_text()[-3000:]
-        if last_commit == "written":  # failback: the same job goes back to A from where it stood on B
-            stop_tool(job)
-            job = None
-            on_b = len(sink_rows(sink)) - len(on_a)
-            done = cli("failback", str(config_path), "--spark-checkpoint", str(cp), "--from", "B", "--to", "A",
-                       "--execute", "--force")
-            assert done.returncode == 0, done.stderr + done.stdout
-            stop, writer = start_writer()  # records arrive on A again
-            job = start_job(cluster_a.bootstrap, topic, sink, cp, tmp_path / "job-a2.log")
-            time.sleep(5)
-            stop.set()
-            writer.join(60)
-            total = sum(len(v) for v in produced.values())
-            wait_for(lambda: len(sink_rows(sink)) >= total or job.poll() is not None, 240,
-                     "the job drained on A after the failback")
-            time.sleep(3)
-            assert job.poll() is None, (tmp_path / "job-a2.log").read_text()[-3000:]
-            print(f"failback: {on_b} read on B, then {len(sink_rows(sink)) - len(on_a) - on_b} on A again")
+        # failback: the same job goes back to A from where its stop on B left it
+        stop_tool(job)
+        job = None
+        on_b = len(sink_rows(sink)) - len(on_a)
+        done = cli("failback", str(config_path), "--spark-checkpoint", str(cp), "--from", "B", "--to", "A",
+                   "--execute", "--force")
+        assert done.returncode == 0, done.stderr + done.stdout
+        stop, writer = start_writer()  # records arrive on A again
+        job = start_job(cluster_a.bootstrap, topic, sink, cp, tmp_path / "job-a2.log")
+        time.sleep(5)
+        stop.set()
+        writer.join(60)
+        total = sum(len(v) for v in produced.values())
+        wait_for(lambda: len(sink_rows(sink)) >= total or job.poll() is not None, 240,
+                 "the job drained on A after the failback")
+        time.sleep(3)
+        assert job.poll() is None, (tmp_path / "job-a2.log").read_text()[-3000:]
+        print(f"failback: {on_b} read on B, then {len(sink_rows(sink)) - len(on_a) - on_b} on A again")
     finally:
         stop.set()
         if job is not None:

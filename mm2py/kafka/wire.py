@@ -12,13 +12,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import kafka.errors as kerr
 from kafka.future import Future
 from kafka.net.compat import KafkaNetClient
-from kafka.protocol.admin.cluster import DescribeLogDirsRequest
-from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest
 
@@ -33,16 +31,18 @@ from mm2py.errors import (
 from mm2py.kafka import fastio
 from mm2py.kafka.classify import UNKNOWN_TOPIC_OR_PARTITION, is_retriable
 from mm2py.kafka.clientconf import kafka_python_config
-from mm2py.kafka.fetch_request import READ_COMMITTED, by_topic, fetch_request, parsed_fetch
+from mm2py.kafka.fetch_request import fetch_request, parsed_fetch
 from mm2py.kafka.fetch_response import FetchedPartition
 from mm2py.kafka.fetch_session import FetchSession
 from mm2py.kafka.leader_epochs import EpochEnd, epoch_answers, epoch_request
+from mm2py.kafka.list_offsets import EARLIEST, TIMESTAMPS, OffsetRequests, list_offsets_request
+from mm2py.kafka.log_dirs import log_dirs_request, log_sizes_of
 from mm2py.kafka.reauth import renew_ending_session
 from mm2py.types import TP
 
+W = TypeVar("W")  # what one broker is asked (``RawClient._per_broker``)
+V = TypeVar("V")  # a partition's answer
 METADATA = MetadataRequest[12]
-# ListOffsets timestamps: the partition's end (its last stable offset, read_committed) and start
-LATEST, EARLIEST = -1, -2
 # kafka-python refuses sends past this per connection; we stay one below it.
 MAX_IN_FLIGHT = 16
 # The settings a raw client takes from its cluster's configuration, by what it is used for: the
@@ -92,18 +92,6 @@ def to_kafka_error(
 
 
 
-def _list_offsets_request(tps: Iterable[TP], timestamp: int) -> object:
-    """A read_committed ListOffsets request for ``tps`` at ``timestamp`` (``LATEST`` or ``EARLIEST``)."""
-    req = ListOffsetsRequest[7]
-    return req(
-        replica_id=-1,
-        isolation_level=READ_COMMITTED,
-        topics=[req.ListOffsetsTopic(name=topic, partitions=[
-            req.ListOffsetsTopic.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=timestamp)
-            for p in partitions]) for topic, partitions in by_topic((tp, tp[1]) for tp in tps).items()],
-    )
-
-
 class TopicIds:
     """Topic names and ids both ways, as the newest metadata answers give them.
 
@@ -130,6 +118,27 @@ class TopicIds:
 
     def name_of(self, topic_id: uuid.UUID) -> str:
         return self._names[topic_id]
+
+
+def _connect(cluster: ClusterConfig, conf: dict[str, Any], role: str, timeout_ms: int) -> KafkaNetClient:
+    """A kafka-python network client that reached a broker; its failures as named errors."""
+    try:
+        net = KafkaNetClient(**conf)
+        net.check_version(timeout_ms=timeout_ms)
+        return net
+    except kerr.SaslAuthenticationFailedError as e:
+        raise AuthenticationError("authentication failed", cluster=cluster.alias, cause=e) from e
+    except kerr.KafkaError as e:
+        # kafka-python's bootstrap retries a refused SASL login until it times out, like a silent broker
+        login = (f"; or the brokers refused the SASL login of this client ({role} settings)"
+                 if str(conf.get("security_protocol", "")).startswith("SASL") else "")
+        raise ClusterUnreachableError(
+            f"no broker answered at {cluster.bootstrap_servers} within {timeout_ms} ms{login}",
+            cluster=cluster.alias,
+            cause=e,
+        ) from e
+    except OSError as e:
+        raise AuthenticationError("authentication failed", cluster=cluster.alias, cause=e) from e
 
 
 class RawClient:
@@ -163,27 +172,11 @@ class RawClient:
         wanted = int(settings.get("max.in.flight.requests.per.connection", MAX_IN_FLIGHT - 1)) if (
             role == "producer") else MAX_IN_FLIGHT - 1
         self.max_in_flight = max(1, min(wanted, MAX_IN_FLIGHT - 1))
-        try:
-            self._net = KafkaNetClient(**conf)
-            self._net.check_version(timeout_ms=timeout_ms)
-        except kerr.SaslAuthenticationFailedError as e:
-            raise AuthenticationError("authentication failed", cluster=self.alias, cause=e) from e
-        except kerr.KafkaError as e:
-            # kafka-python's bootstrap retries a refused SASL login until it times out, like a silent broker
-            login = (f"; or the brokers refused the SASL login of this client ({role} settings)"
-                     if str(conf.get("security_protocol", "")).startswith("SASL") else "")
-            raise ClusterUnreachableError(
-                f"no broker answered at {cluster.bootstrap_servers} within {timeout_ms} ms{login}",
-                cluster=self.alias,
-                cause=e,
-            ) from e
-        except OSError as e:
-            raise AuthenticationError("authentication failed", cluster=self.alias, cause=e) from e
+        self._net = _connect(cluster, conf, role, timeout_ms)
         self._in_flight: dict[int, list[Future]] = {}
         self._sessions: dict[int, FetchSession] = {}  # by broker: KIP-227 fetch sessions (``fetch``)
         self._topic_ids = TopicIds()  # from metadata answers (``leaders``); fetch sessions name topics by id
-        # (node, timestamp) -> the partitions and ListOffsets request last sent (``_offsets_request``)
-        self._offset_requests: dict[tuple[int, int], tuple[list[TP], object]] = {}
+        self._offset_requests = OffsetRequests()
         self._leader_epochs: dict[TP, int] = {}  # each partition's leader epoch, from metadata answers (``leaders``)
 
     def close(self) -> None:
@@ -291,10 +284,16 @@ class RawClient:
         for tp, epoch in epochs.items():
             if (node := leaders.get(tp, -1)) >= 0:
                 by_node.setdefault(node, {})[tp] = epoch
-        futures = [self._send(node, epoch_request(wanted)) for node, wanted in by_node.items()]
-        out: dict[TP, EpochEnd] = {}
-        for future in futures:
-            out.update(epoch_answers(self.wait(future)))
+        return self._per_broker(by_node, lambda _node, wanted: epoch_request(wanted),
+                                lambda answer, _wanted: epoch_answers(answer))
+
+    def _per_broker(self, by_node: Mapping[int, W], build: Callable[[int, W], object],
+                    parse: Callable[[Any, W], Mapping[TP, V]]) -> dict[TP, V]:
+        """One request per broker (``build`` of what it is asked), sent together; the answers merged."""
+        futures = [(self._send(node, build(node, wanted)), wanted) for node, wanted in by_node.items()]
+        out: dict[TP, V] = {}
+        for future, wanted in futures:
+            out.update(parse(self.wait(future), wanted))
         return out
 
     def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
@@ -386,25 +385,14 @@ class RawClient:
 
     def log_sizes(self, topics: Iterable[str]) -> dict[TP, int]:
         """Bytes on disk of every partition of ``topics`` (its leader's copy), via DescribeLogDirs."""
-        leaders = self.leaders(topics)
         by_node: dict[int, dict[str, list[int]]] = {}
-        for (topic, partition), node in leaders.items():
+        for (topic, partition), node in self.leaders(topics).items():
             by_node.setdefault(node, {}).setdefault(topic, []).append(partition)
-        sizes: dict[TP, int] = {}
-        for node, wanted in by_node.items():
-            request = DescribeLogDirsRequest(topics=[
-                DescribeLogDirsRequest.DescribableLogDirTopic(topic=t, partitions=ps) for t, ps in wanted.items()])
-            response = self.wait(self._send(node, request))
-            for result in response.results:
-                for topic in result.topics:
-                    for part in topic.partitions:
-                        if not part.is_future_key and part.partition_index in wanted.get(topic.name, ()):
-                            sizes[(topic.name, part.partition_index)] = part.partition_size
-        return sizes
+        return self._per_broker(by_node, lambda _node, wanted: log_dirs_request(wanted), log_sizes_of)
 
     def log_start_offset(self, node: int, tp: TP) -> int:
         """The first offset a partition still holds (ListOffsets, earliest), asked of broker ``node``."""
-        return self._offsets(self.wait(self._send(node, _list_offsets_request([tp], EARLIEST))))[tp]
+        return self._offsets(self.wait(self._send(node, list_offsets_request([tp], EARLIEST))))[tp]
 
     def list_offsets(self, tps: Iterable[TP], spec: str = "latest") -> dict[TP, int]:
         """Offsets per partition, one ListOffsets request per leader: ``latest`` is the last stable
@@ -416,7 +404,7 @@ class RawClient:
         wanted = list(tps)
         if not wanted:
             return {}
-        timestamp = {"latest": LATEST, "earliest": EARLIEST}[spec]
+        timestamp = TIMESTAMPS[spec]
         leaders = self.leaders({t for t, _ in wanted})
         by_node: dict[int, list[TP]] = {}
         for tp in wanted:
@@ -425,25 +413,8 @@ class RawClient:
                 code = (kerr.UnknownTopicOrPartitionError if node is None else kerr.LeaderNotAvailableError).errno
                 raise to_kafka_error(code, cluster=self.alias, topic=tp[0], partition=tp[1])
             by_node.setdefault(node, []).append(tp)
-        futures = [self._send(node, self._offsets_request(node, part, timestamp)) for node, part in by_node.items()]
-        out: dict[TP, int] = {}
-        for future in futures:
-            out.update(self._offsets(self.wait(future)))
-        return out
-
-    def _offsets_request(self, node: int, tps: list[TP], timestamp: int) -> object:
-        """The ListOffsets request of ``tps`` to ``node``: the one built last time when they are the same.
-
-        A planner asks the same thousands of partitions every plan; building the request's objects
-        anew each time costs more than the broker's answer. The header is set at each send.
-        """
-        key = (node, timestamp)
-        last = self._offset_requests.get(key)
-        if last is not None and last[0] == tps:
-            return last[1]
-        request = _list_offsets_request(tps, timestamp)
-        self._offset_requests[key] = (tps, request)
-        return request
+        return self._per_broker(by_node, lambda node, part: self._offset_requests.request(node, part, timestamp),
+                                lambda answer, _part: self._offsets(answer))
 
     def _offsets(self, response: object) -> dict[TP, int]:
         out: dict[TP, int] = {}

@@ -5,7 +5,7 @@ Counted on the planner's fakes (tests/fakes/planning.py): source requests, range
 
 from __future__ import annotations
 
-from mm2py.kafka.wire import RawClient
+from mm2py.kafka.list_offsets import OffsetRequests
 from tests.fakes.planning import rig
 
 TOPICS, PARTITIONS = 200, 10
@@ -59,15 +59,14 @@ def test_idle_ranges_name_each_remote_topic_once_not_once_per_partition():
 
 
 def test_the_same_partitions_reuse_the_listoffsets_request_built_for_them():
-    client = object.__new__(RawClient)  # only the request cache: no connection
-    client._offset_requests = {}
+    requests = OffsetRequests()
     tps = [(f"t{i:03d}", p) for i in range(TOPICS) for p in range(PARTITIONS)]
-    first = client._offsets_request(1, list(tps), -1)
-    assert client._offsets_request(1, list(tps), -1) is first
-    assert client._offsets_request(1, tps[:-1], -1) is not first, "other partitions: a request of their own"
-    assert client._offsets_request(2, tps[:-1], -1) is not client._offsets_request(1, tps[:-1], -1)
-    assert client._offsets_request(1, tps[:-1], -2) is not client._offsets_request(1, tps[:-1], -1)
-    request = client._offsets_request(1, [("a", 0), ("a", 1), ("b", 3)], -1)
+    first = requests.request(1, list(tps), -1)
+    assert requests.request(1, list(tps), -1) is first
+    assert requests.request(1, tps[:-1], -1) is not first, "other partitions: a request of their own"
+    assert requests.request(2, tps[:-1], -1) is not requests.request(1, tps[:-1], -1)
+    assert requests.request(1, tps[:-1], -2) is not requests.request(1, tps[:-1], -1)
+    request = requests.request(1, [("a", 0), ("a", 1), ("b", 3)], -1)
     assert [(t.name, [p.partition_index for p in t.partitions]) for t in request.topics] == [("a", [0, 1]), ("b", [3])]
 
 

@@ -70,6 +70,46 @@ $(KERBEROS_STAMP): $(VENV_STAMP)
 	$(PY) -m pip install -q 'gssapi>=1.8'
 	touch $@
 
+# Kerberos on every client: confluent-kafka's Linux wheels bundle a librdkafka without Cyrus SASL
+# (no GSSAPI), and Debian's librdkafka is too old. This builds librdkafka from the source crates.io's
+# rdkafka-sys crate vendors (checked against its sha256), with GSSAPI, into a private prefix, and a
+# separate venv (.venv-krb) with confluent-kafka built from its sdist against it (rpath, no
+# LD_LIBRARY_PATH); .venv keeps PyPI's wheel. Not part of `make test`: the build takes minutes.
+RDKAFKA_VERSION := 2.12.1
+RDKAFKA_CRATE := rdkafka-sys-4.10.0+$(RDKAFKA_VERSION)
+RDKAFKA_SHA256 := e234cf318915c1059d4921ef7f75616b5219b10b46e9f3a511a15eb4b56a3f77
+RDKAFKA_DIR := $(CURDIR)/.cache/librdkafka-gssapi-$(RDKAFKA_VERSION)
+RDKAFKA_LIB := $(RDKAFKA_DIR)/prefix/lib/librdkafka.so
+KRB_VENV := .venv-krb
+KRB_VENV_STAMP := $(KRB_VENV)/.installed
+.PHONY: kerberos-clients
+kerberos-clients: $(KRB_VENV_STAMP)
+$(RDKAFKA_LIB):
+	@if ! ls /usr/include/sasl/sasl.h /usr/include/zstd.h /usr/include/lz4.h /usr/include/zlib.h \
+		/usr/include/openssl/ssl.h /usr/include/x86_64-linux-gnu/curl/curl.h >/dev/null 2>&1; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+			libsasl2-dev libssl-dev libkrb5-dev libzstd-dev liblz4-dev zlib1g-dev libcurl4-openssl-dev; \
+	fi
+	mkdir -p $(RDKAFKA_DIR)
+	curl -sSfL -o $(RDKAFKA_DIR)/crate.tar.gz https://static.crates.io/crates/rdkafka-sys/$(RDKAFKA_CRATE).crate
+	echo "$(RDKAFKA_SHA256)  $(RDKAFKA_DIR)/crate.tar.gz" | sha256sum -c --quiet
+	tar -xzf $(RDKAFKA_DIR)/crate.tar.gz -C $(RDKAFKA_DIR)
+	cd $(RDKAFKA_DIR)/$(RDKAFKA_CRATE)/librdkafka && ./configure --prefix=$(RDKAFKA_DIR)/prefix \
+		--enable-gssapi --enable-ssl --enable-zstd --enable-curl | grep BUILT_WITH | grep SASL_CYRUS >/dev/null \
+		|| { echo "librdkafka's configure found no Cyrus SASL (libsasl2-dev)"; exit 1; }
+	$(MAKE) -C $(RDKAFKA_DIR)/$(RDKAFKA_CRATE)/librdkafka/src -j2 lib
+	$(MAKE) -C $(RDKAFKA_DIR)/$(RDKAFKA_CRATE)/librdkafka/src install
+$(KRB_VENV_STAMP): pyproject.toml $(RDKAFKA_LIB)
+	$(PYTHON) -m venv $(KRB_VENV)
+	$(KRB_VENV)/bin/python -m pip install -q --upgrade pip
+	C_INCLUDE_PATH=$(RDKAFKA_DIR)/prefix/include LIBRARY_PATH=$(RDKAFKA_DIR)/prefix/lib \
+		LDFLAGS="-Wl,-rpath,$(RDKAFKA_DIR)/prefix/lib" \
+		$(KRB_VENV)/bin/python -m pip install -q --no-cache-dir --no-binary confluent-kafka 'confluent-kafka==2.12.*'
+	$(KRB_VENV)/bin/python -m pip freeze | grep -i '^confluent.kafka==' > $(KRB_VENV)/constraints.txt
+	$(KRB_VENV)/bin/python -m pip install -q -c $(KRB_VENV)/constraints.txt -e '.[dev]' 'gssapi>=1.8'
+	$(KRB_VENV)/bin/python -c 'from mm2py.kafka.krb5conf import rdkafka_has_gssapi as g; assert g(), "no GSSAPI"'
+	touch $@
+
 demo: $(VENV_STAMP) $(JARS_STAMP)
 	$(PY) -m mm2py.dev.demo
 

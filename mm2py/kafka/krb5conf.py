@@ -86,4 +86,5 @@ def check_flows(flows: Iterable[FlowConfig]) -> None:
         raise ConfigError(ConfigProblem(
             f"{alias}.sasl.mechanism", f"the librdkafka {confluent_kafka.libversion()[0]} of confluent-kafka "
             f"{confluent_kafka.version()[0]} was built without GSSAPI (its Linux wheels are); install confluent-kafka "
-            "built from source against a librdkafka with Cyrus SASL (pip install --no-binary confluent-kafka)"))
+            "built against a librdkafka with Cyrus SASL: make kerberos-clients (a .venv-krb), or pip install "
+            "--no-binary confluent-kafka against such a librdkafka"))

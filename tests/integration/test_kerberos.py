@@ -28,7 +28,7 @@ from mm2py.kafka.krb5conf import rdkafka_has_gssapi
 from mm2py.kafka.wire import RawClient
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import REPO, SINGLE_BROKER, Replicator, wait_for
-from tests.kafkautil import consume_all
+from tests.kafkautil import consume_all, list_topics
 
 pytestmark = pytest.mark.integration
 
@@ -156,7 +156,8 @@ def mm2_file(krb_cluster: devcluster.DevCluster, target: devcluster.DevCluster, 
 
 
 @pytest.mark.skipif(not rdkafka_has_gssapi(), reason="confluent-kafka's bundled librdkafka is built without GSSAPI "
-                    "(its Linux wheels are); mm2py's admin, offset-syncs and checkpoint clients are librdkafka's")
+                    "(its Linux wheels are); mm2py's admin, offset-syncs and checkpoint clients are librdkafka's: "
+                    "run with make kerberos-clients' .venv-krb/bin/python")
 def test_a_kerberos_only_source_mirrors_through_connect_mirror_maker(krb_cluster, cluster_b, unique_name, tmp_path):
     topic = f"{unique_name}-t"
     sent = kp_produce(krb_cluster, topic, 2, 200)
@@ -166,19 +167,29 @@ def test_a_kerberos_only_source_mirrors_through_connect_mirror_maker(krb_cluster
     try:
         want = {p: [v for q, v in sent if q == p] for p in (0, 1)}
 
+        def on_b(name: str) -> dict[int, list]:  # {} until the replicator has made the topic
+            present = name in list_topics(cluster_b.bootstrap)
+            return consume_all(cluster_b.bootstrap, name, timeout=10) if present else {}
+
         def landed() -> bool:
-            got = consume_all(cluster_b.bootstrap, f"A.{topic}", timeout=10)
+            got = on_b(f"A.{topic}")
             return {p: [r.value for r in got.get(p, [])] for p in (0, 1)} == want
 
-        wait_for(landed, 240, "every record on B, in order per partition", replicator)
-        wait_for(lambda: any(r.key and topic.encode() in r.key for p in consume_all(
-            cluster_b.bootstrap, "mm2-offsets.A.internal", timeout=10).values() for r in p), 120,
-            "positions on B", replicator)
-        wait_for(lambda: any(topic.encode() in key for key, _ in kp_read(krb_cluster, "mm2-offset-syncs.B.internal",
-                                                                         1)[0]), 120,
-                 "offset syncs on the Kerberos source (its producer logs in with Kerberos too)", replicator)
-        wait_for(lambda: sum(map(len, consume_all(cluster_b.bootstrap, "heartbeats", timeout=10).values())) > 0,
-                 120, "heartbeats on B", replicator)
+        def synced() -> bool:
+            admin = KafkaAdminClient(**kp_conf(krb_cluster))
+            try:
+                if "mm2-offset-syncs.B.internal" not in admin.list_topics():
+                    return False
+            finally:
+                admin.close()
+            return any(topic.encode() in key for key, _ in kp_read(krb_cluster, "mm2-offset-syncs.B.internal", 1)[0])
+
+        wait_for(landed, 300, "every record on B, in order per partition", replicator)
+        wait_for(lambda: any(r.key and topic.encode() in r.key for p in on_b("mm2-offsets.A.internal").values()
+                             for r in p), 180, "positions on B", replicator)
+        wait_for(synced, 180, "offset syncs on the Kerberos source (its producer logs in with Kerberos too)",
+                 replicator)
+        wait_for(lambda: sum(map(len, on_b("heartbeats").values())) > 0, 180, "heartbeats on B", replicator)
     finally:
         assert replicator.stop() == 0, replicator.tail()
 

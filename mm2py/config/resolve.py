@@ -130,8 +130,7 @@ class _Resolver:
         self.metrics_bind_address = str(METRICS_BIND_ADDRESS.default)
         self.audit_interval_seconds = float(AUDIT_INTERVAL.default)  # type: ignore[arg-type]
         self.shutdown_timeout_ms = int(SHUTDOWN_TIMEOUT.default)  # type: ignore[call-overload]
-        # client settings that reach no client, or that a client of mm2py does not apply: key -> why
-        self.client_notes: dict[str, str] = {}
+        self.client_notes: dict[str, str] = {}  # client settings no client of mm2py applies: key -> why
         self.not_supported: dict[str, str] = {}  # MM2 features mm2py has not: key -> why
         self.spellings: clients.Spellings | None = None
         self.routed: dict[tuple[str, str], clients.FlowClients] = {}

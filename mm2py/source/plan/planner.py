@@ -96,15 +96,11 @@ class BatchPlanner:
         self._available_now: dict[str, int] | None = None
         self._ahead: AheadWork | None = None  # the refresh beside a tailing micro-batch
         self._refresh_owed = False  # that refresh failed: the next plan refreshes itself
-        # the last micro-batch planned everything the source had, or all but less than one more
-        # budget: its copy tasks may tail (mm2py.source.copy.tail)
+        # the last plan took everything the source had, or all but less than a budget: its tasks may tail
         self.caught_up = False
         self.reached_ends = False  # the last plan reached every partition's end (no budget cut)
-        # ... and it holds what arrived since the plan before, not the end of a backlog: fewer copy
-        # tasks may take it and tail (mm2py.source.copy.tail). Its estimated bytes are below half the
-        # budget, or below the whole budget when the plan before reached every end too: every
-        # byte of it arrived since, and estimates from a log's average record size can be many
-        # times what small new records weigh
+        # ... and holds only what arrived since the plan before (below half the budget, or the whole
+        # one after a plan that reached every end): fewer tasks may take it and tail (copy.tail)
         self.only_arrivals = False
 
     def recorded(self) -> dict[TP, int]:
@@ -183,19 +179,17 @@ class BatchPlanner:
         return out
 
     def _range(self, key: str, begin: int, stop: int, exact: bool,
-               remotes: dict[str, tuple[str, int, int]] | None = None) -> PartitionRange:
+               remotes: dict[str, tuple[str, int, int]]) -> PartitionRange:
         """The range ``[begin, stop)`` of partition ``key``, with its remote topic's partitions and limit.
 
         ``remotes`` keeps each topic's (remote topic, target partitions, limit) across the calls of one
         plan: a topic's ten or more partitions ask the policy and the catalogue once.
         """
         topic, partition = split_key(key)
-        known = remotes.get(topic) if remotes is not None else None
-        if known is None:
+        if (known := remotes.get(topic)) is None:
             remote = self.catalogue.remote_topic(topic)
-            known = (remote, self.catalogue.rehash.get(topic, 0), self.catalogue.max_batch_bytes.get(remote, 0))
-            if remotes is not None:
-                remotes[topic] = known
+            known = remotes[topic] = (remote, self.catalogue.rehash.get(topic, 0),
+                                      self.catalogue.max_batch_bytes.get(remote, 0))
         return PartitionRange(topic, partition, begin, stop, known[0], exact=exact, target_partitions=known[1],
                               max_batch_bytes=known[2])
 

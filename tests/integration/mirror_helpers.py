@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from mm2py.config import load_text
 from mm2py.config.model import MirrorMakerConfig
+from mm2py.dev import cluster as devcluster
 from mm2py.engine.driver import Engine
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,6 +24,18 @@ checkpoints.topic.replication.factor = 1
 heartbeats.topic.replication.factor = 1
 offset-syncs.topic.replication.factor = 1
 """
+
+
+@contextlib.contextmanager
+def three_brokers(name: str, port: int, workdir: Path) -> Iterator[devcluster.DevCluster]:
+    """A three-broker dev cluster whose controllers fence a stopped or frozen broker 6 s after its
+    last heartbeat (default 9 s); stopped at exit."""
+    cluster = devcluster.start_cluster(name, port, workdir=workdir, brokers=3, extra_properties={
+        "broker.session.timeout.ms": 6000, "broker.heartbeat.interval.ms": 1000})
+    try:
+        yield cluster
+    finally:
+        devcluster.stop_cluster(name, workdir)
 
 
 def properties(clusters: dict[str, str], flows: dict[str, dict[str, str]], extra: str = "") -> str:

@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mm2py.dev import cluster as devcluster
 from tests.conftest import PORT_OFFSET
+from tests.integration.mirror_helpers import three_brokers
 from tests.kafkautil import consume_all, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py: a crash, a restart and a freeze
@@ -26,13 +27,8 @@ TOPIC = "week"
 
 @pytest.fixture
 def trio(cluster_workdir: Path) -> Iterator[devcluster.DevCluster]:
-    # the controllers fence a broker that misses heartbeats for 6 s (default 9 s), within the 10 s freeze below
-    cluster = devcluster.start_cluster(NAME, PORT, workdir=cluster_workdir, brokers=3, extra_properties={
-        "broker.session.timeout.ms": 6000, "broker.heartbeat.interval.ms": 1000})
-    try:
+    with three_brokers(NAME, PORT, cluster_workdir) as cluster:  # fenced within the 10 s freeze below
         yield cluster
-    finally:
-        devcluster.stop_cluster(NAME, cluster_workdir)
 
 
 class Producing:

@@ -35,7 +35,7 @@ from mm2py.dev import cluster as devcluster
 from mm2py.ops.failover import plan_failover
 from mm2py.stores.ledger import TRUNCATED, Ledger
 from tests.conftest import PORT_OFFSET
-from tests.integration.mirror_helpers import mirror_once, properties
+from tests.integration.mirror_helpers import mirror_once, properties, three_brokers
 from tests.kafkautil import commit_offsets, consume_all, produce, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # three brokers, two stopped and started again
@@ -48,13 +48,8 @@ IN_SYNC, ALONE, NEW, AFTER = 300, 200, 400, 100  # records: both replicas, the o
 
 @pytest.fixture
 def trio(cluster_workdir: Path) -> Iterator[devcluster.DevCluster]:
-    # a stopped broker is fenced 6 s after its last heartbeat (default 9 s)
-    cluster = devcluster.start_cluster(NAME, PORT, workdir=cluster_workdir, brokers=3, extra_properties={
-        "broker.session.timeout.ms": 6000, "broker.heartbeat.interval.ms": 1000})
-    try:
+    with three_brokers(NAME, PORT, cluster_workdir) as cluster:  # a stopped broker is fenced within 6 s
         yield cluster
-    finally:
-        devcluster.stop_cluster(NAME, cluster_workdir)
 
 
 def records(tag: str, first: int, count: int) -> list[tuple[bytes, bytes, None, None]]:

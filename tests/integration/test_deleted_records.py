@@ -172,6 +172,9 @@ def test_a_restart_from_positions_inside_a_batch_copies_the_rest_of_it_and_repor
     assert gaps == [(1, "gap", "skipped", {"start": 300, "end": 1000})], "the ledger keeps the gap"
 
 
+TRIGGER_S = 30
+
+
 def test_delete_records_mid_flow_past_the_position_copies_the_rest_of_the_batch_holding_the_log_start(
         spark, cluster_a, cluster_b, unique_name, tmp_path):
     """A running flow between micro-batches: new batches arrive and DeleteRecords moves the log
@@ -181,9 +184,9 @@ def test_delete_records_mid_flow_past_the_position_copies_the_rest_of_the_batch_
     create_topic(cluster_a.bootstrap, topic, 2)
     for p, codec in enumerate((None, "snappy")):
         produce_batches(cluster_a.bootstrap, topic, p, codec, chunks=(700, 700))
-    # micro-batches at most every 30 s and no tail: the records of the second round wait for the next
+    # a micro-batch at most every TRIGGER_S and no tail: the second round waits for the next
     text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
-                      {"A->B": {"topics": topic, "trigger.interval.ms": "30000", "copy.tail.ms": "0"}})
+                      {"A->B": {"topics": topic, "trigger.interval.ms": str(TRIGGER_S * 1000), "copy.tail.ms": "0"}})
     config = load_text(text)
     engine = Engine(config, spark, str(tmp_path / "ckpt"))
     stop = threading.Event()
@@ -201,13 +204,21 @@ def test_delete_records_mid_flow_past_the_position_copies_the_rest_of_the_batch_
             wait_for(lambda: len(committed()) >= 1 and end_offsets(cluster_b.bootstrap, remote) == {0: 1400, 1: 1400},
                      180, "the first round mirrored and committed")
             rounds = len(committed())
-            round_two_at = time.monotonic()
+            # Spark's processing-time trigger looks for new data at multiples of its interval since
+            # the epoch (and once at once when a batch overran one): let the next multiple after
+            # the commit pass, then produce and delete well before the one after it
+            boundary = (time.time() // TRIGGER_S + 1) * TRIGGER_S
+            time.sleep(boundary + 5 - time.time())
+            round_two_at = time.time()
             for p, codec in enumerate((None, "snappy")):
                 produce_batches(cluster_a.bootstrap, topic, p, codec, chunks=(700, 700, 700), first=1400)
             before = consume_all(cluster_a.bootstrap, topic)
             delete_records(cluster_a.bootstrap, {(topic, p): start for p, start in starts.items()})
-            assert len(committed()) == rounds, "the flow planned the second round before DeleteRecords: try again"
-            print(f"second round produced and deleted in {time.monotonic() - round_two_at:.1f} s")
+            took = time.time() - round_two_at
+            print(f"second round produced and deleted in {took:.1f} s")
+            assert round_two_at // TRIGGER_S == time.time() // TRIGGER_S, \
+                f"producing and deleting took {took:.1f} s, past a trigger: no micro-batch may plan between them"
+            assert len(committed()) == rounds
             everything = {p: 1400 + 3500 - start for p, start in starts.items()}
             wait_for(lambda: end_offsets(cluster_b.bootstrap, remote) == everything, 180,
                      "everything from the log start mirrored")

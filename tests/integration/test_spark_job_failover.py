@@ -3,70 +3,28 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import threading
 import time
-from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
-from confluent_kafka import Producer
 
 from bench.common import stop_tool
 from mm2py.ops.spark_checkpoint import read_batch
-from tests.integration.mirror_helpers import REPO, Replicator, properties, wait_for
-from tests.kafkautil import create_topic, end_offsets
+from tests.integration.mirror_helpers import Replicator, properties, wait_for
+from tests.integration.spark_job_helpers import (
+    PARTITIONS,
+    OrdersWriter,
+    cli,
+    exactness,
+    forget_last_commit,
+    sink_batches,
+    sink_rows,
+    start_job,
+)
+from tests.kafkautil import consume_all, create_topic, end_offsets
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # 5-8 min each on a loaded 2-core machine
 
-JOB = Path(__file__).with_name("spark_kafka_job.py")
-
-
-def start_job(bootstrap: str, topic: str, sink: Path, cp: Path, log: Path) -> subprocess.Popen:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    return subprocess.Popen([sys.executable, str(JOB), bootstrap, topic, str(sink), str(cp)], cwd=REPO, env=env,
-                            stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def sink_rows(sink: Path) -> list[dict]:
-    """The rows of the files the sink committed (its _spark_metadata log), not of aborted batches'
-    files, in the order of their batches (a partition's rows in one batch are in one file)."""
-    meta = sink / "_spark_metadata"
-    entries = [e for e in (os.listdir(meta) if meta.is_dir() else []) if e.split(".")[0].isdigit()]
-    files: list[str] = []
-    for entry in sorted(entries, key=lambda e: int(e.split(".")[0])):
-        for line in (meta / entry).read_text().splitlines()[1:]:
-            path = urlparse(json.loads(line)["path"]).path
-            if path not in files:
-                files.append(path)
-    return [json.loads(line) for f in files for line in Path(f).read_text().splitlines() if line]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mm2py", *args], capture_output=True, text=True, timeout=120)
-
-
-def sink_batches(sink: Path) -> list[int]:
-    """The batches the sink committed (its _spark_metadata log)."""
-    meta = sink / "_spark_metadata"
-    names = (n.split(".")[0] for n in (os.listdir(meta) if meta.is_dir() else []))
-    return sorted(int(n) for n in names if n.isdigit())
-
-
-def forget_last_commit(cp: Path, sink: Path) -> int:
-    """The state of a query killed after its sink committed batch L and before Spark wrote commits/L
-    (what Spark re-runs as L on restart); returns L."""
-    last = sink_batches(sink)[-1]
-    assert (cp / "commits" / str(last)).exists(), "the job stopped with its sink's last batch committed"
-    for path in (cp / "commits" / str(last), cp / "commits" / f".{last}.crc"):
-        path.unlink(missing_ok=True)
-    for sub in ("offsets", "commits"):  # planned after L: not there when L's commit is missing
-        for n in os.listdir(cp / sub):
-            if n.lstrip(".").split(".")[0].isdigit() and int(n.lstrip(".").split(".")[0]) > last:
-                (cp / sub / n).unlink()
-    return last
+IDENTITY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
 
 def test_real_spark_job_fails_over_and_back_exactly(cluster_a, cluster_b, unique_name, tmp_path):
@@ -75,36 +33,14 @@ def test_real_spark_job_fails_over_and_back_exactly(cluster_a, cluster_b, unique
     twice). Then it fails back to A from wherever its stop on B left the checkpoint (the unit tests
     cover each of the two checkpoint states)."""
     topic = f"{unique_name}-orders"
-    create_topic(cluster_a.bootstrap, topic, 3)
+    create_topic(cluster_a.bootstrap, topic, PARTITIONS)
     text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic}},
                       extra="refresh.topics.interval.seconds = 2\n")
     config_path = tmp_path / "mm2.properties"
     config_path.write_text(text)
     sink, cp = tmp_path / "sink", tmp_path / "cp"
-    produced: dict[int, list[str]] = {0: [], 1: [], 2: []}
-    sent = [0]  # rounds written so far: values stay unique across the writer's runs
-
-    def keep_producing(stop: threading.Event) -> None:
-        producer = Producer({"bootstrap.servers": cluster_a.bootstrap, "linger.ms": 5, "log_level": 0})
-        while not stop.is_set():
-            i = sent[0]
-            for p in range(3):
-                value = f"p{p}-{i}"
-                producer.produce(topic, key=f"k{i}", value=value, partition=p)
-                produced[p].append(value)
-            sent[0] += 1
-            producer.poll(0)
-            time.sleep(0.2)  # ~5 records/s a partition: small counts on a busy machine
-        assert producer.flush(30) == 0
-
-    def start_writer() -> tuple[threading.Event, threading.Thread]:
-        stop = threading.Event()
-        thread = threading.Thread(target=keep_producing, args=(stop,), daemon=True)
-        thread.start()
-        return stop, thread
-
     rep = Replicator(config_path, tmp_path / "replicator.log").start()
-    stop, writer = start_writer()
+    writer = OrdersWriter(cluster_a.bootstrap, topic).start()
     job = None
     try:
         # the replicator's JVM first, then the job's: two Spark starts at once starve a 2-core machine
@@ -131,12 +67,10 @@ def test_real_spark_job_fails_over_and_back_exactly(cluster_a, cluster_b, unique
         assert done.returncode == 0, done.stderr + done.stdout
         job = start_job(cluster_b.bootstrap, f"A.{topic}", sink, cp, tmp_path / "job-b.log")
         time.sleep(5)
-        stop.set()
-        writer.join(60)
-        total = sum(len(v) for v in produced.values())
-        wait_for(lambda: sum(end_offsets(cluster_b.bootstrap, f"A.{topic}").values()) >= total, 120,
+        writer.stop()
+        wait_for(lambda: sum(end_offsets(cluster_b.bootstrap, f"A.{topic}").values()) >= writer.total, 120,
                  "B holds every record", rep)
-        wait_for(lambda: len(sink_rows(sink)) >= total or job.poll() is not None, 180, "the job drained on B")
+        wait_for(lambda: len(sink_rows(sink)) >= writer.total or job.poll() is not None, 180, "the job drained on B")
         time.sleep(3)  # a duplicate would come after the count is reached
         assert job.poll() is None, (tmp_path / "job-b.log").read_text()[-3000:]
         # failback: the same job goes back to A from where its stop on B left it
@@ -146,30 +80,88 @@ def test_real_spark_job_fails_over_and_back_exactly(cluster_a, cluster_b, unique
         done = cli("failback", str(config_path), "--spark-checkpoint", str(cp), "--from", "B", "--to", "A",
                    "--execute", "--force")
         assert done.returncode == 0, done.stderr + done.stdout
-        stop, writer = start_writer()  # records arrive on A again
+        writer.start()  # records arrive on A again
         job = start_job(cluster_a.bootstrap, topic, sink, cp, tmp_path / "job-a2.log")
         time.sleep(5)
-        stop.set()
-        writer.join(60)
-        total = sum(len(v) for v in produced.values())
-        wait_for(lambda: len(sink_rows(sink)) >= total or job.poll() is not None, 240,
+        writer.stop()
+        wait_for(lambda: len(sink_rows(sink)) >= writer.total or job.poll() is not None, 240,
                  "the job drained on A after the failback")
         time.sleep(3)
         assert job.poll() is None, (tmp_path / "job-a2.log").read_text()[-3000:]
         print(f"failback: {on_b} read on B, then {len(sink_rows(sink)) - len(on_a) - on_b} on A again")
     finally:
-        stop.set()
+        writer.stop()
         if job is not None:
             stop_tool(job)
         assert rep.stop() == 0, rep.tail()
     rows = sink_rows(sink)
-    by_partition: dict[int, list[str]] = {0: [], 1: [], 2: []}
-    for row in rows:  # in the order the sink committed them
-        by_partition[row["partition"]].append(row["value"])
-    values = [v for vs in by_partition.values() for v in vs]
-    dups = len(values) - len(set(values))
-    missing = sum(len(set(produced[p]) - set(by_partition[p])) for p in range(3))
-    print(f"read on A {len(on_a)}, after failover {len(rows) - len(on_a)}, total {total}, "
+    by_partition, dups, missing, _ = exactness(rows, writer)
+    print(f"read on A {len(on_a)}, after failover {len(rows) - len(on_a)}, total {writer.total}, "
           f"duplicates {dups}, missing {missing}, batch used {batch.note}")
     assert dups == 0 and missing == 0
-    assert by_partition == produced, "every partition in order"
+    assert by_partition == writer.produced, "every partition in order"
+
+
+def test_identity_exactly_once_transactional_job_fails_over_exactly(cluster_a, cluster_b, unique_name, tmp_path):
+    """Identity policy and exactly-once mirroring; the producer writes transactions on A (every
+    third aborted) and the job reads read_committed, by ``subscribePattern`` on A and by ``assign``
+    of the same-named topic on B. Control records take offsets on both clusters, at different
+    places: the translated offsets must resume the job at its next committed record. Its sink must
+    hold every committed record once, in order per partition, and no aborted one."""
+    topic = f"{unique_name}-orders"
+    create_topic(cluster_a.bootstrap, topic, PARTITIONS)
+    text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic}},
+                      extra=f"refresh.topics.interval.seconds = 2\nreplication.policy.class = {IDENTITY}\n"
+                            "B.exactly.once.source.support = required\n")
+    config_path = tmp_path / "mm2.properties"
+    config_path.write_text(text)
+    sink, cp = tmp_path / "sink", tmp_path / "cp"
+    rep = Replicator(config_path, tmp_path / "replicator.log").start()
+    writer = OrdersWriter(cluster_a.bootstrap, topic, f"{unique_name}-txn", abort_every=3).start()
+    pattern = f"{topic[:-2]}.s"  # a Java regex matching the topic alone
+    assignment = json.dumps({topic: list(range(PARTITIONS))})  # Identity: B's remote topic has A's name
+
+    def on_b_committed(counts: dict[int, int]) -> bool:
+        got = consume_all(cluster_b.bootstrap, topic, isolation="read_committed")
+        return all(len(got.get(p, [])) >= n for p, n in counts.items())
+
+    job = None
+    try:
+        wait_for(lambda: sum(end_offsets(cluster_b.bootstrap, topic).values()) > 0, 240, "mirroring", rep)
+        job = start_job(cluster_a.bootstrap, pattern, sink, cp, tmp_path / "job-a.log", "subscribePattern",
+                        "read_committed")
+        wait_for(lambda: (len(sink_rows(sink)) >= 30 and len(sink_batches(sink)) >= 2) or job.poll() is not None,
+                 300, "the job's first batches on A")
+        assert job.poll() is None, (tmp_path / "job-a.log").read_text()[-3000:]
+        stop_tool(job)  # mid-stream: the producer keeps writing
+        on_a = sink_rows(sink)
+        batch = read_batch(cp)
+        # whatever the job read (or planned) was committed on A before it stopped: B holding that many
+        # committed records a partition holds what it read, and the syncs that translate it
+        before_stop = {p: len(v) for p, v in writer.produced.items()}
+        wait_for(lambda: on_b_committed(before_stop), 120, "B holds what the job read", rep)
+        done = cli("failover", str(config_path), "--spark-checkpoint", str(cp), "--from", "A", "--to", "B",
+                   "--execute", "--force")
+        assert done.returncode == 0, done.stderr + done.stdout
+        print(done.stdout)
+        job = start_job(cluster_b.bootstrap, assignment, sink, cp, tmp_path / "job-b.log", "assign",
+                        "read_committed")
+        time.sleep(5)
+        writer.stop()
+        wait_for(lambda: on_b_committed({p: len(v) for p, v in writer.produced.items()}), 120,
+                 "B holds every committed record", rep)
+        wait_for(lambda: len(sink_rows(sink)) >= writer.total or job.poll() is not None, 180, "the job drained on B")
+        time.sleep(3)  # a duplicate would come after the count is reached
+        assert job.poll() is None, (tmp_path / "job-b.log").read_text()[-3000:]
+    finally:
+        writer.stop()
+        if job is not None:
+            stop_tool(job)
+        assert rep.stop() == 0, rep.tail()
+    rows = sink_rows(sink)
+    by_partition, dups, missing, aborted = exactness(rows, writer)
+    print(f"read on A {len(on_a)}, after failover {len(rows) - len(on_a)}, committed {writer.total}, "
+          f"aborted {len(writer.aborted)} ({writer.rounds} transactions), duplicates {dups}, missing {missing}, "
+          f"aborted in the sink {aborted}, batch used {batch.note}")
+    assert writer.aborted and dups == 0 and missing == 0 and aborted == 0
+    assert by_partition == writer.produced, "every partition in order"

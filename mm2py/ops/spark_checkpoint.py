@@ -13,6 +13,9 @@ commit exists, else re-runs it (same batch id, from the batch before's offsets t
   that committed L before the stop (a file sink's ``_spark_metadata/L``) skips it again: nothing
   twice. The originals are kept beside them as ``.N.before-failover`` and the stale ``.N.crc``
   checksums removed (Hadoop reads a file without one unchecked; a wrong one fails the read).
+- batch 0 planned and never committed: Spark re-runs it from each Kafka source's initial offsets
+  (``sources/<i>/0``: a NUL byte, ``v1``, the JSON), so those are rewritten the same way as
+  ``offsets/L-1`` above (source ``i`` is line ``i + 2`` of an offsets file).
 No ``.crc`` is written for new files.
 """
 
@@ -26,6 +29,10 @@ from pathlib import Path
 
 from mm2py.errors import Mm2pyError
 from mm2py.types import TP
+
+INITIAL = -1  # SparkBatch.batch_id of the sources' initial offsets, which batch 0 starts from
+_INITIAL_HEAD = "\0v1\n"  # what precedes the JSON in sources/<i>/0
+_FIRST_SOURCE_LINE = 2  # offsets/N: version, metadata, then one line per source
 
 
 @dataclass(frozen=True)
@@ -76,10 +83,25 @@ def read_batch(checkpoint: Path) -> SparkBatch:
         note = (f"batch {use} (committed); batch {latest} was planned but not committed, and Spark "
                 f"re-runs it from batch {use}'s offsets")
     else:
-        raise Mm2pyError(f"{checkpoint}: batch {latest} was never committed and there is no batch before it; "
-                         "the query starts from its startingOffsets: nothing to translate")
+        planned_only = _offsets_file(checkpoint, latest, latest, "planned, not committed")
+        return _initial_offsets(checkpoint, planned_only)
     rerun = None if use == latest else _offsets_file(checkpoint, latest, latest, "planned, not committed")
     return _offsets_file(checkpoint, use, latest, note, rerun)
+
+
+def _initial_offsets(checkpoint: Path, first: SparkBatch) -> SparkBatch:
+    """Batch 0 was planned and never committed: Spark re-runs it from the sources' initial offsets."""
+    lines = list(first.lines)
+    for i in first.kafka_lines:
+        path = checkpoint / "sources" / str(i - _FIRST_SOURCE_LINE) / "0"
+        text = path.read_text() if path.is_file() else ""
+        if not text.startswith(_INITIAL_HEAD) or not _kafka_line(text[len(_INITIAL_HEAD):]):
+            raise Mm2pyError(f"{checkpoint}: batch {first.batch_id} was never committed and {path} holds no "
+                             "Kafka initial offsets to re-run it from")
+        lines[i] = text[len(_INITIAL_HEAD):].strip()
+    note = (f"the sources' initial offsets (sources/*/0); batch {first.batch_id} was planned but never "
+            "committed, and Spark re-runs it from them")
+    return SparkBatch(INITIAL, tuple(lines), first.kafka_lines, first.latest_id, note, first)
 
 
 def _offsets_file(checkpoint: Path, n: int, latest: int, note: str, rerun: SparkBatch | None = None) -> SparkBatch:
@@ -118,8 +140,12 @@ def write_resume(checkpoint: Path, batch: SparkBatch, lines: tuple[str, ...],
     if batch.rerun is not None:
         if rerun_lines is None:
             raise ValueError("the planned batch's offsets are needed too")
-        for n, content in ((batch.batch_id, lines), (batch.rerun.batch_id, rerun_lines)):
-            _rewrite(checkpoint / "offsets", n, "\n".join(content))
+        if batch.batch_id == INITIAL:
+            for i in batch.kafka_lines:
+                _rewrite(checkpoint / "sources" / str(i - _FIRST_SOURCE_LINE), 0, _INITIAL_HEAD + lines[i])
+        else:
+            _rewrite(checkpoint / "offsets", batch.batch_id, "\n".join(lines))
+        _rewrite(checkpoint / "offsets", batch.rerun.batch_id, "\n".join(rerun_lines))
         return batch.rerun.batch_id
     new = batch.latest_id + 1
     commit = (checkpoint / "commits" / str(batch.batch_id))

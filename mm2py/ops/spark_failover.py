@@ -20,7 +20,7 @@ from mm2py.ops.failover import (
     place_by_time,
     translate_committed,
 )
-from mm2py.ops.spark_checkpoint import SparkBatch, last_write_age, read_batch, resume_lines, write_resume
+from mm2py.ops.spark_checkpoint import INITIAL, SparkBatch, last_write_age, read_batch, resume_lines, write_resume
 
 QUIET_SECONDS = 120.0  # a checkpoint written more recently than this belongs to a running query
 
@@ -46,7 +46,8 @@ def plan_spark(config: MirrorMakerConfig, checkpoint: Path, from_alias: str, to_
             rows = translate_committed(config, flow, src, b.offsets)
             if to_time_ms is not None:
                 rows = place_by_time(config, flow, rows, to_time_ms, every_remote=False)
-        return Plan(f"spark checkpoint {checkpoint} batch {b.batch_id}", from_alias, to_alias, tuple(rows))
+        which = "initial offsets" if b.batch_id == INITIAL else f"batch {b.batch_id}"
+        return Plan(f"spark checkpoint {checkpoint} {which}", from_alias, to_alias, tuple(rows))
 
     return SparkPlan(checkpoint, batch, plan(batch), plan(batch.rerun) if batch.rerun is not None else None)
 

@@ -37,10 +37,35 @@ def test_planned_uncommitted_batch_uses_the_one_before(tmp_path):
     assert b.offsets == {("orders", 0): 5}
 
 
-def test_nothing_committed_refuses(tmp_path):
+def test_nothing_committed_without_initial_offsets_refuses(tmp_path):
     batch(tmp_path, 0, {"orders": {"0": 5}}, commit=False)
-    with pytest.raises(Mm2pyError, match="never committed"):
+    with pytest.raises(Mm2pyError, match="never committed.*sources/0/0"):
         read_batch(tmp_path)
+
+
+def test_an_uncommitted_batch_0_reruns_from_the_sources_initial_offsets_rewritten_in_place(tmp_path):
+    """Spark re-runs batch 0 from ``sources/<i>/0``: both it and ``offsets/0`` are translated."""
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "0").write_text(f'v1\n{META}\n{{"logOffset":3}}\n{{"orders":{{"0":9,"2":8}}}}')
+    (tmp_path / "commits").mkdir()
+    initial = tmp_path / "sources" / "1" / "0"
+    initial.parent.mkdir(parents=True)
+    initial.write_bytes(b'\0v1\n{"orders":{"0":0,"2":1}}')
+    (tmp_path / "sources" / "1" / ".0.crc").write_bytes(b"crc\0stale")
+    b = read_batch(tmp_path)
+    assert b.offsets == {("orders", 0): 0, ("orders", 2): 1} and "initial offsets" in b.note
+    assert b.rerun is not None and b.rerun.offsets == {("orders", 0): 9, ("orders", 2): 8}
+    rename = {"orders": "A.orders"}
+    start = resume_lines(b, {("A.orders", 0): 0, ("A.orders", 2): 0}, rename)
+    end = resume_lines(b.rerun, {("A.orders", 0): 7, ("A.orders", 2): 6}, rename)
+    assert write_resume(tmp_path, b, start, end) == 0
+    assert initial.read_bytes() == b'\0v1\n{"A.orders":{"0":0,"2":0}}', "the header Spark reads kept"
+    assert not (tmp_path / "sources" / "1" / ".0.crc").exists()
+    assert (tmp_path / "sources" / "1" / ".0.before-failover").read_bytes() == b'\0v1\n{"orders":{"0":0,"2":1}}'
+    after = read_batch(tmp_path)
+    assert after.offsets == {("A.orders", 0): 0, ("A.orders", 2): 0}
+    assert after.rerun is not None and after.rerun.offsets == {("A.orders", 0): 7, ("A.orders", 2): 6}
+    assert (tmp_path / "offsets" / "0").read_text().splitlines()[2] == '{"logOffset":3}', "other sources alone"
 
 
 def test_resume_batch_renames_translates_and_keeps_the_rest(tmp_path):

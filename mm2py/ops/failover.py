@@ -10,12 +10,13 @@ back to the first offsets at or after a timestamp for partitions with neither. F
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import structlog
 
 from mm2py.checkpoint.both_ways import BothWays
-from mm2py.checkpoint.generations import REASON, untaken
+from mm2py.checkpoint.generations import untaken
 from mm2py.checkpoint.state import sync_log_for
 from mm2py.checkpoint.task import load_syncs
 from mm2py.client import MirrorClient
@@ -23,8 +24,8 @@ from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.errors import ConfigError, ConfigProblem, KafkaError, Mm2pyError
 from mm2py.kafka.admin import Admin
+from mm2py.ops.refusals import Standing, diverged
 from mm2py.policy import policy_for
-from mm2py.source.plan.divergence import DivergenceCheck
 from mm2py.source.plan.listing import SourceListing
 from mm2py.source.plan.resets import Reset
 from mm2py.stores.positions import PositionStore
@@ -62,50 +63,6 @@ def find_flow(config: MirrorMakerConfig, source: str, target: str) -> FlowConfig
         if (flow.source.alias, flow.target.alias) == (source, target):
             return flow
     raise ConfigError(ConfigProblem(f"{source}->{target}.enabled", f"the file has no flow {source}->{target}"))
-
-
-TRUNCATED_REASON = ("source log ends below the flow's mirrored position (truncated or re-created) and the flow "
-                    "has not taken it up yet (mm2py-ledger); not translated")
-
-
-DIVERGED_REASON = ("source log diverged at offset {at} (unclean leader election: leader epoch {copied} -> "
-                   "{leader}), below the flow's position {position}, and the flow has not taken it up yet "
-                   "(mm2py-ledger): the syncs from there point at records the source no longer holds; not translated")
-
-
-@dataclass
-class _Copied:
-    """Positions and their leader epochs as ``DivergenceCheck`` reads them."""
-
-    positions: dict[TP, int]
-    epochs: dict[TP, int]
-
-
-def diverged(flow: FlowConfig, positions: dict[TP, int], epochs: dict[TP, int], tps: list[TP]) -> dict[TP, Reset]:
-    """Partitions of ``tps`` whose source log diverged below the flow's position (the flow's own check,
-    mm2py.source.plan.divergence); none when the source does not answer (the caller then has no log ends)."""
-    begin = {tp: positions[tp] + 1 for tp in tps if tp in positions and tp in epochs}
-    if not begin:
-        return {}
-    listing = SourceListing(flow)
-    try:
-        ends = listing.list_offsets(begin)  # its metadata answer gives each partition's leader epoch
-        found = DivergenceCheck(listing, lambda: _Copied(positions, epochs)).find(begin, ends)
-    except KafkaError as e:
-        log.warning("source leader epochs unavailable; diverged logs not checked", error=str(e))
-        return {}
-    finally:
-        listing.close()
-    return {r.tp: r for r in found}
-
-
-def gone_back(positions: dict[TP, int], ends: dict[TP, int]) -> set[TP]:
-    """Partitions whose source log ends below the record after the flow's recorded position.
-
-    Their syncs are of the log before it went back: a group offset of the log now would translate
-    to another record. Once the flow takes the partition up, its position is below the new log start.
-    """
-    return {tp for tp, end in ends.items() if tp in positions and end < positions[tp] + 1}
 
 
 def plan_failover(config: MirrorMakerConfig, group: str, from_alias: str, to_alias: str,
@@ -157,7 +114,13 @@ def translate_committed(config: MirrorMakerConfig, flow: FlowConfig, src: Admin,
                          f"{to_alias}->{from_alias}: where {to_alias}'s own records sit on {from_alias} is not known "
                          "(they came round through other clusters); place the group with --to-time")
     positions, epochs = PositionStore(flow.target, from_alias, timeout_ms=flow.admin_timeout_ms).load_with_epochs()
-    split = diverged(flow, positions, epochs, sorted(committed)) if ends else {}
+    split: dict[TP, Reset] = {}
+    if ends:
+        listing = SourceListing(flow)
+        try:
+            split = diverged(listing, positions, epochs, sorted(committed))
+        finally:
+            listing.close()
     if reverse is not None:  # identity active/active: the consumer read records of both clusters
         dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
         both = BothWays.read(flow, reverse, sync_log_for(flow), sync_log_for(reverse), src, dst,
@@ -166,22 +129,28 @@ def translate_committed(config: MirrorMakerConfig, flow: FlowConfig, src: Admin,
     else:
         translate, how_found = load_syncs(flow).translate, "syncs"
     held = untaken(flow, src, Admin(flow.target, timeout_ms=flow.admin_timeout_ms), {t for t, _ in committed})
-    behind_position = gone_back(positions, ends)
+    standing = Standing(positions, ends, split, frozenset(held))
+    return plan_rows(committed, standing, lambda t: policy.format_remote_topic(from_alias, t), translate, how_found)
+
+
+def plan_rows(committed: Mapping[TP, int], standing: Standing, remote_topic: Callable[[str], str],
+              translate: Callable[[str, int, int], int | None], how_found: str) -> list[PartitionPlan]:
+    """One row per committed ``(topic, partition)``: translated, or refused with the reason (``Standing``).
+
+    A refused partition gets no offset (``apply_plan`` then names it); offset 0 of one that is not
+    refused needs no sync: it starts the remote partition too.
+    """
     rows: list[PartitionPlan] = []
     for (topic, partition), offset in sorted(committed.items()):
-        remote = policy.format_remote_topic(from_alias, topic)
-        refused = REASON if topic in held else TRUNCATED_REASON if (topic, partition) in behind_position else None
-        if (cut := split.get((topic, partition))) is not None and cut.diverged_at is not None \
-                and offset >= cut.diverged_at:  # below it both logs hold the same records
-            refused = DIVERGED_REASON.format(at=cut.diverged_at, copied=cut.copied_epoch, leader=cut.leader_epoch,
-                                             position=positions[(topic, partition)] + 1)
+        refused = standing.refusal(topic, partition, offset)
         target = None if refused else translate(topic, partition, offset)
         how = f"refused: {refused}" if refused else how_found
-        if target is None and offset == 0:
+        if target is None and offset == 0 and not refused:
             target, how = 0, "start"
-        mirrored = positions.get((topic, partition))
-        behind = None if mirrored is None or not ends else max(0, ends.get((topic, partition), 0) - (mirrored + 1))
-        rows.append(PartitionPlan(topic, remote, partition, offset, target,
+        mirrored = standing.positions.get((topic, partition))
+        behind = (None if mirrored is None or not standing.ends
+                  else max(0, standing.ends.get((topic, partition), 0) - (mirrored + 1)))
+        rows.append(PartitionPlan(topic, remote_topic(topic), partition, offset, target,
                                   how if target is not None or refused else "none", behind))
     return rows
 

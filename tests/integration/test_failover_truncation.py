@@ -14,7 +14,8 @@ import pytest
 
 from mm2py.config import load_text
 from mm2py.kafka.admin import Admin
-from mm2py.ops.failover import TRUNCATED_REASON, plan_failover
+from mm2py.ops.failover import plan_failover
+from mm2py.ops.refusals import TRUNCATED_REASON
 from mm2py.stores.ledger import TRUNCATED, Ledger
 from mm2py.stores.positions import PositionStore
 from tests.integration.mirror_helpers import mirror_once, properties
@@ -42,7 +43,8 @@ def test_failover_across_a_truncation_is_refused_until_taken_up_then_exact(
     commit_offsets(cluster_a.bootstrap, group, {(topic, 0): 300})
 
     [row] = plan_failover(config, group, "A", "B").partitions
-    assert (row.target_offset, row.how) == (None, f"refused: {TRUNCATED_REASON}")
+    reason = TRUNCATED_REASON.format(topic=topic, partition=0, end=MIRRORED, position=POSITION + 1, offset=300)
+    assert (row.target_offset, row.how) == (None, f"refused: {reason}")
 
     produce(cluster_a.bootstrap, topic, [(f"k{n}".encode(), f"b-{n}".encode(), None, None)
                                          for n in range(MIRRORED, MIRRORED + NEW)], partition=0)

@@ -11,6 +11,9 @@ held at each mirror, and every record of the new log from the divergence point a
 ledger names the mirrored records the source lost. Before the flow takes the divergence up,
 ``failover`` refuses a group at or past the divergence point (naming it) and translates one
 below it; after, the group past it lands on the copy of the new log's record it reads next.
+Under ``source.reset.policy = stop`` the same divergence stops that partition alone: an ERROR
+names it with both offsets, nothing of the new log is copied, the flow's other topic goes on,
+and the ledger holds one ``stop`` entry (across a restart) that ``status --json`` shows.
 
 Kafka 4.x with eligible leader replicas (KIP-966, on by default for new clusters since 4.1): the
 stale follower is in neither the ISR nor the ELR, so the controller elects it only when asked
@@ -23,6 +26,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -31,11 +35,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mm2py.cli import main
 from mm2py.config import load_text
+from mm2py.config.model import MirrorMakerConfig
 from mm2py.dev import cluster as devcluster
 from mm2py.ops.failover import plan_failover
 from mm2py.stores.ledger import TRUNCATED, Ledger
 from tests.conftest import PORT_OFFSET
-from tests.integration.mirror_helpers import mirror_once, properties, three_brokers
+from tests.integration.mirror_helpers import Replicator, mirror_once, properties, three_brokers
 from tests.kafkautil import commit_offsets, consume_all, produce, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # three brokers, two stopped and started again
@@ -82,17 +87,39 @@ def values(recs: list) -> list[tuple[bytes, bytes]]:
     return [(r.key, r.value) for r in recs]
 
 
-def test_an_unclean_election_past_the_position_loses_no_record(trio, cluster_b, cluster_workdir, spark, tmp_path,
-                                                               unique_name, capsys):
-    bootstrap, topic = trio.bootstrap, unique_name
+@dataclass(frozen=True)
+class Diverged:
+    """A source partition whose log diverged under a flow that mirrored it: what each side held."""
+
+    text: str  # the flow's properties
+    config: MirrorMakerConfig
+    remote: str  # the remote topic of the diverged topic on B
+    held_first: list[tuple[bytes, bytes]]  # the source at the first mirror (both replicas in sync)
+    held_second: list[tuple[bytes, bytes]]  # at the second (the old leader alone): all of it on B
+    new_log: list[tuple[bytes, bytes]]  # the new leader's log after its new records
+
+    @property
+    def position(self) -> int:
+        return len(self.held_second)
+
+
+def diverge(trio: devcluster.DevCluster, cluster_b, cluster_workdir: Path, spark, tmp_path: Path, topic: str,
+            flow_keys: dict[str, str] | None = None, also: str | None = None) -> Diverged:
+    """Mirror ``topic`` twice (in sync, then the old leader alone), then elect the stale follower
+    uncleanly and write NEW records at the offsets mirrored, past the flow's position. The old
+    leader (LEADER) is left stopped. ``also``: another topic of the flow (on node 0, which stays up)."""
+    bootstrap = trio.bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[LEADER, FOLLOWER]], config={
         "unclean.leader.election.enable": "true", "min.insync.replicas": "1"})])[topic].result(30)
+    if also is not None:
+        admin.create_topics([NewTopic(also, num_partitions=1, replica_assignment=[[0]])])[also].result(30)
     devcluster.wait_in_sync(bootstrap, topic, 60)
     # the offset syncs live on A: with one replica (the suite's single-broker default) on a broker this
     # test stops, every commit would wait for that broker to come back
+    topics = topic if also is None else f"{topic},{also}"
     text = properties({"A": bootstrap, "B": cluster_b.bootstrap},
-                      {"A->B": {"topics": topic, "offset-syncs.topic.replication.factor": "3"}})
+                      {"A->B": {"topics": topics, "offset-syncs.topic.replication.factor": "3", **(flow_keys or {})}})
     config = load_text(text)
     remote = f"A.{topic}"
 
@@ -121,6 +148,15 @@ def test_an_unclean_election_past_the_position_loses_no_record(trio, cluster_b, 
     new_log = values(consume_all(bootstrap, topic)[0])
     assert len(new_log) == IN_SYNC + NEW > position, "the new log end passes the position: no log-end check sees it"
     assert new_log[:IN_SYNC] == held_first and new_log[IN_SYNC:] != held_second[IN_SYNC:]
+    return Diverged(text, config, remote, held_first, held_second, new_log)
+
+
+def test_an_unclean_election_past_the_position_loses_no_record(trio, cluster_b, cluster_workdir, spark, tmp_path,
+                                                               unique_name, capsys):
+    bootstrap, topic = trio.bootstrap, unique_name
+    d = diverge(trio, cluster_b, cluster_workdir, spark, tmp_path, topic)
+    text, config, remote, held_second, new_log = d.text, d.config, d.remote, d.held_second, d.new_log
+    position = d.position
     # failover before the flow took the divergence up: a group at or past the divergence point is refused
     # with the reason (the syncs from there point at the old log's records); one below it is exact
     past, below = f"{topic}-past", f"{topic}-below"
@@ -128,7 +164,8 @@ def test_an_unclean_election_past_the_position_loses_no_record(trio, cluster_b, 
     commit_offsets(bootstrap, below, {(topic, 0): IN_SYNC - 50})
     [refused] = plan_failover(config, past, "A", "B").partitions
     assert refused.target_offset is None
-    assert refused.how.startswith(f"refused: source log diverged at offset {IN_SYNC} "), refused.how
+    assert refused.how.startswith(f"refused: source log diverged at offset {IN_SYNC} of {topic}-0 "), refused.how
+    assert f"position {position}," in refused.how and f"committed offset {IN_SYNC + 50} " in refused.how
     [exact] = plan_failover(config, below, "A", "B").partitions
     assert exact.target_offset == IN_SYNC - 50, exact
     mirror_once(spark, text, tmp_path)
@@ -170,3 +207,52 @@ def test_an_unclean_election_past_the_position_loses_no_record(trio, cluster_b, 
         print(f"\nmirrored {len(on_b)} records to B; {position - IN_SYNC} mirrored records truncated from the source "
               f"(offsets {IN_SYNC}..{position - 1}, named in the ledger); new log from {IN_SYNC} landed at {position}; "
               f"ledger entry: {entry.to_json()}; failover before the flow took it up: {refused.how}")
+
+
+def test_stop_stops_the_diverged_topic_naming_it_while_another_topic_flows(trio, cluster_b, cluster_workdir, spark,
+                                                                           tmp_path, unique_name, capsys):
+    """``source.reset.policy = stop``: the diverged partition is not copied on (nothing of the new log
+    lands on B), an ERROR names topic, partition and offsets, the ledger holds a ``stop`` entry that
+    ``status --json`` shows, the flow's other topic goes on; a restart keeps the stop and records it once."""
+    bootstrap, topic, other = trio.bootstrap, unique_name, f"{unique_name}-other"
+    d = diverge(trio, cluster_b, cluster_workdir, spark, tmp_path, topic, {"source.reset.policy": "stop"}, also=other)
+    path = tmp_path / "mm2.properties"
+    path.write_text(d.text)
+    log = tmp_path / "mm2.log"  # the planner logs from Spark's Python workers: a replicator process's output
+    flowing = records("o", 0, 150)
+    for run, (first, last) in enumerate(((0, 100), (100, 150))):  # the second run is a restart
+        produce(bootstrap, other, flowing[first:last], partition=0)
+        rep = Replicator(path, log, "--once").start()
+        assert rep.proc is not None
+        assert rep.proc.wait(300) == 0, rep.tail()
+        stopped = [line for line in log.read_text(errors="replace").splitlines()
+                   if "partition stopped" in line and any(f in line + " " for f in (
+                       f"topic={topic} ", f'"topic": "{topic}"'))]
+        assert len(stopped) == run + 1, f"the ERROR, said again by the restart: {rep.tail()}"
+
+    assert values(consume_all(cluster_b.bootstrap, d.remote)[0]) == d.held_second, "nothing of the new log copied"
+    assert values(consume_all(cluster_b.bootstrap, f"A.{other}")[0]) == values(consume_all(bootstrap, other)[0])
+    assert len(values(consume_all(cluster_b.bootstrap, f"A.{other}")[0])) == 150, "the other topic flowed"
+    # the ERROR names topic (above), partition, the divergence point, the position and the policy
+    for line in stopped:
+        assert "error" in line.lower() and "source.reset.policy = stop" in line, line
+        assert f"diverged at offset {IN_SYNC}, below the flow's position {d.position}" in line, line
+        assert any(f in line for f in ("partition=0", '"partition": 0')), line
+    assert not [line for line in log.read_text(errors="replace").splitlines()
+                if "partition stopped" in line and other in line]
+    entries = [e for e in Ledger(d.config.clusters["B"], "A", "A->B").load().entries if e.topic == topic]
+    [entry] = entries  # the restart found it again and did not record it twice
+    assert (entry.kind, entry.action, entry.partition) == (TRUNCATED, "stop", 0)
+    assert (entry.source_old["start"], entry.source_old["end"]) == (IN_SYNC, d.position)
+    assert entry.source_new["diverged_at"] == IN_SYNC
+    assert entry.target_old == {"end": d.position} and entry.target_new == {}, "nothing lands while stopped"
+    assert not [e for e in Ledger(d.config.clusters["B"], "A", "A->B").load().entries if e.topic == other]
+
+    capsys.readouterr()  # the flow's output so far
+    assert main(["status", str(path), "--json"]) == 0
+    [flow] = json.loads(capsys.readouterr().out)
+    [reported] = [e for e in flow["ledger"] if e["topic"] == topic]
+    assert reported == entry.to_json() and reported["action"] == "stop"
+    with capsys.disabled():
+        print(f"\nstop: {topic}-0 stopped at the divergence ({IN_SYNC}..{d.position - 1} lost on the source, "
+              f"nothing of the new log copied); {other} flowed 150 records; ledger entry: {entry.to_json()}")

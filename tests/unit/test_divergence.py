@@ -220,3 +220,27 @@ def test_a_copy_ends_where_a_newer_leader_epoch_comes_from_another_broker():
         # change read from one broker (an election long past) is copied through
         assert target.logs[("A.t", 0)] == copied
         assert (result.next_offset, result.leader_epoch, result.stall_offset) == (copied[-1] + 10, epoch, -1)
+
+
+def test_a_diverged_stop_found_again_after_a_restart_is_recorded_once():
+    first = Guarded({"orders": 1}, policy=STOP, stored={T0: 1999})
+    source = FakeEpochs()
+    first.guard.divergence = DivergenceCheck(source, lambda: Copied({T0: 1999}, {T0: 3}))
+    first.r.src.latest = {T0: 2000}
+    end = advance(first, first.r.planner.initial_offsets())
+    source.current, source.ends = {T0: 5}, {T0: EpochEnd(0, 3, 1500)}
+    first.r.src.latest = {T0: 2600}
+    advance(first, end)
+    [stop] = [e for entries, _ in first.ledger.appended for e in entries]
+    assert (stop.kind, stop.action, stop.source_new["diverged_at"]) == (TRUNCATED, STOP, 1500)
+    # restarted: its position still carries epoch 3, so the new guard finds the divergence again
+    again = Guarded({"orders": 1}, policy=STOP, ledger=first.ledger, stored={T0: 1999})
+    again.guard.divergence = DivergenceCheck(source, lambda: Copied({T0: 1999}, {T0: 3}))
+    again.r.src.latest = {T0: 2600}
+    with capture_logs() as logs:
+        start = again.r.planner.initial_offsets()
+        assert again.r.planner.ranges(start, again.r.planner.latest_offsets(start, None)) == []
+    assert [e for entries, _ in again.ledger.appended for e in entries] == [stop], "recorded once"
+    [error] = [x for x in logs if x["log_level"] == "error"]
+    assert "diverged at offset 1500, below the flow's position 2000" in error["event"], error
+    assert len(source.asked) == 2, "asked once per run"

@@ -14,7 +14,8 @@ Invariants:
   translates through a sync of the old one (a later sync at or below an upstream offset
   supersedes every earlier one above it: mm2py.checkpoint.translation);
 - ``stop``: the partition is never planned again in this run, nor after a restart while the
-  ledger's last event of it is that stop; other partitions go on;
+  ledger's last event of it is that stop (recorded once: a restart that finds the same case
+  again does not record it again); other partitions go on;
 - ``recreate``: the remote topic is deleted and created again before its partitions are planned
   from the new log start; positions and syncs restart at 0;
 - a topic re-created with fewer partitions than its remote topic holds is never continued (its
@@ -136,8 +137,8 @@ class ResetGuard:
             skip = self._stopped.keys() | {r.tp for r in found}
             found += self.divergence.find({tp: p for tp, p in begin.items() if tp not in skip}, log_ends)
         seen = {r.tp for r in found}
-        # a stop outlives a restart: the ledger's last event of the partition says so
-        recorded = set()
+        # a stop outlives a restart: the ledger's last event of the partition says so (found again: not recorded twice)
+        recorded = {r.tp for r in found if r.tp in self._stops and self._stops[r.tp].kind == r.kind}
         for tp, last in sorted(self._stops.items()):
             if tp in begin and tp not in seen and tp not in self._stopped:
                 found.append(from_entry(last))

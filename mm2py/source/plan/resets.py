@@ -103,9 +103,11 @@ def entry_for(flow: str, reset: Reset, action: str, *, log_start: int, remote_en
 
 def from_entry(entry: LedgerEntry) -> Reset:
     """The reset a stop recorded in the ledger stands for (a stop outlives a restart)."""
+    diverged_at = entry.source_new.get("diverged_at")
     return Reset(entry.kind, entry.topic, entry.partition, int(entry.source_old.get("end", 0)),
                  int(entry.source_new.get("end", -1)), entry.source_old.get("topic_id"),
-                 entry.source_new.get("topic_id"))
+                 entry.source_new.get("topic_id"), None if diverged_at is None else int(diverged_at),
+                 entry.source_old.get("leader_epoch"), entry.source_new.get("leader_epoch"))
 
 
 def gap_entry(flow: str, topic: str, partition: int, lost_start: int, lost_end: int,

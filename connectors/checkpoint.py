@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from mm2py.connectors.options import decode_flow
+from mm2py.connectors.options import decode_spec
 from mm2py.connectors.ticker import TickingReader
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
@@ -28,9 +28,8 @@ class CheckpointDataSource(DataSource):
         return "grp string, topic string, partition int, upstream long, downstream long, synced boolean"
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        flow = decode_flow(self.options["flow"])
-        reverse = decode_flow(self.options["reverse"]) if "reverse" in self.options else None
-        return CheckpointReader(flow, flow.emit_checkpoints_interval_seconds, reverse)
+        spec = decode_spec(self.options["spec"])
+        return CheckpointReader(spec.flow, spec.flow.emit_checkpoints_interval_seconds, spec.reverse)
 
 
 class CheckpointPass(InputPartition):

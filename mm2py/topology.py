@@ -228,6 +228,11 @@ def reverse_flow(config: MirrorMakerConfig, flow: FlowConfig) -> FlowConfig | No
     """
     if not loop_guard(config, flow).provenance:
         return None
+    return flow_back(config, flow)
+
+
+def flow_back(config: MirrorMakerConfig, flow: FlowConfig) -> FlowConfig | None:
+    """The enabled flow target->source of ``flow``, if the file has it."""
     return next((f for f in config.enabled_flows
                  if (f.source.alias, f.target.alias) == (flow.target.alias, flow.source.alias)), None)
 

@@ -22,7 +22,7 @@ from pyspark.sql.streaming import StreamingQuery
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.connectors.checkpoint import CheckpointDataSource
 from mm2py.connectors.heartbeat import HeartbeatDataSource
-from mm2py.connectors.options import encode, encode_flow
+from mm2py.connectors.options import encode
 from mm2py.connectors.sink import FlowSink, log_rows
 from mm2py.connectors.source import MirrorSourceDataSource
 from mm2py.connectors.warmup import WarmupDataSource
@@ -34,6 +34,7 @@ from mm2py.engine.shutdown import Shutdown, signals_to
 from mm2py.engine.sparkhome import use_lean_spark_home
 from mm2py.engine.supervisor import State, Supervisor
 from mm2py.errors import Mm2pyError, from_task_failure
+from mm2py.flowspec import FlowSpec
 from mm2py.kafka.krb5conf import check_flows as check_kerberos
 from mm2py.kafka.tls import check_stores
 from mm2py.metrics import Metrics
@@ -42,9 +43,10 @@ from mm2py.source.copy.exactly_once import fence
 from mm2py.source.copy.exactly_once import prepare as prepare_exactly_once
 from mm2py.source.copy.stop_flag import StopFlag
 from mm2py.source.copy.tail import may_tail
+from mm2py.source.copy.task import CopySpec
 from mm2py.source.plan.commit import committer_for
 from mm2py.source.sync_history import prepare_history
-from mm2py.topology import LoopGuard, check_topology, loop_guard, reverse_flow
+from mm2py.topology import check_topology
 from mm2py.transforms import check_flows as check_transforms
 
 log = structlog.get_logger(__name__)
@@ -239,27 +241,27 @@ class Engine:
     tailing: frozenset[str] = frozenset()  # flows whose copy tasks may tail (mm2py.source.copy.tail)
     committed: Callable[[], None] | None = None  # called after each committed micro-batch of any flow
     stop_flag: StopFlag = field(default_factory=lambda: StopFlag(None))  # raised on stop (mm2py.source.copy.stop_flag)
-    guards: dict[str, LoopGuard] = field(default_factory=dict)  # by flow name, each worked out once
+    specs: dict[str, FlowSpec] = field(default_factory=dict)  # by flow name, each resolved once
 
-    def guard(self, flow: FlowConfig) -> LoopGuard:
-        """``flow``'s loop guard (mm2py.topology), worked out on first use and kept."""
-        if flow.name not in self.guards:
-            self.guards[flow.name] = loop_guard(self.config, flow)
-        return self.guards[flow.name]
+    def spec(self, flow: FlowConfig) -> FlowSpec:
+        """``flow`` resolved (mm2py.flowspec): on first use, then kept; over ``flow`` as start-up adjusted it."""
+        if flow.name not in self.specs:
+            self.specs[flow.name] = FlowSpec.resolve(self.config, flow)
+        spec = self.specs[flow.name]
+        return spec if spec.flow is flow else spec.with_flow(flow)
 
     def _query(self, flow: FlowConfig, source: type, kind: str, sink: Callable, trigger: dict) -> StreamingQuery:
+        spec = self.spec(flow)
         reader = (
             self.spark.readStream.format(source.name())
-            .option("flow", encode_flow(flow))
+            .option("spec", encode(spec))
             .option("tasks", str(self.spark.sparkContext.defaultParallelism))
         )
         if source is MirrorSourceDataSource:
-            reader = (reader.option("guard", encode(self.guard(flow)))
+            reader = (reader.option("copy", encode(CopySpec.for_flow(spec)))
                       .option("tailing", str(len(self.tailing))))
             if self.stop_flag.path is not None:
                 reader = reader.option("stop", self.stop_flag.path)
-        if source is CheckpointDataSource and (reverse := reverse_flow(self.config, flow)) is not None:
-            reader = reader.option("reverse", encode_flow(reverse))
         df = reader.load()
         checkpoint = os.path.join(self.checkpoint_root, flow.name.replace(">", ""), kind)
         return (df.writeStream.queryName(f"{kind} {flow.name}").foreachBatch(sink)
@@ -295,10 +297,10 @@ class Engine:
         flows = tuple(prepare_exactly_once(prepare_history(flow), self._tasks(flow)) for flow in flows)
         # each tailing flow holds task slots for its tail window (mm2py.source.copy.tail)
         self.tailing = frozenset() if until_caught_up else frozenset(
-            f.name for f in flows if may_tail(f, self.guard(f).provenance))
+            f.name for f in flows if may_tail(f, self.spec(f).provenance))
         # every source first: copying starts before the other connectors' queries are made
         for flow in flows:
-            committer = committer_for(flow, self.metrics)
+            committer = committer_for(self.spec(flow), self.metrics)
             committer.open()  # its producers get their ids while the first micro-batch copies
             sink = FlowSink(committer, self.committed)
             running = RunningFlow(flow, sink, ever_ran=flow.name in reached)
@@ -516,8 +518,8 @@ def run(
             + ": set e.g. 'A->B.enabled = true'"
         )
     check_topology(config)  # refuse a looping topology before paying for Spark
-    guards = {f.name: loop_guard(config, f) for f in flows}  # each flow's, once for the run
-    check_transforms(flows, lambda f: guards[f.name].provenance)  # every link implemented, or refused
+    specs = {f.name: FlowSpec.resolve(config, f) for f in flows}  # each flow resolved once for the run
+    check_transforms(flows, lambda f: specs[f.name].provenance)  # every link implemented, or refused
     check_kerberos(flows)  # GSSAPI clients: each principal logs in (keytab, KDC) before Spark starts
     check_schemas(flows)  # schemas.mode: registries configured and answering
     # JKS / PKCS12 stores readable with their passwords (mm2py.kafka.tls)
@@ -549,7 +551,7 @@ def run(
     # internal and remote topics are created while Spark starts, before any source lists topics
     # (mm2py.engine.prepare); a run that stops once caught up runs no heartbeats nor checkpoints
     preparation = TargetPreparation(
-        flows, prepare_flow_target(lambda f: guards[f.name], checkpoints=not until_caught_up),
+        flows, prepare_flow_target(lambda f: specs[f.name], checkpoints=not until_caught_up),
         heartbeats=() if until_caught_up else config.heartbeat_flows(targets)).start()
     # the driver JVM's class archive, kept only once a micro-batch was copied (mm2py.engine.jvmcache)
     archive = DriverArchive(JVM_OPTIONS, use_lean_spark_home())
@@ -565,7 +567,7 @@ def run(
             signal.signal(signal.SIGINT, shutdown.handle)
             gateway = getattr(spark.sparkContext._gateway, "proc", None)  # spark-submit exec'd the JVM
             shutdown.jvm_pid = getattr(gateway, "pid", None)
-            return _serve(config, spark, root, flows, targets, shutdown, until_caught_up=until_caught_up, guards=guards,
+            return _serve(config, spark, root, flows, targets, shutdown, until_caught_up=until_caught_up, specs=specs,
                           preparation=preparation, committed=archive.worked)
     finally:
         shutdown.done()
@@ -575,12 +577,12 @@ def run(
 def _serve(config: MirrorMakerConfig, spark: SparkSession, root: str, flows: tuple[FlowConfig, ...],
            targets: tuple[str, ...] | None, shutdown: Shutdown, *, until_caught_up: bool,
            preparation: TargetPreparation | None = None, committed: Callable[[], None] | None = None,
-           guards: dict[str, LoopGuard] | None = None) -> int:
+           specs: dict[str, FlowSpec] | None = None) -> int:
     """Run ``flows`` on ``spark`` until a signal (or, ``until_caught_up``, they caught up); stop Spark in order."""
     stop = shutdown.stop
     metrics = Metrics() if config.metrics_port is not None else None
     engine = Engine(config, spark, root, metrics=metrics, committed=committed, stop_flag=shutdown.flag,
-                    guards=dict(guards or {}))
+                    specs=dict(specs or {}))
     server = MetricsServer(metrics, config.metrics_port, flows, config.metrics_bind_address,
                            config.audit_interval_seconds).start() if metrics is not None else None
     try:

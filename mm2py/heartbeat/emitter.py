@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 from mm2py.config.model import FlowConfig
+from mm2py.flowspec import FlowSpec
 from mm2py.formats import Heartbeat
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import RecordWriter, ensure_compacted_topic
-from mm2py.policy import policy_for
 
 
 class HeartbeatEmitter:
@@ -20,9 +20,9 @@ class HeartbeatEmitter:
     constructor does no I/O.
     """
 
-    def __init__(self, flow: FlowConfig):
-        self.flow = flow
-        self.topic = policy_for(flow).heartbeats_topic()
+    def __init__(self, spec: FlowSpec):
+        self.flow = spec.flow
+        self.topic = spec.policy.heartbeats_topic()
         self._writer: RecordWriter | None = None
 
     def ensure_topic(self) -> None:
@@ -52,7 +52,7 @@ class HeartbeatEmitter:
 
 def emit_heartbeat(flow: FlowConfig, now_ms: int | None = None) -> Heartbeat:
     """Write a single heartbeat for ``flow`` (tools and tests; the connector keeps an emitter)."""
-    emitter = HeartbeatEmitter(flow)
+    emitter = HeartbeatEmitter(FlowSpec.alone(flow))
     try:
         return emitter.beat(now_ms)
     finally:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mm2py.config.model import MirrorMakerConfig
 from mm2py.errors import Mm2pyError
+from mm2py.flowspec import FlowSpec
 from mm2py.kafka.admin import Admin
 from mm2py.ops.failover import (
     Plan,
@@ -41,9 +42,10 @@ def plan_spark(config: MirrorMakerConfig, checkpoint: Path, from_alias: str, to_
     else:
         flow = find_flow(config, from_alias, to_alias)
         src = Admin(flow.source, timeout_ms=min(flow.admin_timeout_ms, 15000))
-        rows = translate_committed(config, flow, src, batch.offsets)
+        spec = FlowSpec.resolve(config, flow)
+        rows = translate_committed(config, spec, src, batch.offsets)
         if to_time_ms is not None:
-            rows = place_by_time(config, flow, rows, to_time_ms, every_remote=False)
+            rows = place_by_time(config, spec, rows, to_time_ms, every_remote=False)
     return SparkPlan(checkpoint, batch, Plan(f"spark checkpoint {checkpoint}", from_alias, to_alias, tuple(rows)))
 
 

@@ -26,10 +26,11 @@ import structlog
 
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
+from mm2py.flowspec import FlowSpec
 from mm2py.formats import OffsetSync
 from mm2py.kafka.admin import Admin
 from mm2py.metrics import Metrics
-from mm2py.policy import ReplicationPolicy, policy_for
+from mm2py.policy import ReplicationPolicy
 from mm2py.source.plan.listing import OffsetLister, SourceListing
 from mm2py.source.plan.resets import gap_entry
 from mm2py.source.ranges import RangeResult
@@ -257,13 +258,14 @@ class FlowCommitter:
             self.source.close()
 
 
-def committer_for(flow: FlowConfig, metrics: Metrics | None = None) -> FlowCommitter:
-    """A committer over the flow's real clusters."""
+def committer_for(spec: FlowSpec, metrics: Metrics | None = None) -> FlowCommitter:
+    """A committer over the real clusters of ``spec``'s flow."""
+    flow = spec.flow
     timeout = flow.admin_timeout_ms
     # exactly-once: the copy tasks committed positions and syncs with their data (mm2py.source.copy.transactional)
     in_tasks = flow.exactly_once != "off"
     return FlowCommitter(
-        flow, policy_for(flow),
+        flow, spec.policy,
         None if in_tasks else PositionStore(flow.target, flow.source.alias, timeout_ms=timeout),
         OffsetSyncWriter(flow) if flow.emit_offset_syncs_enabled and not in_tasks else None,
         SourceListing(flow),

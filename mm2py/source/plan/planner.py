@@ -21,10 +21,10 @@ import structlog
 from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
+from mm2py.flowspec import FlowSpec
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import ensure_compacted_topic
 from mm2py.metadata.sync import MetadataSync
-from mm2py.policy import policy_for
 from mm2py.source.plan.ahead import AheadWork, ahead_delay
 from mm2py.source.plan.catalogue import TopicCatalogue
 from mm2py.source.plan.listing import OffsetLister, SourceListing
@@ -36,7 +36,6 @@ from mm2py.source.provenance import REGISTRY_TOPIC, Provenance, RegistryTail
 from mm2py.source.ranges import PartitionRange, split_key, tp_key
 from mm2py.stores.ledger import Ledger
 from mm2py.stores.positions import PositionStore, PositionTail
-from mm2py.topology import LoopGuard
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
@@ -339,9 +338,9 @@ class BatchPlanner:
         return self.catalogue.bytes_per_offset.get(key, ASSUMED_BYTES_PER_OFFSET)
 
 
-def planner_for(flow: FlowConfig, guard: LoopGuard | None = None) -> BatchPlanner:
-    """The planner of ``flow`` with its real collaborators (clients are created, nothing is asked yet)."""
-    policy = policy_for(flow)
+def planner_for(spec: FlowSpec) -> BatchPlanner:
+    """The planner of ``spec``'s flow with its real collaborators (clients are created, nothing is asked yet)."""
+    flow, policy, guard = spec.flow, spec.policy, spec.guard
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
     dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
     store = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms)
@@ -366,5 +365,5 @@ def planner_for(flow: FlowConfig, guard: LoopGuard | None = None) -> BatchPlanne
                            stalls=StallBook(flow.name, PositionTail(store, dst)),
                            sizer=BatchSizer(flow.max_batch_bytes, flow.batch_duration_ms / 1000),
                            registry=RegistryTail(flow.source, flow.admin_timeout_ms / 1000)
-                           if guard is not None and guard.provenance else None, offsets=listing)
+                           if guard.provenance else None, offsets=listing)
     return planner

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import FlowConfig
 from mm2py.errors import ConfigError, ConfigProblem
+from mm2py.flowspec import FlowSpec
 from mm2py.kafka.admin import Admin
 from mm2py.schemas.registry import Registry
 from mm2py.schemas.settings import SchemaSettings
@@ -68,7 +69,7 @@ def check_schemas(flows: Iterable[FlowConfig]) -> None:
             if "url" in cluster.schema_registry and cluster.schema_registry["url"] not in pinged:
                 Registry(cluster.alias, cluster.schema_registry).ping()
                 pinged.add(cluster.schema_registry["url"])
-        settings = SchemaSettings.for_flow(flow)
+        settings = SchemaSettings.for_flow(FlowSpec.alone(flow))
         if settings is not None and flow.schemas_on_error == "dead-letter":
             admin = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
             admin.create_topic(settings.dead_letter_topic, 1, min(flow.replication_factor, admin.broker_count()))

@@ -145,7 +145,7 @@ def test_a_flow_prepares_the_topics_of_the_connectors_it_runs(monkeypatch):
     def prepared(extra: str, *, checkpoints: bool = True) -> list[str]:
         made.clear()
         [flow] = load_text(ONE_WAY + extra).enabled_flows
-        module.prepare_flow_target(lambda f: None, checkpoints=checkpoints)(flow)
+        module.prepare_flow_target(FlowSpec.alone, checkpoints=checkpoints)(flow)
         module.prepare_heartbeats_topic(flow)
         return list(made)
 

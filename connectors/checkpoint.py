@@ -29,7 +29,7 @@ class CheckpointDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         spec = decode_spec(self.options["spec"])
-        return CheckpointReader(spec.flow, spec.flow.emit_checkpoints_interval_seconds, spec.reverse)
+        return CheckpointReader(spec.flow, spec.flow.checkpoints.emit_checkpoints_interval_seconds, spec.reverse)
 
 
 class CheckpointPass(InputPartition):
@@ -41,7 +41,8 @@ class CheckpointReader(TickingReader):
     def __init__(self, flow: FlowConfig, interval_seconds: float, reverse: FlowConfig | None = None):
         super().__init__(flow, interval_seconds)
         self.reverse = reverse  # the flow back, for a two-cluster identity cycle (mm2py.checkpoint.both_ways)
-        self.listing = GroupListing(flow.refresh_groups_enabled, flow.refresh_groups_interval_seconds)
+        selection = flow.selection
+        self.listing = GroupListing(selection.refresh_groups_enabled, selection.refresh_groups_interval_seconds)
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -55,7 +56,7 @@ class CheckpointReader(TickingReader):
 
         admin = Admin(self.flow.source, timeout_ms=self.flow.admin_timeout_ms)
         groups = self.listing.current(lambda: admin.groups())
-        sync = sync_due(end["tick"], self.interval, self.flow.sync_group_offsets_interval_seconds)
+        sync = sync_due(end["tick"], self.interval, self.flow.checkpoints.sync_group_offsets_interval_seconds)
         return [CheckpointPass(end["tick"], groups, sync)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:

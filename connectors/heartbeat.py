@@ -51,7 +51,7 @@ class HeartbeatReader(DataSourceStreamReader):
     def __init__(self, spec: FlowSpec, report_interval: float = REPORT_INTERVAL_SECONDS):
         self.spec = spec
         self.flow = flow = spec.flow
-        self.interval = max(flow.emit_heartbeats_interval_seconds, 0.1)
+        self.interval = max(flow.heartbeats.emit_heartbeats_interval_seconds, 0.1)
         self.report_interval = report_interval
         self._emitter: HeartbeatEmitter | None = None  # driver side only, never pickled
         self._last_beat = 0.0

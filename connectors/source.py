@@ -68,7 +68,7 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self.slots = tasks  # Spark's task slots
         self.tailing_flows = tailing_flows  # flows of this run whose copy tasks may tail
         # tasks.max as given (above the core count, extra tasks wait for a core); else Spark's parallelism
-        self.tasks = flow.tasks_max or tasks
+        self.tasks = flow.copy.tasks_max or tasks
         self.spec = copy  # the copy path, resolved once by the driver (CopySpec.for_flow)
         self._planner = None  # driver side only; built on first use, never pickled
 
@@ -89,7 +89,7 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         return self.planner.initial_offsets()
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadMaxBytes(self.flow.max_batch_bytes)
+        return ReadMaxBytes(self.flow.copy.max_batch_bytes)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         if self.stop_flag.raised():

@@ -272,7 +272,7 @@ class Engine:
             return self._query(flow, source, kind, sink, trigger)
 
         def restart() -> StreamingQuery:
-            if source is MirrorSourceDataSource and flow.exactly_once != "off":
+            if source is MirrorSourceDataSource and flow.delivery.exactly_once != "off":
                 # tasks of the failed query may hold transactions open: abort them before planning
                 fence(flow, self._tasks(flow))
             return start()
@@ -280,7 +280,7 @@ class Engine:
 
     def _tasks(self, flow: FlowConfig) -> int:
         """The most copy tasks a micro-batch of ``flow`` has (the source reader's rule)."""
-        return flow.tasks_max or self.spark.sparkContext.defaultParallelism
+        return flow.copy.tasks_max or self.spark.sparkContext.defaultParallelism
 
     def start(self, flows: tuple[FlowConfig, ...], *, until_caught_up: bool = False,
               heartbeat_flows: tuple[FlowConfig, ...] = (), reached: frozenset[str] = frozenset()) -> None:
@@ -305,24 +305,25 @@ class Engine:
             sink = FlowSink(committer, self.committed)
             running = RunningFlow(flow, sink, ever_ran=flow.name in reached)
             running.connectors.append(self._connector(flow, MirrorSourceDataSource, "source", sink,
-                                                      every(flow.trigger_interval_ms / 1000)))
+                                                      every(flow.copy.trigger_interval_ms / 1000)))
             self.flows.append(running)
             by_name[flow.name] = running
             self.supervisor.add(flow.name)
             log.info("flow started", flow=flow.name, source=flow.source.bootstrap_servers,
                      target=flow.target.bootstrap_servers,
-                     delivery="exactly-once" if flow.exactly_once != "off" else "at-least-once")
+                     delivery="exactly-once" if flow.delivery.exactly_once != "off" else "at-least-once")
         for flow in flows:
-            if flow.emit_checkpoints_enabled and flow.emit_offset_syncs_enabled and not until_caught_up:
+            checkpoints = flow.checkpoints
+            if checkpoints.emit_checkpoints_enabled and checkpoints.emit_offset_syncs_enabled and not until_caught_up:
                 by_name[flow.name].connectors.append(self._connector(
                     flow, CheckpointDataSource, "checkpoint", log_rows(flow, "checkpoints", self.metrics),
-                    every(flow.emit_checkpoints_interval_seconds)))
+                    every(flow.checkpoints.emit_checkpoints_interval_seconds)))
         if not until_caught_up:
             for flow in heartbeat_flows:
-                if not flow.emit_heartbeats_enabled:
+                if not flow.heartbeats.emit_heartbeats_enabled:
                     continue
                 connector = self._connector(flow, HeartbeatDataSource, "heartbeat", log_rows(flow, None),
-                                            every(flow.emit_heartbeats_interval_seconds))
+                                            every(flow.heartbeats.emit_heartbeats_interval_seconds))
                 if flow.name in by_name:
                     by_name[flow.name].connectors.append(connector)
                 else:  # heartbeats of a flow that does not mirror (MM2 runs them for every pair)

@@ -98,9 +98,9 @@ def prepare_flow_target(spec_for: Callable[[FlowConfig], FlowSpec], *, checkpoin
     each flow whose checkpoint connector runs (clients built in the thread)."""
     def prepare(flow: FlowConfig) -> None:
         planner_for(spec_for(flow)).prepare_target()
-        if flow.emit_offset_syncs_enabled:
+        if flow.checkpoints.emit_offset_syncs_enabled:
             OffsetSyncWriter(flow).ensure_topic()
-            if checkpoints and flow.emit_checkpoints_enabled:
+            if checkpoints and flow.checkpoints.emit_checkpoints_enabled:
                 ensure_checkpoints_topic(flow)
     return prepare
 
@@ -108,5 +108,5 @@ def prepare_flow_target(spec_for: Callable[[FlowConfig], FlowSpec], *, checkpoin
 def prepare_heartbeats_topic(flow: FlowConfig) -> None:
     """The ``heartbeats`` topic on ``flow``'s target, made as its heartbeat connector makes it,
     when that connector runs (``emit.heartbeats.enabled``)."""
-    if flow.emit_heartbeats_enabled:
+    if flow.heartbeats.emit_heartbeats_enabled:
         HeartbeatEmitter(FlowSpec.alone(flow)).ensure_topic()

@@ -28,7 +28,7 @@ class HeartbeatEmitter:
     def ensure_topic(self) -> None:
         """Create the heartbeats topic on the target as MM2 creates it (compacted, one partition) unless it exists."""
         ensure_compacted_topic(Admin(self.flow.target, timeout_ms=self.flow.admin_timeout_ms), self.topic,
-                               self.flow.heartbeats_topic_replication_factor)
+                               self.flow.heartbeats.heartbeats_topic_replication_factor)
 
     def beat(self, now_ms: int | None = None) -> Heartbeat:
         """Write a heartbeat stamped ``now_ms`` (default: now); its timestamp is the record's."""

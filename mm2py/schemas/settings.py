@@ -40,13 +40,13 @@ class SchemaSettings:
     def for_flow(cls, spec: FlowSpec) -> SchemaSettings | None:
         """The flow's settings, or None when its records pass as bytes (``off``, ``preserve``)."""
         flow = spec.flow
-        if flow.schemas_mode != "translate":
+        if flow.schemas.mode != "translate":
             return None
         return cls(
-            mode=flow.schemas_mode, on_error=flow.schemas_on_error,
-            dead_letter_topic=flow.schemas_dead_letter_topic.replace("{source}", flow.source.alias),
+            mode=flow.schemas.mode, on_error=flow.schemas.on_error,
+            dead_letter_topic=flow.schemas.dead_letter_topic.replace("{source}", flow.source.alias),
             source_alias=flow.source.alias, target_alias=flow.target.alias,
             source_registry=flow.source.schema_registry, target_registry=flow.target.schema_registry,
-            heartbeats_topic=spec.policy.heartbeats_topic(), separator=flow.replication_policy_separator,
-            keys=flow.schemas_keys,
+            heartbeats_topic=spec.policy.heartbeats_topic(), separator=flow.naming.replication_policy_separator,
+            keys=flow.schemas.keys,
         )

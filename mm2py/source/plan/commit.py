@@ -154,7 +154,7 @@ class FlowCommitter:
             records=records,
             bytes=size,
             rebuilt_batches=sum(r.rebuilt for r in results),
-            offset_syncs=len(syncs) if self.flow.emit_offset_syncs_enabled else 0,
+            offset_syncs=len(syncs) if self.flow.checkpoints.emit_offset_syncs_enabled else 0,
             dropped_records=sum(r.dropped for r in results),
             went_home_records=sum(r.went_home for r in results),  # provenance: first written on the target
             tailed_records=sum(r.tailed for r in results),  # copied after the planned ends (mm2py.source.copy.tail)
@@ -263,14 +263,15 @@ def committer_for(spec: FlowSpec, metrics: Metrics | None = None) -> FlowCommitt
     flow = spec.flow
     timeout = flow.admin_timeout_ms
     # exactly-once: the copy tasks committed positions and syncs with their data (mm2py.source.copy.transactional)
-    in_tasks = flow.exactly_once != "off"
+    in_tasks = flow.delivery.exactly_once != "off"
     return FlowCommitter(
         flow, spec.policy,
         None if in_tasks else PositionStore(flow.target, flow.source.alias, timeout_ms=timeout),
-        OffsetSyncWriter(flow) if flow.emit_offset_syncs_enabled and not in_tasks else None,
+        OffsetSyncWriter(flow) if flow.checkpoints.emit_offset_syncs_enabled and not in_tasks else None,
         SourceListing(flow),
         Admin(flow.target, timeout_ms=timeout),
         metrics,
-        history_for(flow) if flow.emit_offset_syncs_enabled and flow.offset_syncs_history_enabled else None,
+        (history_for(flow)
+         if flow.checkpoints.emit_offset_syncs_enabled and flow.checkpoints.offset_syncs_history_enabled else None),
         Ledger(flow.target, flow.source.alias, flow.name, timeout_s=timeout / 1000),
     )

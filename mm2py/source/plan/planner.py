@@ -161,7 +161,7 @@ class BatchPlanner:
         planned = {}
         # exactly-once: Spark re-runs a micro-batch whose tasks may have committed already (a
         # restarted query); start each range after what is committed (read_committed)
-        committed = self.stalls.tail.refresh() if self.flow.exactly_once != "off" else {}
+        committed = self.stalls.tail.refresh() if self.flow.delivery.exactly_once != "off" else {}
         for key, stop in end.positions.items():
             begin = start.start_of(key)
             exact = key in start.exact
@@ -193,7 +193,8 @@ class BatchPlanner:
         """
         self.sizer.unmeasured()
         self._settle_ahead()  # one at a time, should Spark plan the same micro-batch again
-        delay = ahead_delay(seconds, self.flow.refresh_topics_interval_seconds, self.flow.refresh_topics_enabled)
+        selection = self.flow.selection
+        delay = ahead_delay(seconds, selection.refresh_topics_interval_seconds, selection.refresh_topics_enabled)
         if delay is not None:
             self._ahead = AheadWork(self.catalogue.refresh_topics, delay).start()
 
@@ -265,7 +266,7 @@ class BatchPlanner:
             else:
                 missing.append(tp)
         if missing:
-            spec = "latest" if self.flow.auto_offset_reset == "latest" else "earliest"
+            spec = "latest" if self.flow.delivery.auto_offset_reset == "latest" else "earliest"
             for tp, offset in self.offsets.list_offsets(missing, spec).items():
                 starts[tp_key(*tp)] = offset
         return starts, set(starts)
@@ -355,7 +356,7 @@ def planner_for(spec: FlowSpec) -> BatchPlanner:
                                stored=lambda: planner.recorded(), log_sizes=listing.log_sizes,
                                guard=guard, offsets=listing)
     ledger = Ledger(flow.target, flow.source.alias, flow.name, timeout_s=flow.admin_timeout_ms / 1000)
-    resets = ResetGuard(flow.name, flow.source_reset_policy, ledger=ledger,
+    resets = ResetGuard(flow.name, flow.delivery.source_reset_policy, ledger=ledger,
                         source=listing, target=dst, remote_topic=lambda topic: catalogue.remote_topic(topic),
                         topic_ids=listing.topic_ids, save_positions=store.save, write_syncs=reset_sync_writer(flow),
                         recreate_remote=lambda topic: catalogue.refresh_topics(force=True),
@@ -363,7 +364,7 @@ def planner_for(spec: FlowSpec) -> BatchPlanner:
     catalogue.on_remote_lost = resets.remote_lost
     planner = BatchPlanner(flow, catalogue=catalogue, source=src, target=dst, store=store, resets=resets,
                            stalls=StallBook(flow.name, PositionTail(store, dst)),
-                           sizer=BatchSizer(flow.max_batch_bytes, flow.batch_duration_ms / 1000),
+                           sizer=BatchSizer(flow.copy.max_batch_bytes, flow.copy.batch_duration_ms / 1000),
                            registry=RegistryTail(flow.source, flow.admin_timeout_ms / 1000)
                            if guard.provenance else None, offsets=listing)
     return planner

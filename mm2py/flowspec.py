@@ -1,6 +1,6 @@
 """One flow resolved once: its settings, replication policy, loop guard and the flow back.
 
-``FlowSpec.resolve`` runs at the composition root (``mm2py.engine.driver``) once per flow of a
+``FlowSpec.resolve`` runs at the start of a run (``mm2py.engine.run``) once per flow of a
 run; the spec is then passed whole to the connectors, planners and committers, which read the
 policy and guard from it instead of building them again.
 

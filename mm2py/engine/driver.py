@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import structlog
 from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource
 from pyspark.sql.streaming import StreamingQuery
 
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
@@ -147,7 +148,8 @@ class Engine:
         spec = self.specs[flow.name]
         return spec if spec.flow is flow else spec.with_flow(flow)
 
-    def _query(self, flow: FlowConfig, source: type, kind: str, sink: Callable, trigger: dict) -> StreamingQuery:
+    def _query(self, flow: FlowConfig, source: type[DataSource], kind: str, sink: Callable,
+               trigger: dict) -> StreamingQuery:
         spec = self.spec(flow)
         reader = (
             self.spark.readStream.format(source.name())
@@ -164,7 +166,8 @@ class Engine:
         return (df.writeStream.queryName(f"{kind} {flow.name}").foreachBatch(sink)
                 .option("checkpointLocation", checkpoint).trigger(**trigger).start())
 
-    def _connector(self, flow: FlowConfig, source: type, kind: str, sink: Callable, trigger: dict) -> Connector:
+    def _connector(self, flow: FlowConfig, source: type[DataSource], kind: str, sink: Callable,
+                   trigger: dict) -> Connector:
         def start() -> StreamingQuery:
             return self._query(flow, source, kind, sink, trigger)
 

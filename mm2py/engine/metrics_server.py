@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from wsgiref.simple_server import WSGIServer
 
 import structlog
 from prometheus_client import start_http_server
@@ -30,7 +31,7 @@ class MetricsServer:
         self.audit_interval_seconds = audit_interval_seconds
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._server = None
+        self._server: WSGIServer | None = None
 
     def start(self) -> MetricsServer:
         self._server, _ = start_http_server(self.port, addr=self.host, registry=self.metrics.registry)

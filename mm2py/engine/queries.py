@@ -74,7 +74,7 @@ def parse_durations(text: str) -> dict[str, int]:
 @dataclass
 class RunningFlow:
     flow: FlowConfig
-    sink: FlowSink
+    sink: FlowSink | None  # None: a flow that only runs heartbeats
     connectors: list[Connector] = field(default_factory=list)
     # a query made progress, or the start-up reached both clusters: a failure after that is an
     # outage (retried), not a wrong address (mm2py.engine.supervisor.classify)

@@ -61,7 +61,7 @@ def run(
     check_kerberos(flows)  # GSSAPI clients: each principal logs in (keytab, KDC) before Spark starts
     check_schemas(flows)  # schemas.mode: registries configured and answering
     # JKS / PKCS12 stores readable with their passwords (mm2py.kafka.tls)
-    check_stores(c for f in flows for c in (f.source, f.target, f.offset_syncs))
+    check_stores(c for f in flows for c in (f.source, f.target, f.offset_syncs) if c is not None)
     master = master or config.spark.get("spark.master") or DEFAULT_MASTER
     # Without a configured directory each run plans from the positions on the target, so a
     # lost or stale checkpoint can never disagree with what was really copied.
@@ -122,7 +122,8 @@ def _serve(config: MirrorMakerConfig, spark: SparkSession, root: str, flows: tup
     engine = Engine(config, spark, root, metrics=metrics, committed=committed, stop_flag=shutdown.flag,
                     specs=dict(specs or {}))
     server = MetricsServer(metrics, config.metrics_port, flows, config.metrics_bind_address,
-                           config.audit_interval_seconds).start() if metrics is not None else None
+                           config.audit_interval_seconds).start() \
+        if metrics is not None and config.metrics_port is not None else None
     try:
         # heartbeats run on every flow into this process's clusters, enabled or not, as MM2's
         # herders do: B->A heartbeats are what make A's "heartbeats" topic, mirrored as A.heartbeats

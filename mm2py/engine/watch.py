@@ -7,6 +7,7 @@ retry or give up per flow); it starts no query of its own, only starts failed on
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ class QueryWatch:
         """With ``until_caught_up``: wait until every query finished; raise on failure or timeout."""
         for running in self.flows:
             try:
-                running.query.awaitTermination(timeout)
+                running.query.awaitTermination(math.ceil(timeout))  # whole seconds, as PySpark types it
             except StreamingQueryException as e:
                 raise from_task_failure(f"flow {running.flow.name}", str(e)) from None
             exc = running.query.exception()

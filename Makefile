@@ -143,7 +143,7 @@ lint: $(VENV_STAMP)
 # mypy over the packages that pass it (pyproject's [tool.mypy]); not yet: mm2py/schemas,
 # mm2py/ops, mm2py/engine, mm2py/dev (each has findings still to fix)
 TYPED := mm2py/*.py mm2py/config mm2py/kafka mm2py/stores mm2py/metadata mm2py/heartbeat mm2py/checkpoint mm2py/audit \
-	mm2py/commands mm2py/source connectors
+	mm2py/commands mm2py/source mm2py/engine connectors
 typecheck: $(VENV_STAMP)
 	$(VENV)/bin/mypy $(TYPED)
 

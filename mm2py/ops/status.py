@@ -152,7 +152,8 @@ def flow_status(flow: FlowConfig, now_ms: int | None = None) -> FlowStatus:
     filt = topic_filter_for(flow)
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
     topics = {t: n for t, n in src.topics().items()
-              if policy.should_replicate_topic(t, flow.target.alias, filt, flow.heartbeats_replication_enabled)}
+              if policy.should_replicate_topic(t, flow.target.alias, filt,
+                                               flow.selection.heartbeats_replication_enabled)}
     tps = [(t, p) for t, n in topics.items() for p in range(n)]
     ends = src.list_offsets(tps, "latest")
     positions = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms).load()

@@ -11,7 +11,7 @@ FLOW = FlowConfig(source=ClusterConfig("A", "a:9092"), target=ClusterConfig("B",
 
 
 def test_a_caught_up_at_least_once_flow_tails_while_a_slot_stays_free():
-    assert FLOW.copy_tail_ms == 10000
+    assert FLOW.copy.tail_ms == 10000
     assert tail_ms(FLOW, provenance=False, caught_up=True, tasks=1, slots=2, tailing_flows=1) == 10000
     assert tail_ms(FLOW, provenance=False, caught_up=True, tasks=2, slots=2, tailing_flows=1) == 0
     assert tail_ms(FLOW, provenance=False, caught_up=True, tasks=1, slots=2, tailing_flows=2) == 0
@@ -21,8 +21,9 @@ def test_a_caught_up_at_least_once_flow_tails_while_a_slot_stays_free():
 def test_no_tail_behind_a_backlog_with_exactly_once_provenance_or_when_off():
     assert tail_ms(FLOW, provenance=False, caught_up=False, tasks=1, slots=4, tailing_flows=1) == 0
     assert tail_ms(FLOW, provenance=False, caught_up=True, tasks=0, slots=4, tailing_flows=1) == 0
-    for flow, provenance in ((replace(FLOW, exactly_once="enabled"), False), (FLOW, True),
-                             (replace(FLOW, copy_tail_ms=0), False)):
+    exactly_once = replace(FLOW, delivery=replace(FLOW.delivery, exactly_once="enabled"))
+    no_tail = replace(FLOW, copy=replace(FLOW.copy, tail_ms=0))
+    for flow, provenance in ((exactly_once, False), (FLOW, True), (no_tail, False)):
         assert not may_tail(flow, provenance)
         assert tail_ms(flow, provenance=provenance, caught_up=True, tasks=1, slots=4, tailing_flows=1) == 0
 

@@ -121,18 +121,18 @@ def window_for(flow: FlowConfig, ms: int, stop: StopFlag | None) -> TailWindow |
     """A copy task's window: tailing for ``ms`` from now (0: not at all), recording the task's
     progress with the worker's kept writers (mm2py.worker). None for exactly-once flows, whose
     tasks commit in their transactions."""
-    if flow.exactly_once != "off":
+    if flow.delivery.exactly_once != "off":
         return None
     sink = worker.kept_state(("tail progress", flow.name, flow.source.bootstrap_servers,
                               flow.target.bootstrap_servers), lambda: FlowProgressSink(flow).open())
-    progress = TailProgress(sink, flow.copy_tail_commit_ms / 1000, syncs=flow.emit_offset_syncs_enabled,
-                            history=flow.offset_syncs_history_enabled)
+    progress = TailProgress(sink, flow.copy.tail_commit_ms / 1000, syncs=flow.checkpoints.emit_offset_syncs_enabled,
+                            history=flow.checkpoints.offset_syncs_history_enabled)
     return TailWindow(time.monotonic() + ms / 1000, stop, progress)
 
 
 def may_tail(flow: FlowConfig, provenance: bool) -> bool:
     """Whether ``flow``'s copy tasks tail at all: at-least-once, no provenance, ``copy.tail.ms`` > 0."""
-    return flow.copy_tail_ms > 0 and flow.exactly_once == "off" and not provenance
+    return flow.copy.tail_ms > 0 and flow.delivery.exactly_once == "off" and not provenance
 
 
 def tasks_to_tail(slots: int, tailing_flows: int) -> int:
@@ -157,4 +157,4 @@ def tail_ms(flow: FlowConfig, *, provenance: bool, caught_up: bool, tasks: int, 
         return 0
     if tasks * max(tailing_flows, 1) >= slots:
         return 0
-    return flow.copy_tail_ms
+    return flow.copy.tail_ms

@@ -14,12 +14,14 @@ from dataclasses import dataclass, replace
 import structlog
 
 from mm2py.config.model import ClusterConfig
+from mm2py.flowspec import FlowSpec
 from mm2py.kafka.admin import principal_of
 from mm2py.kafka.wire import RawClient
 from mm2py.schemas.copier import TranslatingWriter
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.source.copy.copier import Copier
 from mm2py.source.copy.copy_settings import CopySettings, ProducerState
+from mm2py.source.copy.exactly_once import spec_for
 from mm2py.source.copy.producer_slot import ProducerSlot
 from mm2py.source.copy.rehash import RehashWriter
 from mm2py.source.copy.tail import TailWindow
@@ -28,7 +30,7 @@ from mm2py.source.copy.transforming import TransformingWriter
 from mm2py.source.provenance import ProducerIds, Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.stores.positions import PositionStore
-from mm2py.transforms import chain_for
+from mm2py.transforms import chain_for, transform_keys
 from mm2py.types import TP
 from mm2py.worker import kept_state, kept_writer, task_clients
 
@@ -59,6 +61,14 @@ class CopySpec:
     exactly_once: ExactlyOnce | None = None
     schemas: SchemaSettings | None = None
     transforms: tuple[tuple[str, str], ...] = ()  # the flow's transform keys (mm2py.transforms.transform_keys)
+
+    @classmethod
+    def for_flow(cls, spec: FlowSpec) -> CopySpec:
+        """The copy path of ``spec``'s flow: fetch and produce settings of its replication consumer and
+        data producer (mm2py.config.clients), its transactions (None: at-least-once), schema translation."""
+        flow = spec.flow
+        return cls(flow.source, flow.target, CopySettings.for_flow(flow), spec_for(flow),
+                   SchemaSettings.for_flow(spec), transform_keys(flow.raw))
 
     @property
     def principals(self) -> tuple[str | None, str | None]:

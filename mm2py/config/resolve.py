@@ -361,8 +361,7 @@ class _Resolver:
                         reported.add((name, problem.message))
                         self.problem(name, problem.message)
             for kind in FILTER_KINDS.values():
-                field_name = FLOW_KEYS_BY_NAME[kind.key].field
-                assert field_name is not None
+                field_name = _field_of(kind.key)
                 class_name = flow_value(flow, field_name)
                 used: set[str] = set()
                 try:
@@ -411,6 +410,14 @@ class _Resolver:
         if groups:
             log.warning("configuration mm2py does not apply as written (each with why; docs/configuration.md)",
                         source=self.source, **groups)
+
+
+def _field_of(key: str) -> str:
+    """The FlowConfig path (mm2py.config.model) the flow key ``key`` fills; every filter class key fills one."""
+    field = FLOW_KEYS_BY_NAME[key].field
+    if field is None:
+        raise AssertionError(f"flow key {key} fills no FlowConfig field")
+    return field
 
 
 def _running(flows: Iterable[FlowConfig], enabled: set[tuple[str, str]]) -> tuple[FlowConfig, ...]:

@@ -199,8 +199,7 @@ class BatchPlanner:
         """
         self.sizer.unmeasured()
         self._settle_ahead()  # one at a time, should Spark plan the same micro-batch again
-        selection = self.flow.selection
-        delay = ahead_delay(seconds, selection.refresh_topics_interval_seconds, selection.refresh_topics_enabled)
+        delay = ahead_delay(seconds, self.flow.selection)
         if delay is not None:
             self._ahead = AheadWork(self.catalogue.refresh_topics, delay).start()
 

@@ -20,7 +20,7 @@ from pyspark.sql.types import StructType
 from mm2py import worker
 from mm2py.flowspec import FlowSpec
 from mm2py.source.copy.stop_flag import StopFlag
-from mm2py.source.copy.tail import TailWindow, may_tail, tail_ms, tasks_to_tail, window_for
+from mm2py.source.copy.tail import TailWindow, TaskSlots, may_tail, tail_ms, window_for
 from mm2py.source.copy.task import CopySpec, TaskRun, copy_ranges
 from mm2py.source.provenance import Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult, assign
@@ -65,8 +65,7 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self.flow = flow = spec.flow
         # raised when the run stops: tails end, no new plan (not ``stop``: Spark calls ``stop()``)
         self.stop_flag = stop or StopFlag(None)
-        self.slots = tasks  # Spark's task slots
-        self.tailing_flows = tailing_flows  # flows of this run whose copy tasks may tail
+        self.share = TaskSlots(tasks, tailing_flows)  # Spark's task slots; flows of this run whose copy tasks may tail
         # tasks.max as given (above the core count, extra tasks wait for a core); else Spark's parallelism
         self.tasks = flow.copy.tasks_max or tasks
         self.spec = copy  # the copy path, resolved once by the driver (CopySpec.for_flow)
@@ -106,10 +105,10 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         provenance = self.flow_spec.provenance
         tasks = self.tasks
         if planner.only_arrivals and may_tail(self.flow, provenance):  # what arrived since the last plan
-            tasks = min(tasks, tasks_to_tail(self.slots, self.tailing_flows))
+            tasks = min(tasks, self.share.tasks_to_tail())
         groups = assign(ranges, tasks, planner.estimated_bytes, MIN_TASK_BYTES)
         tail = tail_ms(self.flow, provenance=provenance, caught_up=planner.caught_up, tasks=len(groups),
-                       slots=self.slots, tailing_flows=self.tailing_flows)
+                       share=self.share)
         if tail:  # every partition of the flow is tailed, those with nothing planned too
             planner.tailing(tail / 1000)
             for i, idle in enumerate(planner.idle_ranges(start, end, ranges)):

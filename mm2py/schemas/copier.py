@@ -57,12 +57,12 @@ class TranslatingWriter(BatchWriter):
     """Queues batches with their schema ids rewritten to the target registry's. Constructor does no I/O."""
 
     def __init__(self, coalesce_bytes: int = 0, *, target: ClusterConfig, schemas: SchemaSettings, client_id: str,
-                 source_alias: str, produce_timeout_ms: int = 30000):
+                 produce_timeout_ms: int = 30000):
         super().__init__(coalesce_bytes)
         self.target = target
         self.schemas = schemas
         self.client_id = client_id
-        self.source_alias = source_alias  # named in a SchemaError
+        self.source_alias = schemas.source_alias  # the flow's source, named in a SchemaError
         self.produce_timeout_ms = produce_timeout_ms
         self.translator = translator_for(schemas)
         self.id_maps: dict[str, inplace.IdMap] = {}  # by source topic

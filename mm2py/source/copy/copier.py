@@ -56,7 +56,7 @@ from mm2py.source.copy.batch_writer import BatchWriter
 from mm2py.source.copy.copy_mode import PLAIN, CopyMode
 from mm2py.source.copy.copy_settings import CopySettings
 from mm2py.source.copy.fetch_schedule import FetchSchedule
-from mm2py.source.copy.intake import Intake
+from mm2py.source.copy.intake import Intake, OriginProducers, TaskParts
 from mm2py.source.copy.partition import PartitionCopy
 from mm2py.source.copy.produce_window import ProduceWindow
 from mm2py.source.copy.producer_slot import KeptProducer
@@ -103,9 +103,9 @@ class Copier:
             self.writer.producer_id, self.writer.epoch = producer.producer_id, producer.epoch
         self.fetching = FetchSchedule(src, settings)
         self.window = ProduceWindow(dst, settings, transactional_id, principals[1])
-        self.intake = Intake(src, settings, self.parts, self.fetching, self.writer, self.tails,
-                             principal=principals[0], provenance=provenance,
-                             producer_for=self._origin_producer if producer_for is not None else None)
+        origins = None if provenance is None else OriginProducers(provenance, self._origin_producer)
+        self.intake = Intake(src, settings, TaskParts(self.parts, self.fetching, self.writer, self.tails),
+                             principal=principals[0], origins=origins)
 
     def _origin_producer(self, origin: str, remote_topic: str) -> tuple[int, int]:
         """The producer id and epoch ``origin``'s batches are written with (provenance)."""

@@ -36,6 +36,7 @@ from mm2py.kafka.transactions import (
 )
 from mm2py.kafka.wire import RawClient
 from mm2py.policy import offset_syncs_history_location, offset_syncs_location
+from mm2py.source.copy.copy_settings import CopySettings
 from mm2py.source.copy.transactional import ExactlyOnce, transactional_id, transactional_prefix
 from mm2py.stores.positions import PositionStore, offsets_topic
 
@@ -61,6 +62,7 @@ def spec_for(flow: FlowConfig) -> ExactlyOnce | None:
                        if syncs and flow.checkpoints.offset_syncs_history_enabled else None),
         source_syncs=cluster if syncs and not on_target else None,
         timeout_ms=flow.admin_timeout_ms,
+        produce_timeout_ms=CopySettings.for_flow(flow).produce_timeout_ms,
     )
 
 

@@ -127,8 +127,7 @@ def _transactional(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges:
     src, dst = clients
     sink = (kept_writer(exactly_once.source_syncs, exactly_once.timeout_ms / 1000)
             if exactly_once.source_syncs is not None else None)
-    txn = TaskTransaction(dst, exactly_once, run.slice_index, principal=spec.principals[1], source_syncs=sink,
-                          produce_timeout_ms=spec.settings.produce_timeout_ms)
+    txn = TaskTransaction(dst, exactly_once, run.slice_index, principal=spec.principals[1], source_syncs=sink)
     producer = txn.begin()
     results: list[RangeResult] = []
     try:
@@ -171,8 +170,7 @@ def _copier(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges: list[P
         if provenance is not None:
             raise ValueError("schemas.mode = translate has no provenance mode (refused at start)")
         translating = TranslatingWriter(settings.coalesce_bytes, target=target, schemas=schemas,
-                                        client_id=run.client_id, source_alias=src.alias,
-                                        produce_timeout_ms=settings.produce_timeout_ms)
+                                        client_id=run.client_id, produce_timeout_ms=settings.produce_timeout_ms)
         return Copier(src, dst, ranges, settings, replace(mode, writer=translating))
     writer = (TransformingWriter(chain_for(dict(spec.transforms)), settings.coalesce_bytes,
                                  flow=f"{spec.source.alias}->{target.alias}") if spec.transforms else None)

@@ -85,8 +85,9 @@ class TranslatingWriter(BatchWriter):
             self.failures.append(f"{msg.topic()}: {err}")  # type: ignore[attr-defined]
 
     def _dead_letter(self, rec: rb.Record, r: PartitionRange, reason: str) -> None:
-        headers = [*rec.headers, ("mm2py.error", reason.encode()), ("mm2py.topic", r.topic.encode()),
-                   ("mm2py.partition", str(r.partition).encode()), ("mm2py.offset", str(rec.offset).encode())]
+        headers: list[tuple[str, str | bytes | None]] = [
+            *rec.headers, ("mm2py.error", reason.encode()), ("mm2py.topic", r.topic.encode()),
+            ("mm2py.partition", str(r.partition).encode()), ("mm2py.offset", str(rec.offset).encode())]
         producer = self._dead_letter_producer()
         while True:
             try:

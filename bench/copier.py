@@ -32,10 +32,10 @@ def plan(flow: FlowConfig) -> list[PartitionRange]:
     """Every partition of the flow's topics, from 0 to its end offset; remote topics created."""
     src, dst = Admin(flow.source), Admin(flow.target)
     policy = policy_for(flow)
-    wanted = TopicFilter(flow.topics, flow.topics_exclude)
+    wanted = TopicFilter(flow.selection.topics, flow.selection.topics_exclude)
     topics = {t: n for t, n in src.topics().items() if wanted.should_replicate_topic(t)}
     if not topics:
-        raise SystemExit(f"bench.copier: no source topic matches {flow.topics} on {flow.source.alias}")
+        raise SystemExit(f"bench.copier: no source topic matches {flow.selection.topics} on {flow.source.alias}")
     existing = dst.topics()
     ranges = []
     for topic, partitions in sorted(topics.items()):

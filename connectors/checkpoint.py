@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from mm2py.connectors.options import decode_flow
+from mm2py.connectors.options import decode_spec
 from mm2py.connectors.ticker import TickingReader
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
@@ -28,9 +28,8 @@ class CheckpointDataSource(DataSource):
         return "grp string, topic string, partition int, upstream long, downstream long, synced boolean"
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        flow = decode_flow(self.options["flow"])
-        reverse = decode_flow(self.options["reverse"]) if "reverse" in self.options else None
-        return CheckpointReader(flow, flow.emit_checkpoints_interval_seconds, reverse)
+        spec = decode_spec(self.options["spec"])
+        return CheckpointReader(spec.flow, spec.flow.checkpoints.emit_checkpoints_interval_seconds, spec.reverse)
 
 
 class CheckpointPass(InputPartition):
@@ -42,7 +41,8 @@ class CheckpointReader(TickingReader):
     def __init__(self, flow: FlowConfig, interval_seconds: float, reverse: FlowConfig | None = None):
         super().__init__(flow, interval_seconds)
         self.reverse = reverse  # the flow back, for a two-cluster identity cycle (mm2py.checkpoint.both_ways)
-        self.listing = GroupListing(flow.refresh_groups_enabled, flow.refresh_groups_interval_seconds)
+        selection = flow.selection
+        self.listing = GroupListing(selection.refresh_groups_enabled, selection.refresh_groups_interval_seconds)
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -56,7 +56,7 @@ class CheckpointReader(TickingReader):
 
         admin = Admin(self.flow.source, timeout_ms=self.flow.admin_timeout_ms)
         groups = self.listing.current(lambda: admin.groups())
-        sync = sync_due(end["tick"], self.interval, self.flow.sync_group_offsets_interval_seconds)
+        sync = sync_due(end["tick"], self.interval, self.flow.checkpoints.sync_group_offsets_interval_seconds)
         return [CheckpointPass(end["tick"], groups, sync)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:

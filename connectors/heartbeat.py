@@ -13,13 +13,13 @@ import time
 from collections.abc import Iterator
 
 import structlog
-from mm2py.connectors.options import decode_flow
+from mm2py.connectors.options import decode_spec
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
 from pyspark.sql.types import StructType
 
-from mm2py.config.model import FlowConfig
 from mm2py.errors import Mm2pyError
+from mm2py.flowspec import FlowSpec
 from mm2py.heartbeat.emitter import HeartbeatEmitter
 
 log = structlog.get_logger(__name__)
@@ -42,15 +42,16 @@ class HeartbeatDataSource(DataSource):
         return "source string, target string, beats long, timestamp long"
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return HeartbeatReader(decode_flow(self.options["flow"]))
+        return HeartbeatReader(decode_spec(self.options["spec"]))
 
 
 class HeartbeatReader(DataSourceStreamReader):
     """Offsets are ``{"report": n, "beats": b, "ts": t}``: report number, beats written, last beat."""
 
-    def __init__(self, flow: FlowConfig, report_interval: float = REPORT_INTERVAL_SECONDS):
-        self.flow = flow
-        self.interval = max(flow.emit_heartbeats_interval_seconds, 0.1)
+    def __init__(self, spec: FlowSpec, report_interval: float = REPORT_INTERVAL_SECONDS):
+        self.spec = spec
+        self.flow = flow = spec.flow
+        self.interval = max(flow.heartbeats.emit_heartbeats_interval_seconds, 0.1)
         self.report_interval = report_interval
         self._emitter: HeartbeatEmitter | None = None  # driver side only, never pickled
         self._last_beat = 0.0
@@ -73,7 +74,7 @@ class HeartbeatReader(DataSourceStreamReader):
             self._last_beat = now
             try:
                 if self._emitter is None:
-                    self._emitter = HeartbeatEmitter(self.flow)
+                    self._emitter = HeartbeatEmitter(self.spec)
                 self._last_ts = self._emitter.beat().timestamp
                 self._beats += 1
             except Mm2pyError as e:

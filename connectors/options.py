@@ -10,11 +10,11 @@ from __future__ import annotations
 import base64
 import pickle
 
-from mm2py.config.model import FlowConfig
+from mm2py.flowspec import FlowSpec
 
 
 def encode(value: object) -> str:
-    """A picklable value (a FlowConfig, a LoopGuard) as an option string."""
+    """A picklable value (a FlowSpec, a CopySpec) as an option string."""
     return base64.b64encode(pickle.dumps(value)).decode("ascii")
 
 
@@ -22,11 +22,7 @@ def decode(text: str) -> object:
     return pickle.loads(base64.b64decode(text))
 
 
-def encode_flow(flow: FlowConfig) -> str:
-    return encode(flow)
-
-
-def decode_flow(text: str) -> FlowConfig:
-    flow = decode(text)
-    assert isinstance(flow, FlowConfig)
-    return flow
+def decode_spec(text: str) -> FlowSpec:
+    spec = decode(text)
+    assert isinstance(spec, FlowSpec)
+    return spec

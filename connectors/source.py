@@ -11,24 +11,19 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from mm2py.connectors.options import decode, decode_flow
+from mm2py.connectors.options import decode
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from mm2py import worker
-from mm2py.config.model import FlowConfig
-from mm2py.schemas.settings import SchemaSettings
-from mm2py.source.copy.copy_settings import CopySettings
-from mm2py.source.copy.exactly_once import spec_for
+from mm2py.flowspec import FlowSpec
 from mm2py.source.copy.stop_flag import StopFlag
-from mm2py.source.copy.tail import TailWindow, may_tail, tail_ms, tasks_to_tail, window_for
+from mm2py.source.copy.tail import TailWindow, TaskSlots, may_tail, tail_ms, window_for
 from mm2py.source.copy.task import CopySpec, TaskRun, copy_ranges
 from mm2py.source.provenance import Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult, assign
-from mm2py.topology import LoopGuard
-from mm2py.transforms import transform_keys
 
 # A micro-batch gets one Spark task per this many source bytes (up to the task limit): below
 # it, a second task costs more in Python worker round trips than it saves in copying.
@@ -56,28 +51,24 @@ class MirrorSourceDataSource(DataSource):
         return RangeResult.spark_schema()
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        guard = decode(self.options["guard"]) if "guard" in self.options else None
+        spec, copy = decode(self.options["spec"]), decode(self.options["copy"])
+        assert isinstance(spec, FlowSpec) and isinstance(copy, CopySpec)
         slots = int(self.options.get("tasks", "2"))
-        return MirrorSourceStreamReader(decode_flow(self.options["flow"]), slots, guard,
-                                        tailing_flows=int(self.options.get("tailing", "1")),
+        return MirrorSourceStreamReader(spec, copy, slots, tailing_flows=int(self.options.get("tailing", "1")),
                                         stop=StopFlag(self.options.get("stop")))
 
 
 class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, flow: FlowConfig, tasks: int, guard: LoopGuard | None = None, *, tailing_flows: int = 1,
+    def __init__(self, spec: FlowSpec, copy: CopySpec, tasks: int, *, tailing_flows: int = 1,
                  stop: StopFlag | None = None):
-        self.flow = flow
+        self.flow_spec = spec  # the flow, resolved once by the driver (mm2py.flowspec)
+        self.flow = flow = spec.flow
         # raised when the run stops: tails end, no new plan (not ``stop``: Spark calls ``stop()``)
         self.stop_flag = stop or StopFlag(None)
-        self.guard = guard
-        self.slots = tasks  # Spark's task slots
-        self.tailing_flows = tailing_flows  # flows of this run whose copy tasks may tail
+        self.share = TaskSlots(tasks, tailing_flows)  # Spark's task slots; flows of this run whose copy tasks may tail
         # tasks.max as given (above the core count, extra tasks wait for a core); else Spark's parallelism
-        self.tasks = flow.tasks_max or tasks
-        # the copy path, resolved once: fetch and produce settings of the flow's replication consumer and
-        # data producer (mm2py.config.clients), its transactions (None: at-least-once), schema translation
-        self.spec = CopySpec(flow.source, flow.target, CopySettings.for_flow(flow), spec_for(flow),
-                             SchemaSettings.for_flow(flow), transform_keys(flow.raw))
+        self.tasks = flow.copy.tasks_max or tasks
+        self.spec = copy  # the copy path, resolved once by the driver (CopySpec.for_flow)
         self._planner = None  # driver side only; built on first use, never pickled
 
     def __getstate__(self) -> dict:
@@ -90,14 +81,14 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         if self._planner is None:
             from mm2py.source.plan.planner import planner_for
 
-            self._planner = planner_for(self.flow, self.guard)
+            self._planner = planner_for(self.flow_spec)
         return self._planner
 
     def initialOffset(self) -> dict:
         return self.planner.initial_offsets()
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadMaxBytes(self.flow.max_batch_bytes)
+        return ReadMaxBytes(self.flow.copy.max_batch_bytes)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         if self.stop_flag.raised():
@@ -111,13 +102,13 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         planner = self.planner
         ranges = planner.ranges(start, end)
-        provenance = self.guard is not None and self.guard.provenance
+        provenance = self.flow_spec.provenance
         tasks = self.tasks
         if planner.only_arrivals and may_tail(self.flow, provenance):  # what arrived since the last plan
-            tasks = min(tasks, tasks_to_tail(self.slots, self.tailing_flows))
+            tasks = min(tasks, self.share.tasks_to_tail())
         groups = assign(ranges, tasks, planner.estimated_bytes, MIN_TASK_BYTES)
         tail = tail_ms(self.flow, provenance=provenance, caught_up=planner.caught_up, tasks=len(groups),
-                       slots=self.slots, tailing_flows=self.tailing_flows)
+                       share=self.share)
         if tail:  # every partition of the flow is tailed, those with nothing planned too
             planner.tailing(tail / 1000)
             for i, idle in enumerate(planner.idle_ranges(start, end, ranges)):

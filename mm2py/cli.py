@@ -32,7 +32,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_mirror_maker(args: argparse.Namespace) -> int:
     from mm2py.config import load
-    from mm2py.engine.driver import run
+    from mm2py.engine.run import run
     from mm2py.kafka.oauth import check_tokens
     from mm2py.logs import configure
 

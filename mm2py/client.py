@@ -31,9 +31,9 @@ class MirrorClient:
             raise ConfigError(ConfigProblem("clusters", f"no cluster {alias!r} (known: {', '.join(config.clusters)})"))
         flow = next((f for f in config.flows if alias in (f.target.alias, f.source.alias)), None)
         policy = load_policy(
-            flow.replication_policy_class if flow else "DefaultReplicationPolicy",
-            separator=flow.replication_policy_separator if flow else ".",
-            internal_topic_separator_enabled=flow.internal_topic_separator_enabled if flow else True,
+            flow.naming.replication_policy_class if flow else "DefaultReplicationPolicy",
+            separator=flow.naming.replication_policy_separator if flow else ".",
+            internal_topic_separator_enabled=flow.naming.internal_topic_separator_enabled if flow else True,
             source_cluster_alias=flow.source.alias if flow else None,
         )
         return cls(config.clusters[alias], policy, flow.admin_timeout_ms if flow else 60000)

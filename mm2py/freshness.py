@@ -21,7 +21,7 @@ from mm2py.errors import FormatError
 from mm2py.formats import Checkpoint
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import TopicReader, read_to_end
-from mm2py.policy import policy_for
+from mm2py.policy import ReplicationPolicy, policy_for
 
 
 @dataclass(frozen=True)
@@ -33,9 +33,10 @@ class GroupFreshness:
     behind: tuple[tuple[str, int, int], ...] = ()
 
 
-def read_checkpoints(flow: FlowConfig) -> dict[tuple[str, str, int], tuple[Checkpoint, int]]:
+def read_checkpoints(flow: FlowConfig, policy: ReplicationPolicy) -> dict[tuple[str, str, int],
+                                                                         tuple[Checkpoint, int]]:
     """The newest checkpoint of every (group, remote topic, partition), with its record timestamp (ms)."""
-    topic = policy_for(flow).checkpoints_topic(flow.source.alias)
+    topic = policy.checkpoints_topic(flow.source.alias)
     cluster = flow.target
     timeout = flow.admin_timeout_ms / 1000
     reader = TopicReader(cluster, "mm2py-freshness", kind=None)
@@ -62,8 +63,8 @@ def read_checkpoints(flow: FlowConfig) -> dict[tuple[str, str, int], tuple[Check
 
 def checkpoint_freshness(flow: FlowConfig) -> list[GroupFreshness]:
     """Every group with checkpoints of ``flow``: newest checkpoint time and how far each partition is behind."""
-    checkpoints = read_checkpoints(flow)
     policy = policy_for(flow)
+    checkpoints = read_checkpoints(flow, policy)
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
     by_group: dict[str, list[tuple[Checkpoint, int]]] = {}
     for (group, _topic, _partition), entry in checkpoints.items():

@@ -96,14 +96,17 @@ class Hop:
 
     @classmethod
     def of(cls, flow: FlowConfig) -> Hop:
-        policy = _policy(flow.replication_policy_class, flow.replication_policy_separator,
-                         flow.internal_topic_separator_enabled, flow.source.alias)
-        default_filter = is_default(TOPIC, flow.topic_filter_class)
+        policy = _policy(flow.naming.replication_policy_class, flow.naming.replication_policy_separator,
+                         flow.naming.internal_topic_separator_enabled, flow.source.alias)
+        default_filter = is_default(TOPIC, flow.selection.topic_filter_class)
         props = () if default_filter else tuple(sorted(filter_props(flow).items()))
-        return cls(flow.name, flow.source.alias, flow.target.alias, tuple(flow.topics), tuple(flow.topics_exclude),
-                   flow.replication_policy_class, flow.replication_policy_separator,
-                   flow.internal_topic_separator_enabled, flow.heartbeats_replication_enabled,
-                   _is_blind(policy, flow.source.alias), flow.topic_filter_class, props, flow.provenance_enabled)
+        naming, selection = flow.naming, flow.selection
+        return cls(flow.name, flow.source.alias, flow.target.alias, tuple(selection.topics),
+                   tuple(selection.topics_exclude), naming.replication_policy_class,
+                   naming.replication_policy_separator, naming.internal_topic_separator_enabled,
+                   selection.heartbeats_replication_enabled,
+                   _is_blind(policy, flow.source.alias), selection.topic_filter_class, props,
+                   flow.delivery.provenance_enabled)
 
     @property
     def policy(self) -> ReplicationPolicy:
@@ -228,6 +231,11 @@ def reverse_flow(config: MirrorMakerConfig, flow: FlowConfig) -> FlowConfig | No
     """
     if not loop_guard(config, flow).provenance:
         return None
+    return flow_back(config, flow)
+
+
+def flow_back(config: MirrorMakerConfig, flow: FlowConfig) -> FlowConfig | None:
+    """The enabled flow target->source of ``flow``, if the file has it."""
     return next((f for f in config.enabled_flows
                  if (f.source.alias, f.target.alias) == (flow.target.alias, flow.source.alias)), None)
 
@@ -272,19 +280,19 @@ def provenance_problems(config: MirrorMakerConfig) -> list[ConfigProblem]:
     problems = []
     for flow in on:
         cycle = f"flow {flow.name} is on a cycle of flows that keep topic names"
-        if flow.partition_mismatch == "hash":
+        if flow.delivery.partition_mismatch == "hash":
             problems.append(ConfigProblem(f"{flow.name}.partition.mismatch", f"{cycle}, where records stop looping "
                                           "by the producer ids of raw batches; partition.mismatch = hash writes "
                                           "records with a producer of its own: set it to error, or set "
                                           f"{flow.name}.provenance.enabled = false", None, config.source_path))
-        if flow.schemas_mode == "translate":
+        if flow.schemas.mode == "translate":
             problems.append(ConfigProblem(f"{flow.name}.schemas.mode", f"{cycle}, where records stop looping by "
                                           "the producer ids of raw batches; schemas.mode = translate rewrites "
                                           "records: use preserve or off on this flow", None, config.source_path))
         relays = sorted(f.source.alias for f in on if f.target.alias == flow.source.alias
                         and f.source.alias != flow.target.alias)
-        if flow.exactly_once != "off" and relays:
-            problems.append(ConfigProblem(flow.exactly_once_key or f"{flow.name}.exactly.once.support",
+        if flow.delivery.exactly_once != "off" and relays:
+            problems.append(ConfigProblem(flow.delivery.exactly_once_key or f"{flow.name}.exactly.once.support",
                                           f"{cycle}, and {flow.source.alias} also takes records of "
                                           f"{', '.join(relays)}: an exactly-once transaction has one producer id, "
                                           f"which can stand for {flow.source.alias} only; run {flow.name} "
@@ -307,7 +315,7 @@ def check_topology(config: MirrorMakerConfig) -> None:
     cycle, flow = found
     raise ConfigError(ConfigProblem(
         f"{flow.name}.replication.policy.class",
-        f"cycle {'->'.join(cycle)}: {flow.replication_policy_class} keeps topic names and every flow of the "
+        f"cycle {'->'.join(cycle)}: {flow.naming.replication_policy_class} keeps topic names and every flow of the "
         f"cycle selects every topic (topics = {MATCH_ALL}), so every topic would loop around it forever (MM2 "
         f"would start anyway); set {flow.name}.topics (or topics.exclude) so the flows of the cycle cannot "
         f"select the same names, use DefaultReplicationPolicy on one of these flows, or disable one of them",

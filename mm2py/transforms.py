@@ -339,8 +339,8 @@ def check_flows(flows: Iterable[FlowConfig], provenance: Callable[[FlowConfig], 
         except TransformError as e:
             problems.append(ConfigProblem(e.key, f"{e.reason} (flow {flow.name})"))
             continue
-        why = refusal(flow.raw, provenance=provenance(flow), translate=flow.schemas_mode == "translate",
-                      rehash=flow.partition_mismatch == "hash")
+        why = refusal(flow.raw, provenance=provenance(flow), translate=flow.schemas.mode == "translate",
+                      rehash=flow.delivery.partition_mismatch == "hash")
         if why is not None:
             problems.append(ConfigProblem("transforms", f"{why} (flow {flow.name})"))
     if problems:

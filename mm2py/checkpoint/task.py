@@ -98,7 +98,7 @@ def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
     for group in groups:
         for (upstream_topic, partition), upstream in sorted(offsets[group].items()):
             if upstream_topic in held or not policy.should_replicate_topic(
-                    upstream_topic, flow.target.alias, topic_filter, flow.heartbeats_replication_enabled):
+                    upstream_topic, flow.target.alias, topic_filter, flow.selection.heartbeats_replication_enabled):
                 continue
             downstream = translate(upstream_topic, partition, upstream)
             if downstream is None:
@@ -119,7 +119,7 @@ def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
         writer.write(topic, ((cp.key_bytes(), cp.value_bytes()) for cp in emitted))
         checkpoints.add(emitted)
     synced: list[str] = []
-    if flow.sync_group_offsets_enabled and (sync_offsets is None or sync_offsets):
+    if flow.checkpoints.sync_group_offsets_enabled and (sync_offsets is None or sync_offsets):
         latest = {**previous, **{(c.consumer_group_id, c.topic, c.partition): c for c in emitted}}
         synced = sync_group_offsets(dst, latest)
     read = syncs.records_read + checkpoints.tail.records_read - read_before
@@ -135,7 +135,7 @@ def ensure_checkpoints_topic(flow: FlowConfig, dst: Admin | None = None) -> str:
     """
     topic = policy_for(flow).checkpoints_topic(flow.source.alias)
     ensure_compacted_topic(dst or Admin(flow.target, timeout_ms=flow.admin_timeout_ms), topic,
-                           flow.checkpoints_topic_replication_factor)
+                           flow.checkpoints.checkpoints_topic_replication_factor)
     return topic
 
 

@@ -40,9 +40,9 @@ def _worker_mode(entries: Mapping[str, Entry], target: str) -> tuple[str, str | 
 def flow_mode(entries: Mapping[str, Entry], flow: FlowConfig) -> tuple[str, str | None]:
     """(mode, the key that set it) of ``flow``: ``off``, ``enabled`` or ``required``."""
     worker, worker_key = _worker_mode(entries, flow.target.alias)
-    connector = {"required": "required", "enabled": "enabled"}.get(flow.exactly_once_support, "off")
+    connector = {"required": "required", "enabled": "enabled"}.get(flow.delivery.exactly_once_support, "off")
     connector_key = next((k for k in (f"{flow.name}.{CONNECTOR_KEY}", CONNECTOR_KEY) if k in entries), None)
-    if flow.exactly_once_support == "disabled":
+    if flow.delivery.exactly_once_support == "disabled":
         return "off", connector_key
     if _STRENGTH[connector] >= _STRENGTH[worker]:
         return connector, connector_key if connector != "off" else None
@@ -55,13 +55,13 @@ def apply_delivery(entries: Mapping[str, Entry], config: MirrorMakerConfig,
     flows, problems = [], []
     for flow in config.flows:
         mode, key = flow_mode(entries, flow)
-        if mode == "required" and flow.enabled and flow.partition_mismatch == "hash":
+        if mode == "required" and flow.enabled and flow.delivery.partition_mismatch == "hash":
             line = entries[key].line if key is not None and key in entries else None
             problems.append(ConfigProblem(
                 key, f"flow {flow.name} requires exactly-once delivery, which partition.mismatch = hash "
                      "(records re-keyed by a producer per task) does not have; use 'enabled' or "
                      "partition.mismatch = error", line, source))
-        flows.append(replace(flow, exactly_once=mode, exactly_once_key=key))
+        flows.append(replace(flow, delivery=replace(flow.delivery, exactly_once=mode, exactly_once_key=key)))
     if problems:
         raise ConfigError(problems)
     return replace(config, flows=tuple(flows))

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from mm2py.config.keys import FLOW_KEYS_BY_NAME, split_list
+from mm2py.config.model import flow_value
 from mm2py.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:
@@ -295,11 +296,11 @@ _OLD_MODULE = "mm2py.filters."
 # The keys a flow resolves itself (precedence, deprecated names, defaults): handed to every filter's
 # configure with their resolved values, so a user class reads what the default filters read.
 _RESOLVED = {
-    "topics": "topics",
-    "topics.exclude": "topics_exclude",
-    "groups": "groups",
-    "groups.exclude": "groups_exclude",
-    "config.properties.exclude": "config_properties_exclude",
+    "topics": "selection.topics",
+    "topics.exclude": "selection.topics_exclude",
+    "groups": "selection.groups",
+    "groups.exclude": "selection.groups_exclude",
+    "config.properties.exclude": "metadata.config_properties_exclude",
 }
 
 
@@ -428,9 +429,9 @@ def filter_props(flow: FlowConfig) -> dict[str, str]:
     props = {str(k): str(v) for k, v in flow.raw.items()}
     props["source.cluster.alias"] = flow.source.alias
     props["target.cluster.alias"] = flow.target.alias
-    for key, attr in _RESOLVED.items():
-        props[key] = ",".join(getattr(flow, attr))
-    props["use.defaults.from"] = flow.use_defaults_from
+    for key, path in _RESOLVED.items():
+        props[key] = ",".join(flow_value(flow, path))
+    props["use.defaults.from"] = flow.metadata.use_defaults_from
     return props
 
 
@@ -454,17 +455,17 @@ def load_config_property_filter(class_name: str = DEFAULT_CONFIG_PROPERTY_FILTER
 
 def topic_filter_for(flow: FlowConfig) -> TopicFilterInterface:
     """The topic filter of one flow: its ``topic.filter.class``, configured from its keys."""
-    return load_topic_filter(flow.topic_filter_class, filter_props(flow))
+    return load_topic_filter(flow.selection.topic_filter_class, filter_props(flow))
 
 
 def group_filter_for(flow: FlowConfig) -> GroupFilterInterface:
     """The group filter of one flow: its ``group.filter.class``, configured from its keys."""
-    return load_group_filter(flow.group_filter_class, filter_props(flow))
+    return load_group_filter(flow.selection.group_filter_class, filter_props(flow))
 
 
 def config_property_filter_for(flow: FlowConfig) -> ConfigPropertyFilterInterface:
     """The config property filter of one flow: its ``config.property.filter.class``, configured from its keys."""
-    return load_config_property_filter(flow.config_property_filter_class, filter_props(flow))
+    return load_config_property_filter(flow.metadata.config_property_filter_class, filter_props(flow))
 
 
 FILTER_KINDS: dict[str, _FilterKind] = {k.key: k for k in (TOPIC, GROUP, CONFIG_PROPERTY)}

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass
 
-from mm2py.config.model import FlowConfig
+from mm2py.config.model import flow_field_paths
 
-_FLOW_DEFAULTS = {f.name: f.default for f in fields(FlowConfig) if f.default is not MISSING}
+_FLOW_DEFAULTS = flow_field_paths()  # "section.field" -> default
+# a key's name as a field name (dots and dashes as '_') -> the FlowConfig path it fills
+_PATHS = {path.rpartition(".")[2]: path for path in _FLOW_DEFAULTS} | {
+    "copy_tail_ms": "copy.tail_ms", "copy_tail_commit_ms": "copy.tail_commit_ms",
+    **{f"schemas_{path.rpartition('.')[2]}": path for path in _FLOW_DEFAULTS if path.startswith("schemas.")}}
 _INT = re.compile(r"[+-]?\d+")
 # Java's Long/Double syntax, not Python's: no "1_000", "nan" or "inf"
 _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
@@ -55,7 +59,7 @@ class Key:
     default: object
     doc: str
     scope: Scope = Scope.FLOW
-    field: str | None = None  # the FlowConfig field it fills
+    field: str | None = None  # the FlowConfig field it fills, by path ("copy.tail_ms", mm2py.config.model)
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     maximum: float | None = None
@@ -107,8 +111,9 @@ class Key:
 
 
 def _flow(name: str, kind: Kind, doc: str, *, field: str | None = None, **extra: object) -> Key:
-    """A flow key; its FlowConfig field is the name with '.' and '-' as '_' unless given."""
-    field = field or name.replace(".", "_").replace("-", "_")
+    """A flow key; its FlowConfig field (a path, ``"section.field"``) is named by the key's name with '.'
+    and '-' as '_' unless given."""
+    field = _PATHS[field or name.replace(".", "_").replace("-", "_")]
     return Key(name, kind, _FLOW_DEFAULTS[field], doc, Scope.FLOW, field, **extra)  # type: ignore[arg-type]
 
 
@@ -233,10 +238,10 @@ FLOW_KEYS: tuple[Key, ...] = (
 
 # The source consumer's reset policy, read from the replication consumer's settings (MM2 forces
 # 'earliest' unless overridden; mm2py.config.clients); declared here for its type, default and doc.
-AUTO_OFFSET_RESET = Key("auto.offset.reset", Kind.ENUM, _FLOW_DEFAULTS["auto_offset_reset"],
+AUTO_OFFSET_RESET = Key("auto.offset.reset", Kind.ENUM, _FLOW_DEFAULTS["delivery.auto_offset_reset"],
                         "Where a partition without a recorded position starts "
                         "('{source}.consumer.auto.offset.reset' or '{source}->{target}.consumer.auto.offset.reset').",
-                        Scope.CLUSTER, "auto_offset_reset", choices=("earliest", "latest"))
+                        Scope.CLUSTER, "delivery.auto_offset_reset", choices=("earliest", "latest"))
 
 CLUSTERS = Key("clusters", Kind.LIST, (), "Cluster aliases (required), e.g. 'A, B'.", Scope.GLOBAL)
 METRICS_PORT = Key("metrics.port", Kind.INT, None, "Port of the Prometheus metrics endpoint (default: none).",

@@ -42,7 +42,7 @@ from mm2py.config.keys import (
     Key,
     split_list,
 )
-from mm2py.config.model import ClusterConfig, FlowConfig, MirrorMakerConfig, frozen_map
+from mm2py.config.model import ClusterConfig, FlowConfig, MirrorMakerConfig, build_flow, flow_value, frozen_map
 from mm2py.config.properties import Entry
 from mm2py.config.support import Status, other_support
 from mm2py.errors import ConfigError, ConfigProblem
@@ -304,11 +304,11 @@ class _Resolver:
         values.update(self.top.values)
         values.update(scoped.values)
         # every client of the flow with MM2's precedence (mm2py.config.clients)
-        location = str(values["offset_syncs_topic_location"])
+        location = str(values["checkpoints.offset_syncs_topic_location"])
         routed = clients.flow_clients(self.client_spellings(), src.alias, tgt.alias, location)
         reset = routed.replication_consumer.get("auto.offset.reset")
         if reset is not None and reset.value.strip().lower() in AUTO_OFFSET_RESET.choices:
-            values["auto_offset_reset"] = reset.value.strip().lower()
+            values["delivery.auto_offset_reset"] = reset.value.strip().lower()
 
         def settings(layer: clients.Layer) -> Mapping[str, str]:
             return frozen_map(clients.values(layer))
@@ -321,8 +321,7 @@ class _Resolver:
                         producer=settings(routed.offset_syncs_producer), admin=settings(routed.offset_syncs_admin))
         self.routed[(src.alias, tgt.alias)] = routed
         raw = {**self.top.raw, **scoped.raw}
-        return FlowConfig(source=source, target=target, raw=frozen_map(raw), offset_syncs=syncs,
-                          **values)  # type: ignore[arg-type]
+        return build_flow(source, target, values, raw=frozen_map(raw), offset_syncs=syncs)
 
     def enabled_line(self, flow: FlowConfig) -> int | None:
         for name in (f"{flow.name}.enabled", "enabled"):
@@ -350,19 +349,20 @@ class _Resolver:
         reported: set[tuple[str, str]] = set()
         for flow in flows:
             try:
-                load_policy(flow.replication_policy_class, separator=flow.replication_policy_separator,
-                            internal_topic_separator_enabled=flow.internal_topic_separator_enabled,
+                load_policy(flow.naming.replication_policy_class, separator=flow.naming.replication_policy_separator,
+                            internal_topic_separator_enabled=flow.naming.internal_topic_separator_enabled,
                             source_cluster_alias=flow.source.alias)
             except ConfigError as e:
                 scoped = self.flows.get((flow.source.alias, flow.target.alias), _Settings()).names
-                name = f"{flow.name}.{POLICY_CLASS_KEY}" if "replication_policy_class" in scoped else POLICY_CLASS_KEY
+                scoped_class = "naming.replication_policy_class" in scoped
+                name = f"{flow.name}.{POLICY_CLASS_KEY}" if scoped_class else POLICY_CLASS_KEY
                 for problem in e.problems:
                     if (name, problem.message) not in reported:
                         reported.add((name, problem.message))
                         self.problem(name, problem.message)
             for kind in FILTER_KINDS.values():
-                field_name = kind.key.replace(".", "_")
-                class_name = getattr(flow, field_name)
+                field_name = _field_of(kind.key)
+                class_name = flow_value(flow, field_name)
                 used: set[str] = set()
                 try:
                     if not is_default(kind, class_name):
@@ -412,10 +412,18 @@ class _Resolver:
                         source=self.source, **groups)
 
 
+def _field_of(key: str) -> str:
+    """The FlowConfig path (mm2py.config.model) the flow key ``key`` fills; every filter class key fills one."""
+    field = FLOW_KEYS_BY_NAME[key].field
+    if field is None:
+        raise AssertionError(f"flow key {key} fills no FlowConfig field")
+    return field
+
+
 def _running(flows: Iterable[FlowConfig], enabled: set[tuple[str, str]]) -> tuple[FlowConfig, ...]:
     """The flows that run: the enabled ones and, for heartbeats only, their reverses (MM2 creates their herders)."""
     return tuple(f for f in flows if f.enabled or (
-        f.emit_heartbeats_enabled and (f.target.alias, f.source.alias) in enabled))
+        f.heartbeats.emit_heartbeats_enabled and (f.target.alias, f.source.alias) in enabled))
 
 
 def resolve(entries: Mapping[str, Entry], source: str | None = None) -> MirrorMakerConfig:

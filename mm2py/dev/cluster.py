@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mm2py.dev.brokercds import BrokerArchive, broker_java
 from mm2py.dev.oidc_process import stop_oidc
@@ -618,7 +618,8 @@ def _probe(cluster: DevCluster, timeout: float = 2) -> Callable[[], bool]:
         return lambda: answers_kafka_python(cluster.bootstrap, cluster.client_properties, cluster.name, timeout)
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({**cluster.rdkafka_config(), "socket.connection.setup.timeout.ms": 2000})
+    conf: dict[str, Any] = {**cluster.rdkafka_config(), "socket.connection.setup.timeout.ms": 2000}
+    admin = AdminClient(conf)  # the settings hold objects (a logger) the client's stubs do not name
     return lambda: bool(admin.list_topics(timeout=timeout).brokers)
 
 
@@ -634,8 +635,9 @@ def _wait_live(cluster: DevCluster, nodes: Sequence[BrokerNode], timeout: float)
                 raise DevClusterError(f"broker {_label(cluster, node)} {_how_it_ended(node)} during start-up\n"
                                       f"{_failure_report(node)}")
             # a new client each time: one that knows the other brokers may ask them instead
-            admin = AdminClient({**cluster.rdkafka_config(), "bootstrap.servers": node.bootstrap,
-                                 "socket.connection.setup.timeout.ms": 2000})
+            conf: dict[str, Any] = {**cluster.rdkafka_config(), "bootstrap.servers": node.bootstrap,
+                                    "socket.connection.setup.timeout.ms": 2000}
+            admin = AdminClient(conf)
             try:
                 if node.node_id in admin.list_topics(timeout=2).brokers:
                     waiting.remove(node)
@@ -1118,8 +1120,9 @@ def _admin(bootstrap: str, client: Mapping[str, object] | None) -> AdminClient:
 
     from mm2py.kafka.clientconf import RDKAFKA_LOGGER
 
-    return AdminClient({"bootstrap.servers": bootstrap, "logger": RDKAFKA_LOGGER,
-                        "socket.connection.setup.timeout.ms": 2000, **(client or {})})
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": RDKAFKA_LOGGER,
+                            "socket.connection.setup.timeout.ms": 2000, **(client or {})}
+    return AdminClient(conf)  # a logger and the client's objects: more than the client's stubs name
 
 
 def _partitions(admin: AdminClient, topic: str, timeout: float) -> list[PartitionMetadata]:

@@ -24,7 +24,7 @@ from mm2py.dev import cluster as devcluster
 from mm2py.kafka.admin import Admin
 from mm2py.ops.digest import compare_topic
 from mm2py.ops.status import status
-from mm2py.ops.status_view import rates_between, render
+from mm2py.ops.status_view import RateKey, rates_between, render
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "active-passive.properties"
@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
             totals = {t: (end_total(src, t), end_total(dst, f"A.{t}")) for t in TOPICS}
             # what `mm2py status --watch examples/active-passive.properties` shows, every 2 s
             now_status = status(config.enabled_flows)
-            rates = rates_between(last_status, now_status, elapsed - last_at) if last_status else {}
+            rates: dict[RateKey, float] = (rates_between(last_status, now_status, elapsed - last_at)
+                                           if last_status else {})
             last_status, last_at = now_status, elapsed
             say(f"   t={elapsed:5.1f}s   mm2py status --watch {EXAMPLE.relative_to(REPO)}")
             say("\n".join("   " + line for line in render(now_status, rates).splitlines()))

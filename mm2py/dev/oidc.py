@@ -24,6 +24,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Mapping
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from cryptography.hazmat.primitives import hashes
@@ -98,7 +99,7 @@ class OidcServer:
         return expected is not None and hmac.compare_digest(expected.encode(), secret.encode())
 
 
-def _credentials(headers: Mapping[str, str], form: Mapping[str, str]) -> tuple[str, str]:
+def _credentials(headers: Message, form: Mapping[str, str]) -> tuple[str, str]:
     auth = headers.get("Authorization", "")
     if auth.startswith("Basic "):
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from wsgiref.simple_server import WSGIServer
 
 import structlog
 from prometheus_client import start_http_server
@@ -30,14 +31,15 @@ class MetricsServer:
         self.audit_interval_seconds = audit_interval_seconds
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._server = None
+        self._server: WSGIServer | None = None
 
     def start(self) -> MetricsServer:
         self._server, _ = start_http_server(self.port, addr=self.host, registry=self.metrics.registry)
         self._every("mm2py-metrics", REFRESH_SECONDS, self._refresh_status)
-        checkpointing = [f for f in self.flows if f.emit_checkpoints_enabled]
+        checkpointing = [f for f in self.flows if f.checkpoints.emit_checkpoints_enabled]
         if checkpointing:
-            interval = max(CHECKPOINT_REFRESH_SECONDS, min(f.emit_checkpoints_interval_seconds for f in checkpointing))
+            interval = max(CHECKPOINT_REFRESH_SECONDS,
+                           min(f.checkpoints.emit_checkpoints_interval_seconds for f in checkpointing))
             self._every("mm2py-checkpoints", interval, lambda: self._refresh_freshness(checkpointing))
         if self.audit_interval_seconds > 0:
             auditor = Auditor(self.flows)

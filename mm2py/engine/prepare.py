@@ -34,10 +34,10 @@ import structlog
 
 from mm2py.checkpoint.task import ensure_checkpoints_topic
 from mm2py.config.model import FlowConfig
+from mm2py.flowspec import FlowSpec
 from mm2py.heartbeat.emitter import HeartbeatEmitter
 from mm2py.source.plan.planner import planner_for
 from mm2py.source.sync_writer import OffsetSyncWriter
-from mm2py.topology import LoopGuard
 
 log = structlog.get_logger(__name__)
 
@@ -92,15 +92,15 @@ class TargetPreparation:
         return not self._thread.is_alive()
 
 
-def prepare_flow_target(guard_for: Callable[[FlowConfig], LoopGuard], *, checkpoints: bool = True) -> Preparer:
+def prepare_flow_target(spec_for: Callable[[FlowConfig], FlowSpec], *, checkpoints: bool = True) -> Preparer:
     """The preparer of the real flows: their planners' ``prepare_target``, their offset-syncs topic
     and, with ``checkpoints`` (a run that does not stop once caught up), the checkpoints topic of
     each flow whose checkpoint connector runs (clients built in the thread)."""
     def prepare(flow: FlowConfig) -> None:
-        planner_for(flow, guard_for(flow)).prepare_target()
-        if flow.emit_offset_syncs_enabled:
+        planner_for(spec_for(flow)).prepare_target()
+        if flow.checkpoints.emit_offset_syncs_enabled:
             OffsetSyncWriter(flow).ensure_topic()
-            if checkpoints and flow.emit_checkpoints_enabled:
+            if checkpoints and flow.checkpoints.emit_checkpoints_enabled:
                 ensure_checkpoints_topic(flow)
     return prepare
 
@@ -108,5 +108,5 @@ def prepare_flow_target(guard_for: Callable[[FlowConfig], LoopGuard], *, checkpo
 def prepare_heartbeats_topic(flow: FlowConfig) -> None:
     """The ``heartbeats`` topic on ``flow``'s target, made as its heartbeat connector makes it,
     when that connector runs (``emit.heartbeats.enabled``)."""
-    if flow.emit_heartbeats_enabled:
-        HeartbeatEmitter(flow).ensure_topic()
+    if flow.heartbeats.emit_heartbeats_enabled:
+        HeartbeatEmitter(FlowSpec.alone(flow)).ensure_topic()

@@ -11,7 +11,7 @@ Both this home and the overlay of an operator's own SPARK_HOME (``use_lean_spark
 the driver JVM through ``bin/spark-submit`` written here (``SUBMIT``), which ignores SIGINT and
 SIGTERM before it hands over to Spark's own script. A signal to mm2py's process group (Ctrl-C,
 ``kill -- -PGID``) or to every process of a systemd unit then leaves the JVM running, and mm2py
-stops it in order once the running micro-batches committed (mm2py.engine.driver). Ignored
+stops it in order once the running micro-batches committed (mm2py.engine.watch). Ignored
 signals stay ignored across ``exec``, and the JVM keeps a shutdown signal that it found ignored.
 """
 

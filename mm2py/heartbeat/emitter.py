@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 from mm2py.config.model import FlowConfig
+from mm2py.flowspec import FlowSpec
 from mm2py.formats import Heartbeat
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import RecordWriter, ensure_compacted_topic
-from mm2py.policy import policy_for
 
 
 class HeartbeatEmitter:
@@ -20,15 +20,15 @@ class HeartbeatEmitter:
     constructor does no I/O.
     """
 
-    def __init__(self, flow: FlowConfig):
-        self.flow = flow
-        self.topic = policy_for(flow).heartbeats_topic()
+    def __init__(self, spec: FlowSpec):
+        self.flow = spec.flow
+        self.topic = spec.policy.heartbeats_topic()
         self._writer: RecordWriter | None = None
 
     def ensure_topic(self) -> None:
         """Create the heartbeats topic on the target as MM2 creates it (compacted, one partition) unless it exists."""
         ensure_compacted_topic(Admin(self.flow.target, timeout_ms=self.flow.admin_timeout_ms), self.topic,
-                               self.flow.heartbeats_topic_replication_factor)
+                               self.flow.heartbeats.heartbeats_topic_replication_factor)
 
     def beat(self, now_ms: int | None = None) -> Heartbeat:
         """Write a heartbeat stamped ``now_ms`` (default: now); its timestamp is the record's."""
@@ -52,7 +52,7 @@ class HeartbeatEmitter:
 
 def emit_heartbeat(flow: FlowConfig, now_ms: int | None = None) -> Heartbeat:
     """Write a single heartbeat for ``flow`` (tools and tests; the connector keeps an emitter)."""
-    emitter = HeartbeatEmitter(flow)
+    emitter = HeartbeatEmitter(FlowSpec.alone(flow))
     try:
         return emitter.beat(now_ms)
     finally:

@@ -43,7 +43,7 @@ class MetadataSync:
     def new_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         """Configs to create the remote topics of ``topics`` with ({} each when sync is off or fails)."""
         topics = list(topics)
-        if not self.flow.sync_topic_configs_enabled or not topics:
+        if not self.flow.metadata.sync_topic_configs_enabled or not topics:
             return {t: {} for t in topics}
         try:
             described = self.src.topic_configs(topics)
@@ -55,12 +55,13 @@ class MetadataSync:
     def maybe_run(self, mirrored_topics: Iterable[str], now: float | None = None) -> None:
         """Sync what is due; ``mirrored_topics`` are source topics whose remote topic exists."""
         now = time.monotonic() if now is None else now
-        if self.flow.sync_topic_configs_enabled and self._due(self._configs_at,
-                                                              self.flow.sync_topic_configs_interval_seconds, now):
+        metadata = self.flow.metadata
+        if metadata.sync_topic_configs_enabled and self._due(self._configs_at,
+                                                             metadata.sync_topic_configs_interval_seconds, now):
             self._configs_at = now
             self.sync_configs(mirrored_topics)
-        if self.flow.sync_topic_acls_enabled and self._due(self._acls_at, self.flow.sync_topic_acls_interval_seconds,
-                                                           now):
+        if metadata.sync_topic_acls_enabled and self._due(self._acls_at, metadata.sync_topic_acls_interval_seconds,
+                                                          now):
             self._acls_at = now
             self.sync_acls()
 

@@ -80,21 +80,21 @@ def digest_ranges(cluster: ClusterConfig, topic: str, ranges: dict[int, tuple[in
             for msg in consumer.consume(10000, timeout=0.5):
                 if msg.error():
                     raise _read_error(msg, cluster, topic, ranges)
-                p = msg.partition()
-                if p not in remaining or msg.offset() >= remaining[p]:
+                p, offset = _position(msg)
+                if p not in remaining or offset >= remaining[p]:
                     continue
                 h = hashes[p]
-                key, value, headers = msg.key(), msg.value(), msg.headers() or ()
+                key, value, headers = msg.key(), msg.value(), _headers(msg)
                 if normalize is not None:
                     key, value, headers = normalize(key, value, headers)
                 _field(h, key)
                 _field(h, value)
-                for name, value in headers:
+                for name, header in headers:
                     _field(h, name.encode())
-                    _field(h, value)
+                    _field(h, header)
                 h.update(struct.pack(">q", msg.timestamp()[1]))
                 counts[p] += 1
-                if msg.offset() + 1 >= remaining[p]:
+                if offset + 1 >= remaining[p]:
                     remaining.pop(p)
             for p in list(remaining):  # transaction markers leave the position past the last record
                 if consumer.position([TopicPartition(topic, p)])[0].offset >= remaining[p]:
@@ -104,9 +104,24 @@ def digest_ranges(cluster: ClusterConfig, topic: str, ranges: dict[int, tuple[in
         consumer.close()
 
 
+def _position(msg: Message) -> tuple[int, int]:
+    """The partition and offset of a consumed record (a record, not an error event, has both)."""
+    p, offset = msg.partition(), msg.offset()
+    assert p is not None and offset is not None, "a consumed record without a partition or offset"
+    return p, offset
+
+
+def _headers(msg: Message) -> Sequence[tuple[str, bytes | None]]:
+    """A consumed record's headers as (name, value) pairs; the client gives bytes values (or None)."""
+    found = msg.headers() or []
+    pairs = found.items() if isinstance(found, dict) else found
+    return [(name, value.encode() if isinstance(value, str) else value) for name, value in pairs]
+
+
 def _read_error(msg: Message, cluster: ClusterConfig, topic: str,
                 ranges: dict[int, tuple[int, int]]) -> KafkaError:
     err, p = msg.error(), msg.partition()
+    assert err is not None, "called for an error event only"
     if err.code() == KafkaErrorCode._AUTO_OFFSET_RESET and p in ranges:
         start, end = ranges[p]
         return KafkaError(f"records in [{start}, {end}) are no longer in the log (deleted by retention or "

@@ -23,13 +23,13 @@ from mm2py.client import MirrorClient
 from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.errors import ConfigError, ConfigProblem, KafkaError, Mm2pyError
+from mm2py.flowspec import FlowSpec
 from mm2py.kafka.admin import Admin
 from mm2py.ops.refusals import Standing, diverged
 from mm2py.policy import policy_for
 from mm2py.source.plan.listing import SourceListing
 from mm2py.source.plan.resets import Reset
 from mm2py.stores.positions import PositionStore
-from mm2py.topology import loop_guard, reverse_flow
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
@@ -68,7 +68,8 @@ def find_flow(config: MirrorMakerConfig, source: str, target: str) -> FlowConfig
 def plan_failover(config: MirrorMakerConfig, group: str, from_alias: str, to_alias: str,
                   to_time_ms: int | None = None) -> Plan:
     flow = find_flow(config, from_alias, to_alias)
-    policy = policy_for(flow)
+    spec = FlowSpec.resolve(config, flow)
+    policy = spec.policy
     src = Admin(flow.source, timeout_ms=min(flow.admin_timeout_ms, 15000))
     try:
         committed: dict[TP, int] | None = src.group_offsets(group)
@@ -76,14 +77,14 @@ def plan_failover(config: MirrorMakerConfig, group: str, from_alias: str, to_ali
         log.warning("source cluster unavailable; planning from checkpoints", cluster=from_alias, error=str(e))
         committed = None
     if committed is not None:
-        rows = translate_committed(config, flow, src, committed)
+        rows = translate_committed(config, spec, src, committed)
     else:
         checkpoints = MirrorClient.for_cluster(config, to_alias).remote_consumer_offsets(group, from_alias)
         rows = [PartitionPlan(policy.upstream_topic(remote) or remote, remote, partition, None, target,
                               "checkpoint", None)
                 for (remote, partition), target in sorted(checkpoints.items())]
     if to_time_ms is not None:
-        rows = place_by_time(config, flow, rows, to_time_ms, every_remote=not rows)
+        rows = place_by_time(config, spec, rows, to_time_ms, every_remote=not rows)
     return Plan(group, from_alias, to_alias, tuple(rows))
 
 
@@ -91,25 +92,26 @@ def plan_offsets(config: MirrorMakerConfig, committed: dict[TP, int], from_alias
                  to_time_ms: int | None = None, label: str = "offsets") -> Plan:
     """The plan for offsets a consumer keeps itself (not in a group): same translation as a group."""
     flow = find_flow(config, from_alias, to_alias)
+    spec = FlowSpec.resolve(config, flow)
     src = Admin(flow.source, timeout_ms=min(flow.admin_timeout_ms, 15000))
-    rows = translate_committed(config, flow, src, committed)
+    rows = translate_committed(config, spec, src, committed)
     if to_time_ms is not None:
-        rows = place_by_time(config, flow, rows, to_time_ms, every_remote=False)
+        rows = place_by_time(config, spec, rows, to_time_ms, every_remote=False)
     return Plan(label, from_alias, to_alias, tuple(rows))
 
 
-def translate_committed(config: MirrorMakerConfig, flow: FlowConfig, src: Admin,
+def translate_committed(config: MirrorMakerConfig, spec: FlowSpec, src: Admin,
                         committed: dict[TP, int]) -> list[PartitionPlan]:
     """One row per committed ``(topic, partition)`` of the source, translated through the offset syncs."""
+    flow, policy = spec.flow, spec.policy
     from_alias, to_alias = flow.source.alias, flow.target.alias
-    policy = policy_for(flow)
     try:
         ends = src.list_offsets(list(committed), "latest") if committed else {}
     except KafkaError as e:
         log.warning("source cluster unavailable; translating with the syncs on the target", error=str(e))
         ends = {}
-    reverse = reverse_flow(config, flow)
-    if reverse is None and loop_guard(config, flow).provenance:
+    reverse = spec.reverse
+    if reverse is None and spec.provenance:
         raise Mm2pyError(f"{flow.name} is on a cycle of flows that keep topic names but the file has no flow "
                          f"{to_alias}->{from_alias}: where {to_alias}'s own records sit on {from_alias} is not known "
                          "(they came round through other clusters); place the group with --to-time")
@@ -155,10 +157,10 @@ def plan_rows(committed: Mapping[TP, int], standing: Standing, remote_topic: Cal
     return rows
 
 
-def place_by_time(config: MirrorMakerConfig, flow: FlowConfig, rows: list[PartitionPlan], to_time_ms: int,
+def place_by_time(config: MirrorMakerConfig, spec: FlowSpec, rows: list[PartitionPlan], to_time_ms: int,
                   every_remote: bool) -> list[PartitionPlan]:
     """Rows without a translated offset take the first target offset at/after ``to_time_ms``."""
-    policy = policy_for(flow)
+    flow, policy = spec.flow, spec.policy
     from_alias, to_alias = flow.source.alias, flow.target.alias
     dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
     missing = [(r.target_topic, r.partition) for r in rows if r.target_offset is None]

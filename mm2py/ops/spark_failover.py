@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mm2py.config.model import MirrorMakerConfig
 from mm2py.errors import Mm2pyError
+from mm2py.flowspec import FlowSpec
 from mm2py.kafka.admin import Admin
 from mm2py.ops.failover import (
     Plan,
@@ -38,14 +39,15 @@ def plan_spark(config: MirrorMakerConfig, checkpoint: Path, from_alias: str, to_
     batch = read_batch(checkpoint)
     flow = find_flow(config, to_alias, from_alias) if back else find_flow(config, from_alias, to_alias)
     src = None if back else Admin(flow.source, timeout_ms=min(flow.admin_timeout_ms, 15000))
+    spec = None if back else FlowSpec.resolve(config, flow)
 
     def plan(b: SparkBatch) -> Plan:
-        if src is None:
+        if src is None or spec is None:
             rows = inverse_committed(flow, b.offsets)
         else:
-            rows = translate_committed(config, flow, src, b.offsets)
+            rows = translate_committed(config, spec, src, b.offsets)
             if to_time_ms is not None:
-                rows = place_by_time(config, flow, rows, to_time_ms, every_remote=False)
+                rows = place_by_time(config, spec, rows, to_time_ms, every_remote=False)
         which = "initial offsets" if b.batch_id == INITIAL else f"batch {b.batch_id}"
         return Plan(f"spark checkpoint {checkpoint} {which}", from_alias, to_alias, tuple(rows))
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaException, Message, TopicPartition
 
 from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import ClusterConfig, FlowConfig
@@ -72,10 +72,17 @@ class FlowStatus:
         return out
 
 
+def _consumed_at(msg: Message) -> tuple[str, int, int]:
+    """The topic, partition and offset of a consumed record (a record, not an error event, has all three)."""
+    topic, p, offset = msg.topic(), msg.partition(), msg.offset()
+    assert topic is not None and p is not None and offset is not None, "a consumed record without its place"
+    return topic, p, offset
+
+
 def _reader(cluster: ClusterConfig) -> TopicReader:
     # "earliest": records that retention removed are not waiting; the oldest one left is the lag
-    return TopicReader(cluster, "mm2py-status", kind=None,
-                       **{"enable.partition.eof": False, "auto.offset.reset": "earliest"})
+    extra: dict[str, object] = {"enable.partition.eof": False, "auto.offset.reset": "earliest"}
+    return TopicReader(cluster, "mm2py-status", None, None, **extra)
 
 
 def first_timestamps(cluster: ClusterConfig, starts: dict[TP, int], timeout: float = 10) -> dict:
@@ -91,8 +98,9 @@ def first_timestamps(cluster: ClusterConfig, starts: dict[TP, int], timeout: flo
         while len(found) < len(starts) and time.monotonic() < deadline:
             for msg in consumer.consume(500, 0.5):
                 if msg.error() is None:
-                    found.setdefault((msg.topic(), msg.partition()), msg.timestamp()[1])
-                    consumer.pause([TopicPartition(msg.topic(), msg.partition())])
+                    tp = _consumed_at(msg)[:2]
+                    found.setdefault(tp, msg.timestamp()[1])
+                    consumer.pause([TopicPartition(*tp)])
     except KafkaException as e:
         raise reader.translate(e, "reading first unmirrored records") from e
     finally:
@@ -123,8 +131,9 @@ def newest_timestamp(cluster: ClusterConfig, topic: str, *, match: object = None
                 if match is None or match(msg.key(), msg.value()):  # type: ignore[operator]
                     ts = msg.timestamp()[1]
                     newest = ts if newest is None else max(newest, ts)
-                if msg.offset() + 1 >= remaining.get(msg.partition(), (0, 0))[1]:
-                    remaining.pop(msg.partition(), None)
+                _, p, offset = _consumed_at(msg)
+                if offset + 1 >= remaining.get(p, (0, 0))[1]:
+                    remaining.pop(p, None)
             for p in list(remaining):  # transaction markers leave the position past the last record
                 if consumer.position([TopicPartition(topic, p)])[0].offset >= remaining[p][1]:
                     remaining.pop(p)
@@ -152,7 +161,8 @@ def flow_status(flow: FlowConfig, now_ms: int | None = None) -> FlowStatus:
     filt = topic_filter_for(flow)
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
     topics = {t: n for t, n in src.topics().items()
-              if policy.should_replicate_topic(t, flow.target.alias, filt, flow.heartbeats_replication_enabled)}
+              if policy.should_replicate_topic(t, flow.target.alias, filt,
+                                               flow.selection.heartbeats_replication_enabled)}
     tps = [(t, p) for t, n in topics.items() for p in range(n)]
     ends = src.list_offsets(tps, "latest")
     positions = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms).load()

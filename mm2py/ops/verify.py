@@ -62,7 +62,7 @@ def plan_audit(flow: FlowConfig, topics: str | None = None, decode: bool = False
     positions = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms).load()
     mirrored = sorted(tp for tp in positions if (wanted is None or wanted.fullmatch(tp[0]))
                       and policy.should_replicate_topic(tp[0], flow.target.alias, filt,
-                                                        flow.heartbeats_replication_enabled))
+                                                        flow.selection.heartbeats_replication_enabled))
     if not mirrored:
         return []
     if decode:

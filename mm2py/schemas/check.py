@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import FlowConfig
 from mm2py.errors import ConfigError, ConfigProblem
+from mm2py.flowspec import FlowSpec
 from mm2py.kafka.admin import Admin
 from mm2py.schemas.registry import Registry
 from mm2py.schemas.settings import SchemaSettings
@@ -25,16 +26,16 @@ from mm2py.schemas.settings import SchemaSettings
 def problems_of(flows: Iterable[FlowConfig]) -> list[ConfigProblem]:
     problems: list[ConfigProblem] = []
     for flow in flows:
-        if flow.schemas_mode == "off":
+        if flow.schemas.mode == "off":
             continue
-        if flow.schemas_mode == "preserve":
-            storage = flow.schemas_storage_topic
+        if flow.schemas.mode == "preserve":
+            storage = flow.schemas.storage_topic
             if not topic_filter_for(flow).should_replicate_topic(storage):
                 problems.append(ConfigProblem(f"{flow.name}.topics", f"flow {flow.name} has schemas.mode = preserve "
                                               f"but does not select the registry's storage topic {storage!r} "
                                               "(schemas.storage.topic): add it to topics"))
             continue
-        if flow.partition_mismatch == "hash":  # its record path (mm2py.source.copy.rehash) does not translate
+        if flow.delivery.partition_mismatch == "hash":  # its record path (mm2py.source.copy.rehash) does not translate
             problems.append(ConfigProblem(f"{flow.name}.partition.mismatch", f"flow {flow.name}: "
                                           "partition.mismatch = hash cannot be combined with schemas.mode = "
                                           "translate (re-keyed records would keep the source's ids); use 'error'"))
@@ -42,7 +43,7 @@ def problems_of(flows: Iterable[FlowConfig]) -> list[ConfigProblem]:
             if not cluster.schema_registry.get("url"):
                 problems.append(ConfigProblem(
                     f"{cluster.alias}.schema.registry.url",
-                    f"missing: flow {flow.name} has schemas.mode = {flow.schemas_mode}, which needs the schema "
+                    f"missing: flow {flow.name} has schemas.mode = {flow.schemas.mode}, which needs the schema "
                     f"registry of {cluster.alias}"))
     return problems
 
@@ -58,7 +59,7 @@ def require_registries(flow: FlowConfig) -> None:
 
 def check_schemas(flows: Iterable[FlowConfig]) -> None:
     """Refuse flows whose schema handling cannot work; prepare the dead-letter topics."""
-    flows = [f for f in flows if f.schemas_mode != "off"]
+    flows = [f for f in flows if f.schemas.mode != "off"]
     problems = problems_of(flows)
     if problems:
         raise ConfigError(problems)
@@ -68,7 +69,8 @@ def check_schemas(flows: Iterable[FlowConfig]) -> None:
             if "url" in cluster.schema_registry and cluster.schema_registry["url"] not in pinged:
                 Registry(cluster.alias, cluster.schema_registry).ping()
                 pinged.add(cluster.schema_registry["url"])
-        settings = SchemaSettings.for_flow(flow)
-        if settings is not None and flow.schemas_on_error == "dead-letter":
+        settings = SchemaSettings.for_flow(FlowSpec.alone(flow))
+        if settings is not None and flow.schemas.on_error == "dead-letter":
             admin = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
-            admin.create_topic(settings.dead_letter_topic, 1, min(flow.replication_factor, admin.broker_count()))
+            admin.create_topic(settings.dead_letter_topic, 1,
+                               min(flow.metadata.replication_factor, admin.broker_count()))

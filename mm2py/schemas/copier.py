@@ -57,12 +57,12 @@ class TranslatingWriter(BatchWriter):
     """Queues batches with their schema ids rewritten to the target registry's. Constructor does no I/O."""
 
     def __init__(self, coalesce_bytes: int = 0, *, target: ClusterConfig, schemas: SchemaSettings, client_id: str,
-                 source_alias: str, produce_timeout_ms: int = 30000):
+                 produce_timeout_ms: int = 30000):
         super().__init__(coalesce_bytes)
         self.target = target
         self.schemas = schemas
         self.client_id = client_id
-        self.source_alias = source_alias  # named in a SchemaError
+        self.source_alias = schemas.source_alias  # the flow's source, named in a SchemaError
         self.produce_timeout_ms = produce_timeout_ms
         self.translator = translator_for(schemas)
         self.id_maps: dict[str, inplace.IdMap] = {}  # by source topic
@@ -85,8 +85,9 @@ class TranslatingWriter(BatchWriter):
             self.failures.append(f"{msg.topic()}: {err}")  # type: ignore[attr-defined]
 
     def _dead_letter(self, rec: rb.Record, r: PartitionRange, reason: str) -> None:
-        headers = [*rec.headers, ("mm2py.error", reason.encode()), ("mm2py.topic", r.topic.encode()),
-                   ("mm2py.partition", str(r.partition).encode()), ("mm2py.offset", str(rec.offset).encode())]
+        headers: list[tuple[str, str | bytes | None]] = [
+            *rec.headers, ("mm2py.error", reason.encode()), ("mm2py.topic", r.topic.encode()),
+            ("mm2py.partition", str(r.partition).encode()), ("mm2py.offset", str(rec.offset).encode())]
         producer = self._dead_letter_producer()
         while True:
             try:

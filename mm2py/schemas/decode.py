@@ -56,8 +56,11 @@ class RecordDecoder:
                     named: dict = {}
                     for text in refs:
                         parse_schema(json.loads(text), named_schemas=named)
-                    parsed = parse_schema(json.loads(schema.schema_str), named_schemas=named)
-                    found = (fingerprint(schema.schema_str, refs), parsed)
+                    own = schema.schema_str
+                    if own is None:
+                        raise TypeError("a schema without its text")  # as json.loads(None) did: not decodable
+                    parsed = parse_schema(json.loads(own), named_schemas=named)
+                    found = (fingerprint(own, refs), parsed)
                 except (NotAvro, ValueError, TypeError, KeyError):
                     found = None
             self.schemas[schema_id] = found

@@ -226,8 +226,8 @@ def _rewrite_section(data: bytearray, count: int, mapped: IdMap, keys: bool) -> 
     return True
 
 
-def rewritten_batch(buf: bytes, view: rb.BatchView, mapped: IdMap,
-                    keys: bool = True) -> tuple[bytes, rb.BatchView]:
+def rewritten_batch(buf: bytes | memoryview, view: rb.BatchView, mapped: IdMap,
+                    keys: bool = True) -> tuple[bytes | memoryview, rb.BatchView]:
     """The batch at ``view`` with every schema id rewritten, and a view of it (start 0).
 
     When every id maps to itself, ``buf`` and ``view`` themselves: the source's batch as it is.

@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from confluent_kafka.schema_registry import RegisteredSchema, Schema, SchemaReference, SchemaRegistryClient
+from confluent_kafka.schema_registry import (
+    RegisteredSchema,
+    Schema,
+    SchemaReference,
+    SchemaRegistryClient,
+)
+from confluent_kafka.schema_registry.common.schema_registry_client import SchemaVersion
 from confluent_kafka.schema_registry.error import SchemaRegistryError as ClientError
 
 from mm2py.errors import SchemaRegistryError
@@ -20,6 +26,24 @@ from mm2py.errors import SchemaRegistryError
 T = TypeVar("T")
 NOT_FOUND = 404
 _kept: dict[tuple[str, tuple[tuple[str, str], ...]], Registry] = {}
+
+
+def answered(value: T | None, what: str) -> T:
+    """``value`` of a registry's answer. The client's types leave every field optional; a registry
+    always sends these, so one missing is the registry's error here, never a None passed on."""
+    if value is None:
+        raise SchemaRegistryError(f"a schema registry answered without {what}")
+    return value
+
+
+def schema_text(schema: Schema) -> str:
+    """The text of ``schema`` as a registry answered it."""
+    return answered(schema.schema_str, "a schema's text")
+
+
+def reference_of(ref: SchemaReference) -> tuple[str, int]:
+    """The subject and version a schema reference names."""
+    return answered(ref.subject, "a reference's subject"), answered(ref.version, "a reference's version")
 
 
 class Registry:
@@ -59,9 +83,10 @@ class Registry:
 
     def subjects_of(self, schema_id: int) -> list[tuple[str, int]]:
         """(subject, version) pairs registered with ``schema_id``."""
-        found = self._call(f"the subjects of schema id {schema_id}",
-                           lambda: self.client.get_schema_versions(schema_id), missing=[], found=True)
-        return [(v.subject, int(v.version)) for v in found or []]
+        found: list[SchemaVersion] | None = self._call(
+            f"the subjects of schema id {schema_id}", lambda: self.client.get_schema_versions(schema_id),
+            found=True)  # None when the registry knows no such id
+        return [(answered(v.subject, "a subject"), int(answered(v.version, "a version"))) for v in found or []]
 
     def versions(self, subject: str) -> list[int]:
         return self._call(f"the versions of subject {subject}", lambda: self.client.get_versions(subject),
@@ -89,9 +114,9 @@ class Registry:
         """Texts of every schema ``references`` name, depth first, each after those it names."""
         texts: list[str] = []
         for ref in references:
-            named = self.version(ref.subject, ref.version)
+            named = self.version(*reference_of(ref))
             texts += self.resolved_references(list(named.schema.references or []))
-            texts.append(named.schema.schema_str)
+            texts.append(schema_text(named.schema))
         return texts
 
 

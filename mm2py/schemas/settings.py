@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mm2py.config.model import FlowConfig
-from mm2py.policy import policy_for
+from mm2py.flowspec import FlowSpec
 
 
 @dataclass(frozen=True)
@@ -38,15 +37,16 @@ class SchemaSettings:
         return topic != self.heartbeats_topic and not topic.endswith(self.separator + self.heartbeats_topic)
 
     @classmethod
-    def for_flow(cls, flow: FlowConfig) -> SchemaSettings | None:
+    def for_flow(cls, spec: FlowSpec) -> SchemaSettings | None:
         """The flow's settings, or None when its records pass as bytes (``off``, ``preserve``)."""
-        if flow.schemas_mode != "translate":
+        flow = spec.flow
+        if flow.schemas.mode != "translate":
             return None
         return cls(
-            mode=flow.schemas_mode, on_error=flow.schemas_on_error,
-            dead_letter_topic=flow.schemas_dead_letter_topic.replace("{source}", flow.source.alias),
+            mode=flow.schemas.mode, on_error=flow.schemas.on_error,
+            dead_letter_topic=flow.schemas.dead_letter_topic.replace("{source}", flow.source.alias),
             source_alias=flow.source.alias, target_alias=flow.target.alias,
             source_registry=flow.source.schema_registry, target_registry=flow.target.schema_registry,
-            heartbeats_topic=policy_for(flow).heartbeats_topic(), separator=flow.replication_policy_separator,
-            keys=flow.schemas_keys,
+            heartbeats_topic=spec.policy.heartbeats_topic(), separator=flow.naming.replication_policy_separator,
+            keys=flow.schemas.keys,
         )

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from confluent_kafka.schema_registry import RegisteredSchema, Schema, SchemaReference
 
 from mm2py.schemas.canonical import NotAvro, fingerprint
-from mm2py.schemas.registry import Registry
+from mm2py.schemas.registry import Registry, answered, reference_of, schema_text
 
 AVRO = "AVRO"
 
@@ -99,17 +99,19 @@ class SubjectSync:
         source_refs = list(schema.references or [])
         target_refs = []
         for ref in source_refs:  # referenced subjects keep their names (record names)
-            placed = self.sync_subject(ref.subject, ref.version, ref.subject)
-            target_refs.append(SchemaReference(ref.name, ref.subject, placed.target_version))
+            subject, version = reference_of(ref)
+            placed = self.sync_subject(subject, version, subject)
+            target_refs.append(SchemaReference(ref.name, subject, placed.target_version))
+        text = schema_text(schema)
         try:
-            wanted = fingerprint(schema.schema_str, self.source.resolved_references(source_refs))
+            wanted = fingerprint(text, self.source.resolved_references(source_refs))
         except NotAvro as e:
             raise Untranslatable(f"subject {registered.subject} version {registered.version}: {e}") from e
         held = self._held(to)
         if wanted in held:
             target_id, target_version = held[wanted]
             return Mapped(target_id, target_version, wanted)
-        copy = Schema(schema.schema_str, AVRO, target_refs)
+        copy = Schema(text, AVRO, target_refs)
         target_id = self.target.register(to, copy)
         found = self.target.lookup(to, copy)
         target_version = int(found.version) if found is not None and found.version is not None else -1
@@ -127,8 +129,8 @@ class SubjectSync:
                     continue
                 refs = self.target.resolved_references(list(registered.schema.references or []))
                 try:
-                    prints.setdefault(fingerprint(registered.schema.schema_str, refs),
-                                      (int(registered.schema_id), int(version)))
+                    prints.setdefault(fingerprint(schema_text(registered.schema), refs),
+                                      (int(answered(registered.schema_id, "a schema id")), int(version)))
                 except NotAvro:
                     continue
             self.held[subject] = prints
@@ -142,7 +144,7 @@ class SubjectSync:
                                  f"for subject {subject}")
         refs = self.target.resolved_references(list(schema.references or []))
         try:
-            got = fingerprint(schema.schema_str, refs)
+            got = fingerprint(schema_text(schema), refs)
         except NotAvro as e:
             raise Untranslatable(f"target id {target_id} of subject {subject}: {e}") from e
         if got != wanted:

@@ -210,7 +210,7 @@ def prepare_history(flow: FlowConfig) -> FlowConfig:
     A missing ACL turns the history off with one WARNING naming the ACL (MM2's own ACLs cover only
     its syncs topic); other errors are left to the writes, which wait out outages.
     """
-    if not (flow.emit_offset_syncs_enabled and flow.offset_syncs_history_enabled):
+    if not (flow.checkpoints.emit_offset_syncs_enabled and flow.checkpoints.offset_syncs_history_enabled):
         return flow
     try:
         history_for(flow).cover(())
@@ -218,7 +218,7 @@ def prepare_history(flow: FlowConfig) -> FlowConfig:
         log.warning("offset-sync history off: groups behind the newest sync of a partition stop translating "
                     "once the syncs topic is compacted; add the ACL, or set offset-syncs.history.enabled = false "
                     "to silence this", flow=flow.name, error=str(e))
-        return replace(flow, offset_syncs_history_enabled=False)
+        return replace(flow, checkpoints=replace(flow.checkpoints, offset_syncs_history_enabled=False))
     except KafkaError:
         pass  # an outage: the committer creates the topic once the cluster answers
     return flow
@@ -229,4 +229,4 @@ def history_for(flow: FlowConfig) -> SyncHistory:
     cluster, topic = offset_syncs_history_location(flow)
     return SyncHistory(Admin(flow.source, timeout_ms=flow.admin_timeout_ms),
                        Admin(cluster, timeout_ms=flow.admin_timeout_ms), topic,
-                       flow.offset_syncs_topic_replication_factor)
+                       flow.checkpoints.offset_syncs_topic_replication_factor)

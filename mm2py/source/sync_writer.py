@@ -38,7 +38,7 @@ class OffsetSyncWriter:
     def ensure_topic(self) -> None:
         """Create the syncs topic as MM2 creates it (compacted, one partition) unless it exists."""
         ensure_compacted_topic(Admin(self.cluster, timeout_ms=self.flow.admin_timeout_ms), self.topic,
-                               self.flow.offset_syncs_topic_replication_factor)
+                               self.flow.checkpoints.offset_syncs_topic_replication_factor)
         self._topic_ready = True
 
     def open(self) -> RecordWriter:

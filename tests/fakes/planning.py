@@ -145,9 +145,10 @@ def rig(source: dict[str, int], *, target: dict[str, int] | None = None, extra: 
     src, dst = FakeAdmin("src", events, source), FakeAdmin("dst", events, target)
     store, tail, clock = FakeStore(events, stored), FakeTail(), Clock()
     planner: BatchPlanner
-    catalogue = TopicCatalogue(flow, policy_for(flow), TopicFilter(flow.topics, flow.topics_exclude), src, dst,
-                               FakeMetadata(), stored=lambda: planner.recorded(), log_sizes=log_sizes)
+    selected = TopicFilter(flow.selection.topics, flow.selection.topics_exclude)
+    catalogue = TopicCatalogue(flow, policy_for(flow), selected, src, dst, FakeMetadata(),
+                               stored=lambda: planner.recorded(), log_sizes=log_sizes)
     planner = BatchPlanner(flow, catalogue=catalogue, source=src, target=dst, store=store,
                            stalls=StallBook(flow.name, tail, clock=clock),
-                           sizer=BatchSizer(flow.max_batch_bytes, flow.batch_duration_ms / 1000))
+                           sizer=BatchSizer(flow.copy.max_batch_bytes, flow.copy.batch_duration_ms / 1000))
     return Rig(flow, events, src, dst, store, tail, clock, catalogue, planner)

@@ -36,6 +36,7 @@ from mm2py.config import load_text
 from mm2py.dev import cluster as devcluster
 from mm2py.engine.driver import Engine
 from mm2py.errors import AuthenticationError, AuthorizationError, ClusterUnreachableError, Mm2pyError
+from mm2py.flowspec import FlowSpec
 from mm2py.kafka.admin import Admin
 from mm2py.source.copy.copy_settings import CopySettings
 from mm2py.source.copy.task import CopySpec, TaskRun, copy_ranges
@@ -226,7 +227,7 @@ def test_named_topic_hidden_by_a_missing_describe_acl_is_named(acl_cluster, clus
     text = (properties({"A": acl_cluster.bootstrap, "B": cluster_b.bootstrap},
                        {"A->B": {"topics": f"{hidden}, other-.*"}})
             + sasl_lines("A", "alice", ALICE["alice"]))
-    catalogue = planner_for(load_text(text).enabled_flows[0]).catalogue
+    catalogue = planner_for(FlowSpec.alone(load_text(text).enabled_flows[0])).catalogue
     with structlog.testing.capture_logs() as logs:
         catalogue.refresh_topics(force=True)
         catalogue.refresh_topics(force=True)
@@ -238,7 +239,7 @@ def test_named_topic_hidden_by_a_missing_describe_acl_is_named(acl_cluster, clus
 
     # where nothing hides topics, a named topic that does not exist is a warning, once, and not created
     text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": absent}})
-    catalogue = planner_for(load_text(text).enabled_flows[0]).catalogue
+    catalogue = planner_for(FlowSpec.alone(load_text(text).enabled_flows[0])).catalogue
     with structlog.testing.capture_logs() as logs:
         catalogue.refresh_topics(force=True)
         catalogue.refresh_topics(force=True)

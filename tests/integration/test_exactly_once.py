@@ -28,6 +28,7 @@ from mm2py.dev import cluster as devcluster
 from mm2py.errors import KafkaError
 from mm2py.kafka.wire import RawClient
 from mm2py.source.copy.copier import Copier
+from mm2py.source.copy.copy_mode import CopyMode
 from mm2py.source.copy.copy_settings import CopySettings
 from mm2py.source.copy.exactly_once import prepare, spec_for
 from mm2py.source.copy.transactional import HOLD_AFTER_COMMIT, HOLD_BEFORE_COMMIT, TaskTransaction
@@ -266,12 +267,12 @@ def test_a_zombie_task_is_fenced_by_its_successor(eos_clusters, unique_name):
         src, dst = clients
         zombie = TaskTransaction(dst, spec, 0)
         zombie_state = zombie.begin()
-        results = Copier(src, dst, ranges, CopySettings(), producer=zombie_state).run()
+        results = Copier(src, dst, ranges, CopySettings(), CopyMode(producer=zombie_state)).run()
         successor = TaskTransaction(successor_dst, spec, 0)
-        copied = Copier(src, successor_dst, ranges, CopySettings(), producer=successor.begin()).run()
+        copied = Copier(src, successor_dst, ranges, CopySettings(), CopyMode(producer=successor.begin())).run()
         successor.commit(copied)
         with pytest.raises(KafkaError) as late_produce:  # the zombie wakes up and copies again
-            Copier(src, dst, ranges, CopySettings(), producer=zombie_state).run()
+            Copier(src, dst, ranges, CopySettings(), CopyMode(producer=zombie_state)).run()
         assert "Epoch" in str(late_produce.value) or "Fenced" in str(late_produce.value), str(late_produce.value)
         with pytest.raises(KafkaError) as late_commit:
             zombie.commit(results)

@@ -60,6 +60,7 @@ def test_a_tailing_copy_fetches_in_a_session_and_copies_every_record(cluster_a, 
     import time
 
     from mm2py.source.copy.copier import Copier
+    from mm2py.source.copy.copy_mode import CopyMode
     from mm2py.source.copy.copy_settings import CopySettings
     from mm2py.source.copy.tail import TailWindow
     from mm2py.source.ranges import PartitionRange
@@ -82,7 +83,7 @@ def test_a_tailing_copy_fetches_in_a_session_and_copies_every_record(cluster_a, 
     producer = threading.Thread(target=arrive)
     try:
         producer.start()
-        results = Copier(src, dst, ranges, CopySettings(), tail=TailWindow(time.monotonic() + 4)).run()
+        results = Copier(src, dst, ranges, CopySettings(), CopyMode(tail=TailWindow(time.monotonic() + 4))).run()
         producer.join()
         (session,) = src._sessions.values()
         assert session.session_id != 0 and session.epoch > 2, "the tail fetched incrementally"

@@ -5,14 +5,19 @@ from __future__ import annotations
 import threading
 import time
 
+from mm2py.config.model import SelectionConfig
 from mm2py.source.plan.ahead import AHEAD_SECONDS, AheadWork, ahead_delay
 
 
+def refresh(interval_seconds: float, enabled: bool) -> SelectionConfig:
+    return SelectionConfig(refresh_topics_interval_seconds=interval_seconds, refresh_topics_enabled=enabled)
+
+
 def test_the_refresh_starts_ahead_of_the_tail_end_only_where_the_next_plan_would_not_list_again():
-    assert ahead_delay(60.0, 5.0, True) == 60.0 - AHEAD_SECONDS
-    assert ahead_delay(60.0, 600.0, False) == 60.0 - AHEAD_SECONDS, "the due metadata sync still runs"
-    assert ahead_delay(60.0, AHEAD_SECONDS, True) is None, "listed again at the plan: due by then"
-    assert ahead_delay(AHEAD_SECONDS, 600.0, True) is None, "no room before the tail ends"
+    assert ahead_delay(60.0, refresh(5.0, True)) == 60.0 - AHEAD_SECONDS
+    assert ahead_delay(60.0, refresh(600.0, False)) == 60.0 - AHEAD_SECONDS, "the due metadata sync still runs"
+    assert ahead_delay(60.0, refresh(AHEAD_SECONDS, True)) is None, "listed again at the plan: due by then"
+    assert ahead_delay(AHEAD_SECONDS, refresh(600.0, True)) is None, "no room before the tail ends"
 
 
 def test_settle_cancels_work_that_has_not_started():

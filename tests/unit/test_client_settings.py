@@ -149,9 +149,9 @@ def test_cluster_maps_for_mm2py_s_own_tools_are_unchanged():
 
 
 def test_auto_offset_reset_follows_the_replication_consumer():
-    assert flow("A->B.consumer.auto.offset.reset = latest\n").auto_offset_reset == "latest"
+    assert flow("A->B.consumer.auto.offset.reset = latest\n").delivery.auto_offset_reset == "latest"
     assert flow("A.consumer.auto.offset.reset = latest\nA->B.consumer.auto.offset.reset = earliest\n"
-                ).auto_offset_reset == "latest"
+                ).delivery.auto_offset_reset == "latest"
     assert "source.consumer.auto.offset.reset" in str(refused("A->B.source.consumer.auto.offset.reset = soon\n"))
 
 

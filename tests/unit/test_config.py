@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 
 from mm2py.config import load, load_text, parse_cluster_key, parse_flow_key
 from mm2py.config.keys import ALL_KEYS, FLOW_KEYS, Scope
-from mm2py.config.model import FlowConfig, MirrorMakerConfig
+from mm2py.config.model import FlowConfig, MirrorMakerConfig, flow_field_paths
 from mm2py.errors import ConfigError, ConfigProblem
 
 BASE = """
@@ -40,31 +40,35 @@ def keyed(text: str) -> dict[str | None, ConfigProblem]:
 
 def test_defaults_are_mm2s():
     f = flow(load_text(AB), "A->B")
-    assert f.enabled and f.topics == (".*",)
-    assert f.topics_exclude == (r".*[\-\.]internal", r".*\.replica", "__.*")
-    assert f.groups == (".*",) and f.groups_exclude == ("console-consumer-.*", "connect-.*", "__.*")
-    assert f.replication_policy_class == "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
-    assert (f.replication_policy_separator, f.internal_topic_separator_enabled) == (".", True)
-    assert (f.replication_factor, f.heartbeats_topic_replication_factor) == (2, 3)
-    assert (f.checkpoints_topic_replication_factor, f.offset_syncs_topic_replication_factor) == (3, 3)
-    assert (f.offset_lag_max, f.emit_heartbeats_interval_seconds) == (100, 1.0)
-    assert (f.refresh_topics_interval_seconds, f.emit_checkpoints_interval_seconds) == (600.0, 60.0)
-    assert f.sync_group_offsets_enabled is False and f.offset_syncs_topic_location == "source"
-    assert (f.use_defaults_from, f.exactly_once_support, f.auto_offset_reset) == ("target", "requested", "earliest")
-    assert (f.admin_timeout_ms, f.consumer_poll_timeout_ms, f.tasks_max) == (60000, 1000, None)
-    assert "min\\.insync\\.replicas" in f.config_properties_exclude
+    assert f.enabled and f.selection.topics == (".*",)
+    assert f.selection.topics_exclude == (r".*[\-\.]internal", r".*\.replica", "__.*")
+    assert f.selection.groups == (".*",) and f.selection.groups_exclude == ("console-consumer-.*", "connect-.*", "__.*")
+    assert f.naming.replication_policy_class == "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+    assert (f.naming.replication_policy_separator, f.naming.internal_topic_separator_enabled) == (".", True)
+    assert (f.metadata.replication_factor, f.heartbeats.heartbeats_topic_replication_factor) == (2, 3)
+    assert (f.checkpoints.checkpoints_topic_replication_factor,
+            f.checkpoints.offset_syncs_topic_replication_factor) == (3, 3)
+    assert (f.checkpoints.offset_lag_max, f.heartbeats.emit_heartbeats_interval_seconds) == (100, 1.0)
+    assert (f.selection.refresh_topics_interval_seconds,
+            f.checkpoints.emit_checkpoints_interval_seconds) == (600.0, 60.0)
+    assert f.checkpoints.sync_group_offsets_enabled is False and f.checkpoints.offset_syncs_topic_location == "source"
+    assert (f.metadata.use_defaults_from, f.delivery.exactly_once_support,
+            f.delivery.auto_offset_reset) == ("target", "requested", "earliest")
+    assert (f.admin_timeout_ms, f.copy.consumer_poll_timeout_ms, f.copy.tasks_max) == (60000, 1000, None)
+    assert "min\\.insync\\.replicas" in f.metadata.config_properties_exclude
 
 
 def test_every_flow_field_has_exactly_one_key():
     declared = [k.field for k in ALL_KEYS if k.field]
     assert len(declared) == len(set(declared))
     # derived, not keys: the delivery mode comes from two keys (mm2py.config.delivery)
-    fields = {f.name for f in dataclasses.fields(FlowConfig)} - {"source", "target", "raw", "offset_syncs",
-                                                                 "exactly_once", "exactly_once_key"}
+    # every setting of FlowConfig's sections and its own, by path ("copy.tail_ms"): its default
+    defaults = flow_field_paths()
+    fields = set(defaults) - {"delivery.exactly_once", "delivery.exactly_once_key"}
     assert set(declared) == fields
     for key in FLOW_KEYS:
         assert key.scope is Scope.FLOW and key.doc
-        assert key.default == next(f.default for f in dataclasses.fields(FlowConfig) if f.name == key.field)
+        assert key.default == defaults[key.field]
 
 
 def test_key_spellings_that_differ_from_field_names():
@@ -72,35 +76,36 @@ def test_key_spellings_that_differ_from_field_names():
                     "offset-syncs.topic.location = TARGET\nemit.offset-syncs.enabled = false\n"
                     "offset-syncs.topic.replication.factor = 1\n")
     f = flow(cfg, "A->B")
-    assert f.internal_topic_separator_enabled is False and f.offset_syncs_topic_location == "target"
-    assert f.emit_offset_syncs_enabled is False and f.offset_syncs_topic_replication_factor == 1
+    assert f.naming.internal_topic_separator_enabled is False and f.checkpoints.offset_syncs_topic_location == "target"
+    assert f.checkpoints.emit_offset_syncs_enabled is False and f.checkpoints.offset_syncs_topic_replication_factor == 1
 
 
 def test_typed_values():
     f = flow(load_text(AB + "tasks.max = 4\nemit.heartbeats.interval.seconds = 0.5\nsync.topic.acls.enabled = FALSE\n"
                        "partition.mismatch = hash\nmax.batch.bytes = 1048576\ntrigger.interval.ms = 0\n"
                        "topics =  a ,b,, c \nexactly.once.support = Disabled\n"), "A->B")
-    assert (f.tasks_max, f.emit_heartbeats_interval_seconds, f.sync_topic_acls_enabled) == (4, 0.5, False)
-    assert (f.partition_mismatch, f.max_batch_bytes, f.trigger_interval_ms) == ("hash", 1048576, 0)
-    assert f.topics == ("a", "b", "c") and f.exactly_once_support == "disabled"
+    assert (f.copy.tasks_max, f.heartbeats.emit_heartbeats_interval_seconds,
+            f.metadata.sync_topic_acls_enabled) == (4, 0.5, False)
+    assert (f.delivery.partition_mismatch, f.copy.max_batch_bytes, f.copy.trigger_interval_ms) == ("hash", 1048576, 0)
+    assert f.selection.topics == ("a", "b", "c") and f.delivery.exactly_once_support == "disabled"
 
 
 def test_empty_topics_list_mirrors_nothing():
-    assert flow(load_text(AB + "topics =\n"), "A->B").topics == ()
+    assert flow(load_text(AB + "topics =\n"), "A->B").selection.topics == ()
 
 
 def test_flow_scope_beats_top_level():
     cfg = load_text(BASE + "A->B.enabled = true\nB->A.enabled = true\ntopics = x.*\n"
                     "A->B.topics = orders, payments\nreplication.factor = 1\nB->A.replication.factor = 3\n")
-    assert flow(cfg, "A->B").topics == ("orders", "payments")
-    assert flow(cfg, "B->A").topics == ("x.*",)
-    assert (flow(cfg, "A->B").replication_factor, flow(cfg, "B->A").replication_factor) == (1, 3)
+    assert flow(cfg, "A->B").selection.topics == ("orders", "payments")
+    assert flow(cfg, "B->A").selection.topics == ("x.*",)
+    assert (flow(cfg, "A->B").metadata.replication_factor, flow(cfg, "B->A").metadata.replication_factor) == (1, 3)
 
 
 def test_cluster_scoped_flow_setting_has_no_effect_and_is_warned():
     with capture_logs() as logs:
         cfg = load_text(AB + "A.topics = only-this\n")
-    assert flow(cfg, "A->B").topics == (".*",)
+    assert flow(cfg, "A->B").selection.topics == (".*",)
     assert "topics" not in cfg.clusters["A"].client
     assert cfg.unknown_keys == ("A.topics",)
     [warning] = [e for e in logs if e["log_level"] == "warning"]
@@ -110,9 +115,9 @@ def test_cluster_scoped_flow_setting_has_no_effect_and_is_warned():
 def test_deprecated_blacklist_names_are_read_but_lose_to_the_new_names():
     cfg = load_text(BASE + "A->B.enabled = true\nB->A.enabled = true\ntopics.blacklist = secret.*\n"
                     "B->A.topics.exclude = x\nB->A.topics.blacklist = y\ngroups.blacklist = g.*\n")
-    assert flow(cfg, "A->B").topics_exclude == ("secret.*",)
-    assert flow(cfg, "B->A").topics_exclude == ("x",)
-    assert flow(cfg, "A->B").groups_exclude == ("g.*",) and cfg.unknown_keys == ()
+    assert flow(cfg, "A->B").selection.topics_exclude == ("secret.*",)
+    assert flow(cfg, "B->A").selection.topics_exclude == ("x",)
+    assert flow(cfg, "A->B").selection.groups_exclude == ("g.*",) and cfg.unknown_keys == ()
 
 
 def test_raw_holds_top_level_and_own_flow_keys_prefix_stripped():
@@ -168,7 +173,7 @@ def test_aliases_with_dots_and_dashes():
     cfg = load_text("clusters = us-east.prod, eu\nus-east.prod.bootstrap.servers = u:1\neu.bootstrap.servers = e:1\n"
                     "us-east.prod->eu.enabled = true\nus-east.prod->eu.topics = t\n")
     f = flow(cfg, "us-east.prod->eu")
-    assert f.enabled and f.topics == ("t",) and f.source.bootstrap_servers == "u:1"
+    assert f.enabled and f.selection.topics == ("t",) and f.source.bootstrap_servers == "u:1"
 
 
 def test_parse_flow_and_cluster_keys():
@@ -230,23 +235,26 @@ def test_worker_settings_under_an_alias_are_accepted_but_not_client_settings():
 def test_auto_offset_reset_precedence():
     # MM2 4.3: the replication consumer's setting; a top-level consumer.* reaches no client (and is warned)
     with capture_logs() as logs:
-        assert flow(load_text(AB + "consumer.auto.offset.reset = latest\n"), "A->B").auto_offset_reset == "earliest"
+        assert flow(load_text(AB + "consumer.auto.offset.reset = latest\n"),
+                    "A->B").delivery.auto_offset_reset == "earliest"
     assert "consumer.auto.offset.reset" in next(e["settings"] for e in logs if "settings" in e)
     cfg = load_text(BASE + "A->B.enabled = true\nB->A.enabled = true\nA.consumer.auto.offset.reset = latest\n")
-    assert (flow(cfg, "A->B").auto_offset_reset, flow(cfg, "B->A").auto_offset_reset) == ("latest", "earliest")
-    assert flow(load_text(AB + "A->B.consumer.auto.offset.reset = LATEST\n"), "A->B").auto_offset_reset == "latest"
+    assert (flow(cfg, "A->B").delivery.auto_offset_reset,
+            flow(cfg, "B->A").delivery.auto_offset_reset) == ("latest", "earliest")
+    assert flow(load_text(AB + "A->B.consumer.auto.offset.reset = LATEST\n"),
+                "A->B").delivery.auto_offset_reset == "latest"
     cfg = load_text(AB + "A.consumer.auto.offset.reset = earliest\nA->B.consumer.auto.offset.reset = latest\n")
-    assert flow(cfg, "A->B").auto_offset_reset == "earliest", "A.consumer.* beats A->B.consumer.* in MM2"
+    assert flow(cfg, "A->B").delivery.auto_offset_reset == "earliest", "A.consumer.* beats A->B.consumer.* in MM2"
     cfg = load_text(AB + "A.consumer.auto.offset.reset = earliest\nA->B.source.consumer.auto.offset.reset = latest\n")
-    assert flow(cfg, "A->B").auto_offset_reset == "latest"
+    assert flow(cfg, "A->B").delivery.auto_offset_reset == "latest"
 
 
 def test_java_policy_class_names_and_python_paths_accepted():
     java = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
     cfg = load_text(BASE + f"A->B.enabled = true\nB->A.enabled = true\nreplication.policy.class = {java}\n"
                     "B->A.replication.policy.class = tests.plugins.FromSuffix\n")
-    assert flow(cfg, "A->B").replication_policy_class == java
-    assert flow(cfg, "B->A").replication_policy_class == "tests.plugins.FromSuffix"
+    assert flow(cfg, "A->B").naming.replication_policy_class == java
+    assert flow(cfg, "B->A").naming.replication_policy_class == "tests.plugins.FromSuffix"
 
 
 def test_empty_or_malformed_policy_class_rejected():
@@ -410,14 +418,15 @@ def test_yaml_scalars_are_read_as_written():
                     "A->B: {enabled: True, tasks.max: 2, topics: ~}\nemit.heartbeats.interval.seconds: 1.5\n",
                     fmt="yaml")
     f = flow(cfg, "A->B")
-    assert (f.enabled, f.tasks_max, f.topics, f.emit_heartbeats_interval_seconds) == (True, 2, (), 1.5)
+    assert (f.enabled, f.copy.tasks_max, f.selection.topics,
+            f.heartbeats.emit_heartbeats_interval_seconds) == (True, 2, (), 1.5)
 
 
 def test_yaml_merge_keys():
     text = ("defaults: &d {enabled: true, topics: x}\nclusters: A, B\nA.bootstrap.servers: a\n"
             "B.bootstrap.servers: b\nA->B:\n  <<: *d\n  topics: y\n")
     f = flow(load_text(text, fmt="yaml"), "A->B")
-    assert f.enabled and f.topics == ("y",)
+    assert f.enabled and f.selection.topics == ("y",)
 
 
 def test_yaml_errors_name_the_line():
@@ -462,7 +471,8 @@ def test_exactly_once_modes_from_mm2s_worker_key_and_the_connector_key() -> None
             "C.bootstrap.servers = c:9092\nA->B.enabled = true\nA->C.enabled = true\n")
 
     def modes(extra: str) -> dict[str, tuple[str, str | None]]:
-        return {f.name: (f.exactly_once, f.exactly_once_key) for f in load_text(base + extra).enabled_flows}
+        return {f.name: (f.delivery.exactly_once, f.delivery.exactly_once_key)
+                for f in load_text(base + extra).enabled_flows}
 
     assert modes("") == {"A->B": ("off", None), "A->C": ("off", None)}
     assert modes("B.exactly.once.source.support = enabled\n") == {

@@ -66,7 +66,7 @@ def test_file_dir_and_env_references_resolve_everywhere(secrets: Path, monkeypat
     # a directory's file is taken whole; the setting's own reading trims it, as Kafka's ConfigDef does
     assert flow.target.producer["ssl.truststore.password"] == SECRET
     assert flow.target.producer["ssl.key.password"] == flow.target.producer["ssl.keystore.password"] == SECRET + "-env"
-    assert flow.replication_factor == 9093
+    assert flow.metadata.replication_factor == 9093
 
 
 def test_a_directory_file_is_kept_byte_for_byte(secrets: Path) -> None:

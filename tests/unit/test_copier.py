@@ -14,6 +14,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from mm2py.kafka import batches as rb
 from mm2py.kafka.fetch_response import FetchedPartition
 from mm2py.source.copy.copier import Copier
+from mm2py.source.copy.copy_mode import CopyMode
 from mm2py.source.copy.copy_settings import CopySettings, ProducerState
 from mm2py.source.copy.partition import PartitionCopy, Pending
 from mm2py.source.copy.tail import TailWindow
@@ -26,7 +27,7 @@ from tests.fakes.copy_path import Answer, FakeSource, FakeTarget, batch
 def copier(logs: dict[TP, list[bytes]], ranges: list[PartitionRange], target: FakeTarget,
            producer: ProducerState | None = None) -> Copier:
     c = Copier(FakeSource(logs), target, ranges, CopySettings(offset_lag_max=1000),  # type: ignore[arg-type]
-               producer=producer)
+               CopyMode(producer=producer))
     c._target_leaders = lambda topics: {(r.target_topic, r.partition): 2 for r in ranges}  # type: ignore[method-assign]
     return c
 
@@ -305,8 +306,8 @@ def test_provenance_leaves_home_batches_out_and_stamps_each_origin_with_its_own_
         return {"A": (7, 3), "C": (8, 1)}[origin]
 
     c = Copier(FakeSource({("t", 0): log}), target, [PartitionRange("t", 0, 0, 40, "t")],  # type: ignore[arg-type]
-               CopySettings(offset_lag_max=1000), provenance=Provenance("A", "B", {900: "B", 901: "C"}),
-               producer_for=producer_for)
+               CopySettings(offset_lag_max=1000),
+               CopyMode(provenance=Provenance("A", "B", {900: "B", 901: "C"}), producer_for=producer_for))
     c._target_leaders = lambda topics: {("t", 0): 2}  # type: ignore[method-assign]
     [result] = c.run()
     assert sorted(asked) == ["A", "C"], "one producer per origin per task, got at first need"
@@ -352,7 +353,7 @@ class ArrivingSource(FakeSource):
 def tailing_copier(source: FakeSource, ranges: list[PartitionRange], target: FakeTarget,
                    tail_until: float | None) -> Copier:
     tail = TailWindow(tail_until) if tail_until is not None else None
-    c = Copier(source, target, ranges, CopySettings(offset_lag_max=1000), tail=tail)  # type: ignore[arg-type]
+    c = Copier(source, target, ranges, CopySettings(offset_lag_max=1000), CopyMode(tail=tail))  # type: ignore[arg-type]
     c._target_leaders = lambda topics: {(r.target_topic, r.partition): 2 for r in ranges}  # type: ignore[method-assign]
     return c
 
@@ -591,7 +592,7 @@ def test_a_copy_that_does_not_tail_records_its_progress_at_its_end() -> None:
             saved.append(dict(positions))
 
     window = TailWindow(time.monotonic(), progress=TailProgress(Sink(), 60.0))  # no tail: closed at once
-    c = Copier(source, target, [PartitionRange("t", 0, 0, 30, "A.t")], CopySettings(), tail=window)  # type: ignore[arg-type]
+    c = Copier(source, target, [PartitionRange("t", 0, 0, 30, "A.t")], CopySettings(), CopyMode(tail=window))  # type: ignore[arg-type]
     c._target_leaders = lambda topics: {("A.t", 0): 2}  # type: ignore[method-assign]
     (result,) = c.run()
     assert (result.next_offset, result.tailed) == (30, 0)

@@ -72,11 +72,12 @@ def test_mm2_default_names_load_our_default_classes(kind, cls) -> None:
 
 def test_the_defaults_are_mm2s_and_the_factories_build_them() -> None:
     flow = the_flow()
-    assert (flow.topic_filter_class, flow.group_filter_class, flow.config_property_filter_class) == (
+    assert (flow.selection.topic_filter_class, flow.selection.group_filter_class,
+            flow.metadata.config_property_filter_class) == (
         JAVA + "DefaultTopicFilter", JAVA + "DefaultGroupFilter", JAVA + "DefaultConfigPropertyFilter")
-    assert topic_filter_for(flow) == TopicFilter(flow.topics, flow.topics_exclude) == TopicFilter()
-    assert group_filter_for(flow) == GroupFilter(flow.groups, flow.groups_exclude) == GroupFilter()
-    assert config_property_filter_for(flow) == ConfigPropertyFilter(flow.config_properties_exclude) \
+    assert topic_filter_for(flow) == TopicFilter(flow.selection.topics, flow.selection.topics_exclude) == TopicFilter()
+    assert group_filter_for(flow) == GroupFilter(flow.selection.groups, flow.selection.groups_exclude) == GroupFilter()
+    assert config_property_filter_for(flow) == ConfigPropertyFilter(flow.metadata.config_properties_exclude) \
         == ConfigPropertyFilter()
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from mm2py.config.filters import ConfigPropertyFilter
-from mm2py.config.model import FlowConfig
+from mm2py.config.model import MetadataSyncConfig
 from mm2py.kafka.resources import TopicAcl
 from mm2py.kafka.resources import TopicConfigEntry as E
 from mm2py.metadata.acls import target_acls
 from mm2py.metadata.configs import creation_configs, pending, sync_operations
 
-MM2_EXCLUDES = FlowConfig.__dataclass_fields__["config_properties_exclude"].default
+MM2_EXCLUDES = MetadataSyncConfig().config_properties_exclude
 TARGET = ConfigPropertyFilter(MM2_EXCLUDES)
 SOURCE = ConfigPropertyFilter(MM2_EXCLUDES, "source")
 

@@ -184,7 +184,7 @@ def test_bind_address_and_audit_interval_settings_and_the_endpoint_binds_there()
 
 
 def test_spark_phases_of_the_source_query_s_last_trigger():
-    from mm2py.engine.driver import parse_durations
+    from mm2py.engine.queries import parse_durations
 
     phases = parse_durations("{addBatch=10512, commitOffsets=41, getBatch=0, latestOffset=733, queryPlanning=12, "
                              "triggerExecution=11950, walCommit=58}")

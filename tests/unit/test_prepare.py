@@ -9,6 +9,7 @@ from structlog.testing import capture_logs
 from mm2py.config import load_text
 from mm2py.config.model import FlowConfig
 from mm2py.engine.prepare import TargetPreparation
+from mm2py.flowspec import FlowSpec
 
 TWO = ("clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
        "A->B.enabled = true\nB->A.enabled = true\n")
@@ -108,7 +109,7 @@ def test_the_internal_topics_are_made_as_their_connectors_make_them(monkeypatch)
     assert ensure_checkpoints_topic(flow, target) == "A.checkpoints.internal"
     ensure_checkpoints_topic(flow, target)  # made once
     monkeypatch.setattr(emitter, "Admin", lambda cluster, timeout_ms: target)
-    emitter.HeartbeatEmitter(flow).ensure_topic()
+    emitter.HeartbeatEmitter(FlowSpec.alone(flow)).ensure_topic()
     compact = {"cleanup.policy": "compact"}
     assert target.created == [("A.checkpoints.internal", 1, 1, compact), ("heartbeats", 1, 1, compact)]
 
@@ -130,13 +131,13 @@ def test_a_flow_prepares_the_topics_of_the_connectors_it_runs(monkeypatch):
             made.append("offset syncs")
 
     class Emitter:
-        def __init__(self, flow: FlowConfig):
+        def __init__(self, spec: FlowSpec):
             pass
 
         def ensure_topic(self) -> None:
             made.append("heartbeats")
 
-    monkeypatch.setattr(module, "planner_for", lambda flow, guard: Planner())
+    monkeypatch.setattr(module, "planner_for", lambda spec: Planner())
     monkeypatch.setattr(module, "OffsetSyncWriter", SyncWriter)
     monkeypatch.setattr(module, "ensure_checkpoints_topic", lambda flow: made.append("checkpoints"))
     monkeypatch.setattr(module, "HeartbeatEmitter", Emitter)
@@ -144,7 +145,7 @@ def test_a_flow_prepares_the_topics_of_the_connectors_it_runs(monkeypatch):
     def prepared(extra: str, *, checkpoints: bool = True) -> list[str]:
         made.clear()
         [flow] = load_text(ONE_WAY + extra).enabled_flows
-        module.prepare_flow_target(lambda f: None, checkpoints=checkpoints)(flow)
+        module.prepare_flow_target(FlowSpec.alone, checkpoints=checkpoints)(flow)
         module.prepare_heartbeats_topic(flow)
         return list(made)
 

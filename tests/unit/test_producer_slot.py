@@ -6,6 +6,7 @@ import pytest
 
 from mm2py.errors import KafkaError
 from mm2py.source.copy.copier import Copier
+from mm2py.source.copy.copy_mode import CopyMode
 from mm2py.source.copy.copy_settings import CopySettings
 from mm2py.source.copy.producer_slot import ROTATE_AT, KeptProducer, ProducerSlot
 from mm2py.source.ranges import PartitionRange
@@ -27,7 +28,7 @@ class CountingTarget(IdempotentTarget):
 def task(target: IdempotentTarget, slot: ProducerSlot, start: int, end: int,
          settings: CopySettings | None = None) -> Copier:
     c = Copier(FakeSource(LOGS), target, [PartitionRange("t", 0, start, end, "A.t")],  # type: ignore[arg-type]
-               settings or CopySettings(offset_lag_max=1000, produce_backoff_ms=0), producer_slot=slot)
+               settings or CopySettings(offset_lag_max=1000, produce_backoff_ms=0), CopyMode(producer_slot=slot))
     c._target_leaders = lambda topics: {("A.t", 0): 2}  # type: ignore[method-assign]
     return c
 

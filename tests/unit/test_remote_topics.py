@@ -44,7 +44,7 @@ def test_fewer_partitions_grow_ours_else_error_or_hash() -> None:
     message = str(err.value)
     assert "A.t has 1 partitions" in message and "the 3 of source topic t" in message
     assert "partition.mismatch = hash" in message
-    hashing = dataclasses.replace(FLOW, partition_mismatch="hash")
+    hashing = dataclasses.replace(FLOW, delivery=dataclasses.replace(FLOW.delivery, partition_mismatch="hash"))
     assert on_fewer_partitions(hashing, "t", "A.t", 1, 3, ours=False) is Action.HASH
 
 

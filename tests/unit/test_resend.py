@@ -11,6 +11,7 @@ import pytest
 
 from mm2py.errors import KafkaError
 from mm2py.source.copy.copier import Copier
+from mm2py.source.copy.copy_mode import CopyMode
 from mm2py.source.copy.copy_settings import CopySettings, ProducerState
 from mm2py.source.copy.resend import ResendBook, resendable
 from mm2py.source.ranges import PartitionRange
@@ -29,7 +30,7 @@ from tests.fakes.copy_path import (
 def run(target: IdempotentTarget, settings: CopySettings | None = None, producer: ProducerState | None = None):
     logs = {("t", 0): [batch(o, 5) for o in range(0, 50, 5)]}
     c = Copier(FakeSource(logs), target, [PartitionRange("t", 0, 0, 50, "A.t")],  # type: ignore[arg-type]
-               settings or CopySettings(offset_lag_max=1000, produce_backoff_ms=0), producer=producer)
+               settings or CopySettings(offset_lag_max=1000, produce_backoff_ms=0), CopyMode(producer=producer))
     c._target_leaders = lambda topics: {("A.t", 0): 2}  # type: ignore[method-assign]
     return c, c.run()
 

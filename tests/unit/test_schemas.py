@@ -9,6 +9,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from mm2py.config import load_text
 from mm2py.errors import ConfigError, SchemaRegistryError
+from mm2py.flowspec import FlowSpec
 from mm2py.kafka import batches as rb
 from mm2py.schemas import frames, inplace
 from mm2py.schemas.canonical import NotAvro, fingerprint
@@ -58,7 +59,7 @@ def test_registry_settings_are_per_cluster_and_reach_no_kafka_client() -> None:
     flow = config.enabled_flows[0]
     assert dict(flow.source.schema_registry) == {"url": "http://ra:8081", "basic.auth.user.info": "u:p"}
     assert not any("schema" in k for k in (*flow.source.consumer, *flow.target.producer, *flow.source.client))
-    settings = SchemaSettings.for_flow(flow)
+    settings = SchemaSettings.for_flow(FlowSpec.alone(flow))
     assert settings is not None and settings.translates and settings.on_error == "dead-letter"
     assert settings.dead_letter_topic == "mm2py-schemas-dead-letter.A.internal"
     # MM2's heartbeats (a key starting with a 0 byte that is no frame) pass as bytes
@@ -77,7 +78,7 @@ def test_a_mode_without_registries_is_refused_naming_the_keys() -> None:
     assert [(p.key, "'kafkasql-journal'" in p.message) for p in problems_of(narrow)] == [("A->B.topics", True)]
     assert not problems_of(load_text(BASE + "schemas.mode = preserve\nA->B.topics = orders, _schemas\n"
                                             "schemas.storage.topic = _schemas\n").enabled_flows)
-    assert SchemaSettings.for_flow(load_text(BASE).enabled_flows[0]) is None  # off by default
+    assert SchemaSettings.for_flow(FlowSpec.alone(load_text(BASE).enabled_flows[0])) is None  # off by default
     hashed = load_text(BASE + "A->B.schemas.mode = translate\nA.schema.registry.url = http://ra\n"
                               "B.schema.registry.url = http://rb\nA->B.partition.mismatch = hash\n").enabled_flows
     assert [p.key for p in problems_of(hashed)] == ["A->B.partition.mismatch"]

@@ -1,4 +1,4 @@
-from mm2py.engine.driver import _first_line
+from mm2py.engine.queries import first_line
 
 
 class JvmGoneError(Exception):
@@ -9,12 +9,12 @@ class JvmGoneError(Exception):
 
 
 def test_a_query_failing_to_stop_is_named_even_when_its_text_needs_a_gone_jvm():
-    assert _first_line(JvmGoneError()) == "JvmGoneError"
+    assert first_line(JvmGoneError()) == "JvmGoneError"
 
 
 def test_first_line_of_a_readable_error():
-    assert _first_line(RuntimeError("query stopped\nat org.apache...")) == "query stopped"
-    assert _first_line(RuntimeError("")) == ""
+    assert first_line(RuntimeError("query stopped\nat org.apache...")) == "query stopped"
+    assert first_line(RuntimeError("")) == ""
 
 
 def test_py4j_root_logger_errors_go_to_spark_log_and_ours_still_print(tmp_path, capsys):

@@ -2,7 +2,7 @@ import threading
 
 import pytest
 
-from mm2py.engine.driver import WorkerWarmup
+from mm2py.engine.warmup import WorkerWarmup
 
 
 def test_the_warm_up_runs_beside_the_caller_and_finish_waits_for_it():

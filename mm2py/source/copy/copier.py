@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from functools import partial
 
@@ -53,15 +53,15 @@ from kafka.future import Future
 from mm2py.errors import AuthorizationError, KafkaError, missing_acl
 from mm2py.kafka.wire import RawClient
 from mm2py.source.copy.batch_writer import BatchWriter
-from mm2py.source.copy.copy_settings import CopySettings, ProducerState
+from mm2py.source.copy.copy_mode import PLAIN, CopyMode
+from mm2py.source.copy.copy_settings import CopySettings
 from mm2py.source.copy.fetch_schedule import FetchSchedule
-from mm2py.source.copy.intake import Intake
+from mm2py.source.copy.intake import Intake, OriginProducers, TaskParts
 from mm2py.source.copy.partition import PartitionCopy
 from mm2py.source.copy.produce_window import ProduceWindow
-from mm2py.source.copy.producer_slot import KeptProducer, ProducerSlot
+from mm2py.source.copy.producer_slot import KeptProducer
 from mm2py.source.copy.resend import ResendBook
-from mm2py.source.copy.tail import Tails, TailWindow
-from mm2py.source.provenance import Provenance
+from mm2py.source.copy.tail import Tails
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.types import TP
 
@@ -74,15 +74,14 @@ class Copier:
 
     The constructor takes its clients and does no I/O; ``run`` gets a producer id and the
     leaders, then copies. ``src`` and ``dst`` need the ``RawClient`` methods used here and by
-    the fetch schedule and produce window. ``writer`` is how owned batches are queued
-    (default: raw batches re-stamped).
+    the fetch schedule and produce window. ``mode``: how this copier writes (transaction,
+    provenance, tailing, kept producer id, writer; mm2py.source.copy.copy_mode).
     """
 
     def __init__(self, src: RawClient, dst: RawClient, ranges: list[PartitionRange], settings: CopySettings,
-                 principals: tuple[str | None, str | None] = (None, None), producer: ProducerState | None = None,
-                 provenance: Provenance | None = None,
-                 producer_for: Callable[[str], tuple[int, int]] | None = None, *, tail: TailWindow | None = None,
-                 producer_slot: ProducerSlot | None = None, writer: BatchWriter | None = None):
+                 mode: CopyMode = PLAIN):
+        principals, producer, provenance = mode.principals, mode.producer, mode.provenance
+        producer_for, tail, producer_slot, writer = mode.producer_for, mode.tail, mode.producer_slot, mode.writer
         self.src, self.dst, self.settings = src, dst, settings
         # the idempotent producer id kept across this worker's tasks (mm2py.source.copy.producer_slot)
         self.producer_slot = producer_slot
@@ -104,9 +103,9 @@ class Copier:
             self.writer.producer_id, self.writer.epoch = producer.producer_id, producer.epoch
         self.fetching = FetchSchedule(src, settings)
         self.window = ProduceWindow(dst, settings, transactional_id, principals[1])
-        self.intake = Intake(src, settings, self.parts, self.fetching, self.writer, self.tails,
-                             principal=principals[0], provenance=provenance,
-                             producer_for=self._origin_producer if producer_for is not None else None)
+        origins = None if provenance is None else OriginProducers(provenance, self._origin_producer)
+        self.intake = Intake(src, settings, TaskParts(self.parts, self.fetching, self.writer, self.tails),
+                             principal=principals[0], origins=origins)
 
     def _origin_producer(self, origin: str, remote_topic: str) -> tuple[int, int]:
         """The producer id and epoch ``origin``'s batches are written with (provenance)."""

@@ -54,12 +54,12 @@ class CopySettings:
             produce_timeout_ms=number(producer, "request.timeout.ms", cls.produce_timeout_ms),
             request_timeout_ms=flow.admin_timeout_ms,
             verify_crc=consumer.get("check.crcs", str(cls.verify_crc)).strip().lower() == "true",
-            offset_lag_max=flow.offset_lag_max,
+            offset_lag_max=flow.checkpoints.offset_lag_max,
             retry_backoff_ms=number(consumer, "retry.backoff.ms", cls.retry_backoff_ms),
             produce_backoff_ms=number(producer, "retry.backoff.ms", cls.produce_backoff_ms),
             delivery_timeout_ms=number(producer, "delivery.timeout.ms", cls.delivery_timeout_ms),
             max_in_flight_per_partition=max(1, min(in_flight, MAX_IN_FLIGHT_PER_PARTITION)),
-            coalesce_bytes=flow.batch_coalesce_bytes,
+            coalesce_bytes=flow.copy.batch_coalesce_bytes,
         )
 
 

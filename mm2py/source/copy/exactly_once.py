@@ -36,6 +36,7 @@ from mm2py.kafka.transactions import (
 )
 from mm2py.kafka.wire import RawClient
 from mm2py.policy import offset_syncs_history_location, offset_syncs_location
+from mm2py.source.copy.copy_settings import CopySettings
 from mm2py.source.copy.transactional import ExactlyOnce, transactional_id, transactional_prefix
 from mm2py.stores.positions import PositionStore, offsets_topic
 
@@ -48,36 +49,39 @@ class ExactlyOnceUnavailable(Mm2pyError):
 
 def spec_for(flow: FlowConfig) -> ExactlyOnce | None:
     """What the flow's copy tasks need for their transactions; None when the flow is at-least-once."""
-    if flow.exactly_once == "off":
+    if flow.delivery.exactly_once == "off":
         return None
     cluster, topic = offset_syncs_location(flow)
-    syncs = flow.emit_offset_syncs_enabled
-    on_target = flow.offset_syncs_topic_location == "target"
+    syncs = flow.checkpoints.emit_offset_syncs_enabled
+    on_target = flow.checkpoints.offset_syncs_topic_location == "target"
     return ExactlyOnce(
         source_alias=flow.source.alias, target_alias=flow.target.alias,
         positions_topic=offsets_topic(flow.source.alias),
         syncs_topic=topic if syncs else None,
-        history_topic=offset_syncs_history_location(flow)[1] if syncs and flow.offset_syncs_history_enabled else None,
+        history_topic=(offset_syncs_history_location(flow)[1]
+                       if syncs and flow.checkpoints.offset_syncs_history_enabled else None),
         source_syncs=cluster if syncs and not on_target else None,
         timeout_ms=flow.admin_timeout_ms,
+        produce_timeout_ms=CopySettings.for_flow(flow).produce_timeout_ms,
     )
 
 
 def prepare(flow: FlowConfig, tasks: int) -> FlowConfig:
     """``flow`` ready to run in its delivery mode: ``exactly_once`` is "off" after a fallback."""
-    if flow.exactly_once == "off":
+    if flow.delivery.exactly_once == "off":
         return flow
     try:
         _prepare(flow, tasks)
     except (KafkaError, ExactlyOnceUnavailable) as e:
         why = str(e)
-        if flow.exactly_once == "required":
+        if flow.delivery.exactly_once == "required":
             raise ExactlyOnceUnavailable(
-                f"flow {flow.name}: exactly-once delivery is required ({flow.exactly_once_key or 'exactly.once'}"
+                f"flow {flow.name}: exactly-once delivery is required "
+                f"({flow.delivery.exactly_once_key or 'exactly.once'}"
                 f" = required) but the target cluster {flow.target.alias} cannot give it: {why}") from e
         log.warning("exactly-once delivery unavailable on the target: this flow runs at-least-once",
-                    flow=flow.name, key=flow.exactly_once_key, reason=why)
-        return replace(flow, exactly_once="off")
+                    flow=flow.name, key=flow.delivery.exactly_once_key, reason=why)
+        return replace(flow, delivery=replace(flow.delivery, exactly_once="off"))
     log.info("exactly-once delivery: tasks commit data, positions and syncs in target transactions",
              flow=flow.name, transactional_ids=f"{transactional_prefix(flow.source.alias, flow.target.alias)}*")
     return flow
@@ -100,10 +104,10 @@ def _prepare(flow: FlowConfig, tasks: int) -> None:
                 "--feature transaction.version=2")
         admin = Admin(flow.target, timeout_ms=timeout)
         PositionStore(flow.target, flow.source.alias, timeout_ms=timeout).ensure_topic(admin)
-        if flow.emit_offset_syncs_enabled:  # tasks write syncs, on the source or in their transactions
+        if flow.checkpoints.emit_offset_syncs_enabled:  # tasks write syncs, on the source or in their transactions
             cluster, topic = offset_syncs_location(flow)
             ensure_compacted_topic(Admin(cluster, timeout_ms=timeout), topic,
-                                   flow.offset_syncs_topic_replication_factor)
+                                   flow.checkpoints.offset_syncs_topic_replication_factor)
         ids = {transactional_id(flow.source.alias, flow.target.alias, i) for i in range(tasks)}
         principal = principal_of(flow.target.producer)
         # listing needs DESCRIBE on the ids; fencing below names a missing ACL precisely

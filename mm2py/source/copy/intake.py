@@ -27,6 +27,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import kafka.errors as kerr
 
@@ -48,23 +49,50 @@ from mm2py.types import TP
 OFFSET_OUT_OF_RANGE = 1
 
 
+@dataclass(frozen=True)
+class TaskParts:
+    """One copy task's partitions and the collaborators its intake hands their batches to.
+
+    Frozen: a task keeps the same ones from start to end; their state changes, never which they are.
+    """
+
+    parts: dict[TP, PartitionCopy]
+    fetching: FetchSchedule
+    writer: BatchWriter
+    tails: Tails
+
+
+@dataclass
+class OriginProducers:
+    """Provenance: the origin of each batch, and the producer id and epoch it is written with.
+
+    ``producer_for(origin, remote_topic)`` registers one; ``kept`` holds each origin's for the task,
+    so an origin is asked for once.
+    """
+
+    provenance: Provenance
+    producer_for: Callable[[str, str], tuple[int, int]]
+    kept: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def producer(self, origin: str, remote_topic: str) -> tuple[int, int]:
+        """The producer id and epoch ``origin``'s batches are written with."""
+        if origin not in self.kept:
+            self.kept[origin] = self.producer_for(origin, remote_topic)
+        return self.kept[origin]
+
+
 class Intake:
     """Takes fetch answers for a task's partitions. Constructor does no I/O.
 
-    ``producer_for(origin, remote_topic)`` (provenance only) gives the producer id and epoch
-    an origin's batches are written with.
+    ``origins`` (provenance only) gives the producer id and epoch an origin's batches are written with.
     """
 
-    def __init__(self, src: RawClient, settings: CopySettings, parts: dict[TP, PartitionCopy],
-                 fetching: FetchSchedule, writer: BatchWriter, tails: Tails, *, principal: str | None = None,
-                 provenance: Provenance | None = None,
-                 producer_for: Callable[[str, str], tuple[int, int]] | None = None):
-        self.src, self.settings, self.parts = src, settings, parts
-        self.fetching, self.writer, self.tails = fetching, writer, tails
+    def __init__(self, src: RawClient, settings: CopySettings, task: TaskParts, *, principal: str | None = None,
+                 origins: OriginProducers | None = None):
+        self.src, self.settings = src, settings
+        self.parts, self.fetching, self.writer, self.tails = task.parts, task.fetching, task.writer, task.tails
         self.principal = principal  # the source's, named in a missing-ACL error
-        self.provenance = provenance
-        self.producer_for = producer_for
-        self._origin_producers: dict[str, tuple[int, int]] = {}
+        self.origins = origins
 
     def take(self, tp: TP, data: FetchedPartition, node: int = -1, *, first: bool = True) -> None:
         """One partition of a fetch answered by broker ``node``; ``first``: it led the request."""
@@ -78,7 +106,7 @@ class Intake:
         if data.error_code:
             self._failed(tp, part, data.error_code, follower)
             return
-        self._batches(tp, part, data, first=first, follower=follower, node=node)
+        self._batches(part, data, first=first, follower=follower, node=node)
 
     def _failed(self, tp: TP, part: PartitionCopy, code: int, follower: bool) -> None:
         """The answer for ``tp`` carries error ``code``."""
@@ -123,10 +151,11 @@ class Intake:
         if start >= part.range.end and tp not in self.tails:
             self.tails.reached_end(tp, part)
 
-    def _batches(self, tp: TP, part: PartitionCopy, data: FetchedPartition, *, first: bool,
+    def _batches(self, part: PartitionCopy, data: FetchedPartition, *, first: bool,
                  follower: bool, node: int = -1) -> None:
         """Hand the batches ``part`` owns in ``data`` to the writer; then decide where it fetches next."""
         r = part.range
+        tp = (r.topic, r.partition)
         buf = data.records
         aborted = AbortedFilter(data.aborted)
         progressed = False
@@ -157,7 +186,7 @@ class Intake:
             elif left_out:
                 self.writer.flush_run(part, buf, run)
                 part.dropped += min(view.record_count, view.next_offset - owned)
-            elif self.provenance is not None and not self._use_origin(part, buf, view, run):
+            elif self.origins is not None and not self._use_origin(part, buf, view, run):
                 part.went_home += view.record_count
             elif r.max_batch_bytes and view.size > r.max_batch_bytes:
                 # never sent: batches after it would reach the target ahead of it
@@ -213,14 +242,12 @@ class Intake:
     def _use_origin(self, part: PartitionCopy, buf: bytes | memoryview, view: rb.BatchView,
                     run: SmallRun | None) -> bool:
         """Stamp what comes next with the producer id of ``view``'s origin; False when it goes home."""
-        assert self.provenance is not None and self.producer_for is not None
-        origin = self.provenance.origin_of(view.producer_id)
-        if origin == self.provenance.home:
+        assert self.origins is not None
+        origin = self.origins.provenance.origin_of(view.producer_id)
+        if origin == self.origins.provenance.home:
             self.writer.flush_run(part, buf, run)
             return False
-        producer = self._origin_producers.get(origin)
-        if producer is None:
-            producer = self._origin_producers[origin] = self.producer_for(origin, part.target[0])
+        producer = self.origins.producer(origin, part.target[0])
         if producer[0] != part.producer_id or producer[0] != self.writer.producer_id:
             self.writer.flush_run(part, buf, run)  # what was gathered goes with the producer id it was gathered for
             self.writer.producer_id, self.writer.epoch = producer

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 from mm2py import worker
 from mm2py.config.model import FlowConfig
@@ -121,18 +122,31 @@ def window_for(flow: FlowConfig, ms: int, stop: StopFlag | None) -> TailWindow |
     """A copy task's window: tailing for ``ms`` from now (0: not at all), recording the task's
     progress with the worker's kept writers (mm2py.worker). None for exactly-once flows, whose
     tasks commit in their transactions."""
-    if flow.exactly_once != "off":
+    if flow.delivery.exactly_once != "off":
         return None
     sink = worker.kept_state(("tail progress", flow.name, flow.source.bootstrap_servers,
                               flow.target.bootstrap_servers), lambda: FlowProgressSink(flow).open())
-    progress = TailProgress(sink, flow.copy_tail_commit_ms / 1000, syncs=flow.emit_offset_syncs_enabled,
-                            history=flow.offset_syncs_history_enabled)
+    progress = TailProgress(sink, flow.copy.tail_commit_ms / 1000, syncs=flow.checkpoints.emit_offset_syncs_enabled,
+                            history=flow.checkpoints.offset_syncs_history_enabled)
     return TailWindow(time.monotonic() + ms / 1000, stop, progress)
 
 
 def may_tail(flow: FlowConfig, provenance: bool) -> bool:
     """Whether ``flow``'s copy tasks tail at all: at-least-once, no provenance, ``copy.tail.ms`` > 0."""
-    return flow.copy_tail_ms > 0 and flow.exactly_once == "off" and not provenance
+    return flow.copy.tail_ms > 0 and flow.delivery.exactly_once == "off" and not provenance
+
+
+@dataclass(frozen=True)
+class TaskSlots:
+    """Spark's task slots, and the flows of this run whose copy tasks may tail (each holding as
+    many slots while it does)."""
+
+    slots: int
+    tailing_flows: int = 1
+
+    def tasks_to_tail(self) -> int:
+        """The most copy tasks a micro-batch may have and still tail (``tasks_to_tail``)."""
+        return tasks_to_tail(self.slots, self.tailing_flows)
 
 
 def tasks_to_tail(slots: int, tailing_flows: int) -> int:
@@ -146,15 +160,14 @@ def tasks_to_tail(slots: int, tailing_flows: int) -> int:
     return max(1, (slots - 1) // max(tailing_flows, 1))
 
 
-def tail_ms(flow: FlowConfig, *, provenance: bool, caught_up: bool, tasks: int, slots: int,
-            tailing_flows: int) -> int:
+def tail_ms(flow: FlowConfig, *, provenance: bool, caught_up: bool, tasks: int, share: TaskSlots) -> int:
     """How long the copy tasks of the micro-batch just planned tail (0: they end at their planned ends).
 
-    ``tasks``: the micro-batch's copy tasks; ``slots``: Spark's task slots; ``tailing_flows``: the
-    flows of this run whose tasks may tail, each holding as many slots while it does.
+    ``tasks``: the micro-batch's copy tasks; ``share``: Spark's task slots and the flows of this
+    run whose tasks may tail; the tasks of all of them leave at least one slot free.
     """
     if not (may_tail(flow, provenance) and caught_up and tasks > 0):
         return 0
-    if tasks * max(tailing_flows, 1) >= slots:
+    if tasks * max(share.tailing_flows, 1) >= share.slots:
         return 0
-    return flow.copy_tail_ms
+    return flow.copy.tail_ms

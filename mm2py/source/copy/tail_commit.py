@@ -148,9 +148,10 @@ class FlowProgressSink:
     def __init__(self, flow: FlowConfig):
         timeout = flow.admin_timeout_ms
         self.positions = PositionStore(flow.target, flow.source.alias, timeout_ms=timeout)
-        self.syncs = OffsetSyncWriter(flow) if flow.emit_offset_syncs_enabled else None
-        self.history = (history_for(flow) if flow.emit_offset_syncs_enabled and flow.offset_syncs_history_enabled
-                        else None)
+        self.syncs = OffsetSyncWriter(flow) if flow.checkpoints.emit_offset_syncs_enabled else None
+        checkpoints = flow.checkpoints
+        self.history = (history_for(flow)
+                        if checkpoints.emit_offset_syncs_enabled and checkpoints.offset_syncs_history_enabled else None)
 
     def open(self) -> FlowProgressSink:
         """Start the producers now, without waiting on them: librdkafka connects and fetches the

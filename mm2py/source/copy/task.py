@@ -14,12 +14,15 @@ from dataclasses import dataclass, replace
 import structlog
 
 from mm2py.config.model import ClusterConfig
+from mm2py.flowspec import FlowSpec
 from mm2py.kafka.admin import principal_of
 from mm2py.kafka.wire import RawClient
 from mm2py.schemas.copier import TranslatingWriter
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.source.copy.copier import Copier
+from mm2py.source.copy.copy_mode import PLAIN, CopyMode
 from mm2py.source.copy.copy_settings import CopySettings, ProducerState
+from mm2py.source.copy.exactly_once import spec_for
 from mm2py.source.copy.producer_slot import ProducerSlot
 from mm2py.source.copy.rehash import RehashWriter
 from mm2py.source.copy.tail import TailWindow
@@ -28,7 +31,7 @@ from mm2py.source.copy.transforming import TransformingWriter
 from mm2py.source.provenance import ProducerIds, Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.stores.positions import PositionStore
-from mm2py.transforms import chain_for
+from mm2py.transforms import chain_for, transform_keys
 from mm2py.types import TP
 from mm2py.worker import kept_state, kept_writer, task_clients
 
@@ -59,6 +62,14 @@ class CopySpec:
     exactly_once: ExactlyOnce | None = None
     schemas: SchemaSettings | None = None
     transforms: tuple[tuple[str, str], ...] = ()  # the flow's transform keys (mm2py.transforms.transform_keys)
+
+    @classmethod
+    def for_flow(cls, spec: FlowSpec) -> CopySpec:
+        """The copy path of ``spec``'s flow: fetch and produce settings of its replication consumer and
+        data producer (mm2py.config.clients), its transactions (None: at-least-once), schema translation."""
+        flow = spec.flow
+        return cls(flow.source, flow.target, CopySettings.for_flow(flow), spec_for(flow),
+                   SchemaSettings.for_flow(spec), transform_keys(flow.raw))
 
     @property
     def principals(self) -> tuple[str | None, str | None]:
@@ -98,11 +109,11 @@ def copy_ranges(spec: CopySpec, ranges: list[PartitionRange], run: TaskRun) -> l
                       receive_max_bytes=receive_limit(settings)) as (src, dst):
         if hashed:
             writer = RehashWriter(spec.target, run.client_id, settings.produce_timeout_ms)
-            results += Copier(src, dst, hashed, settings, writer=writer).run()
+            results += Copier(src, dst, hashed, settings, CopyMode(writer=writer)).run()
         if raw and spec.exactly_once is None:
             provenance = run.provenance
             origins = None if provenance is None else _kept_producer_ids(provenance, dst, spec).for_task
-            results += _copier((src, dst), spec, raw, run, producer_for=origins).run()
+            results += _copier((src, dst), spec, raw, run, CopyMode(producer_for=origins)).run()
         elif raw:
             results += _transactional((src, dst), spec, raw, run)
     return results
@@ -116,8 +127,7 @@ def _transactional(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges:
     src, dst = clients
     sink = (kept_writer(exactly_once.source_syncs, exactly_once.timeout_ms / 1000)
             if exactly_once.source_syncs is not None else None)
-    txn = TaskTransaction(dst, exactly_once, run.slice_index, principal=spec.principals[1], source_syncs=sink,
-                          produce_timeout_ms=spec.settings.produce_timeout_ms)
+    txn = TaskTransaction(dst, exactly_once, run.slice_index, principal=spec.principals[1], source_syncs=sink)
     producer = txn.begin()
     results: list[RangeResult] = []
     try:
@@ -130,7 +140,8 @@ def _transactional(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges:
                 ids = _kept_producer_ids(run.provenance, dst, spec)
                 ids.register(producer.producer_id, run.provenance.source)
                 origins = transaction_origin(run.provenance, producer)
-            results += _copier(clients, spec, ranges, replace(run, tail=None), producer, producer_for=origins).run()
+            mode = CopyMode(producer=producer, producer_for=origins)
+            results += _copier(clients, spec, ranges, replace(run, tail=None), mode).run()
         txn.commit(results)
     except BaseException:
         txn.abort()
@@ -139,10 +150,11 @@ def _transactional(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges:
 
 
 def _copier(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges: list[PartitionRange], run: TaskRun,
-            producer: ProducerState | None = None, *,
-            producer_for: Callable[[str], tuple[int, int]] | None = None) -> Copier:
+            mode: CopyMode = PLAIN) -> Copier:
     """The raw copier, or for a ``schemas.mode = translate`` flow the one rewriting schema ids.
 
+    ``mode`` gives the task transaction's producer and the origins' producer ids, if any; the
+    principals, provenance, tail and kept producer id come from ``spec`` and ``run`` here.
     Idempotent (at-least-once) copiers share this worker's producer id for the target
     (mm2py.source.copy.producer_slot); transactional ones have their own, provenance its registered ones.
     A provenance copier never tails.
@@ -150,21 +162,19 @@ def _copier(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges: list[P
     src, dst = clients
     target, settings, schemas, provenance = spec.target, spec.settings, spec.schemas, run.provenance
     slot = None
-    if producer is None and provenance is None:
+    if mode.producer is None and provenance is None:
         slot = kept_state(("producer", target.alias, target.bootstrap_servers), ProducerSlot)
-    tail = run.tail if provenance is None else None
+    mode = replace(mode, principals=spec.principals, provenance=provenance,
+                   tail=run.tail if provenance is None else None, producer_slot=slot)
     if schemas is not None and schemas.translates:
         if provenance is not None:
             raise ValueError("schemas.mode = translate has no provenance mode (refused at start)")
         translating = TranslatingWriter(settings.coalesce_bytes, target=target, schemas=schemas,
-                                        client_id=run.client_id, source_alias=src.alias,
-                                        produce_timeout_ms=settings.produce_timeout_ms)
-        return Copier(src, dst, ranges, settings, spec.principals, producer, tail=tail, producer_slot=slot,
-                      writer=translating)
+                                        client_id=run.client_id, produce_timeout_ms=settings.produce_timeout_ms)
+        return Copier(src, dst, ranges, settings, replace(mode, writer=translating))
     writer = (TransformingWriter(chain_for(dict(spec.transforms)), settings.coalesce_bytes,
                                  flow=f"{spec.source.alias}->{target.alias}") if spec.transforms else None)
-    return Copier(src, dst, ranges, settings, spec.principals, producer, provenance, producer_for,
-                  tail=tail, producer_slot=slot, writer=writer)
+    return Copier(src, dst, ranges, settings, replace(mode, writer=writer))
 
 
 def _kept_producer_ids(provenance: Provenance, dst: RawClient, spec: CopySpec) -> ProducerIds:

@@ -90,6 +90,7 @@ class ExactlyOnce:
     source_syncs: ClusterConfig | None = None
     transaction_timeout_ms: int = 60000
     timeout_ms: int = 60000
+    produce_timeout_ms: int = 30000  # the data producer's request.timeout.ms, for the syncs on the target
 
     def transactional_id(self, slice_index: int) -> str:
         return transactional_id(self.source_alias, self.target_alias, slice_index)
@@ -110,11 +111,11 @@ class TaskTransaction:
     """The transaction of one copy task. Constructor does no I/O."""
 
     def __init__(self, dst: RawClient, spec: ExactlyOnce, slice_index: int, *, principal: str | None = None,
-                 source_syncs: SyncSink | None = None, produce_timeout_ms: int = 30000):
+                 source_syncs: SyncSink | None = None):
         self.dst = dst
         self.spec = spec
         self.source_syncs = source_syncs
-        self.produce_timeout_ms = produce_timeout_ms
+        self.produce_timeout_ms = spec.produce_timeout_ms
         self.txn = Transaction(dst, spec.transactional_id(slice_index), timeout_ms=spec.timeout_ms,
                                transaction_timeout_ms=spec.transaction_timeout_ms, principal=principal)
 

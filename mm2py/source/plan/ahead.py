@@ -20,6 +20,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from mm2py.config.model import SelectionConfig
+
 # The work starts this long before the tail ends: time for a refresh that creates remote
 # topics, and fresh enough that the plan after the tail finds the topic listing not due.
 AHEAD_SECONDS = 2.0
@@ -51,13 +53,14 @@ class AheadWork:
         return self._error
 
 
-def ahead_delay(tail_seconds: float, interval_seconds: float, enabled: bool) -> float | None:
+def ahead_delay(tail_seconds: float, selection: SelectionConfig) -> float | None:
     """When to refresh beside a tail of ``tail_seconds``: None when the plan after it would list again anyway.
 
-    ``interval_seconds`` and ``enabled``: the flow's ``refresh.topics.interval.seconds`` and
-    ``refresh.topics.enabled``. A listing done ``AHEAD_SECONDS`` before the plan is due again at
-    the plan when the interval is shorter than that; a tail shorter than it leaves no room.
+    ``selection``: the flow's, whose ``refresh.topics.interval.seconds`` and ``refresh.topics.enabled``
+    count. A listing done ``AHEAD_SECONDS`` before the plan is due again at the plan when the interval
+    is shorter than that; a tail shorter than it leaves no room.
     """
+    enabled, interval_seconds = selection.refresh_topics_enabled, selection.refresh_topics_interval_seconds
     if tail_seconds <= AHEAD_SECONDS or (enabled and interval_seconds <= AHEAD_SECONDS):
         return None
     return tail_seconds - AHEAD_SECONDS

@@ -91,15 +91,15 @@ class TopicCatalogue:
 
     def _selected(self, topic: str) -> bool:
         return self.policy.should_replicate_topic(
-            topic, self.flow.target.alias, self.filter, self.flow.heartbeats_replication_enabled)
+            topic, self.flow.target.alias, self.filter, self.flow.selection.heartbeats_replication_enabled)
 
     def all_partitions(self) -> list[TP]:
         return [(t, p) for t, n in sorted(self.partitions.items()) for p in range(n)]
 
     def refresh_topics(self, *, force: bool = False) -> None:
         """Find source topics to mirror and make their remote topics ready on the target."""
-        due = self.flow.refresh_topics_enabled and (
-            time.monotonic() - self._refreshed_at >= self.flow.refresh_topics_interval_seconds
+        due = self.flow.selection.refresh_topics_enabled and (
+            time.monotonic() - self._refreshed_at >= self.flow.selection.refresh_topics_interval_seconds
         )
         if not (force or due or not self._refreshed_at):
             self._sync_metadata()
@@ -117,7 +117,7 @@ class TopicCatalogue:
             if have is not None and have < count:
                 self._fewer_partitions(topic, remote, have, count)
         self._create_missing(wanted, target_topics)
-        if self.flow.sync_topic_deletes_enabled:
+        if self.flow.metadata.sync_topic_deletes_enabled:
             self._delete_orphans(source_topics, target_topics)
         gone = set(self.partitions) - set(wanted)
         for topic in sorted(gone):
@@ -158,7 +158,7 @@ class TopicCatalogue:
         if not missing:
             return
         configs = self.metadata.new_topic_configs(missing)
-        rf = self.flow.replication_factor
+        rf = self.flow.metadata.replication_factor
         brokers = self.dst.broker_count()
         if rf > brokers:
             log.warning("replication.factor capped", flow=self.flow.name, topics=len(missing),
@@ -271,12 +271,12 @@ class TopicCatalogue:
 
     def _mirrored_before(self, topic: str) -> bool:
         """Whether this flow recorded positions of ``topic``: in ``error`` mode only, as hash mode records them too."""
-        return self.flow.partition_mismatch == "error" and any(t == topic for t, _ in self.stored())
+        return self.flow.delivery.partition_mismatch == "error" and any(t == topic for t, _ in self.stored())
 
     def _delete_orphans(self, source_topics: dict[str, int], target_topics: dict[str, int]) -> None:
         for remote in orphaned_remote_topics(
             self.policy, self.flow.source.alias, self.flow.target.alias, self.filter, source_topics,
-            target_topics, self.flow.heartbeats_replication_enabled,
+            target_topics, self.flow.selection.heartbeats_replication_enabled,
         ):
             self.dst.delete_topic(remote)
             log.warning("deleted remote topic: its source topic is gone (sync.topic.deletes.enabled)",

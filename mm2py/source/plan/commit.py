@@ -26,10 +26,11 @@ import structlog
 
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
+from mm2py.flowspec import FlowSpec
 from mm2py.formats import OffsetSync
 from mm2py.kafka.admin import Admin
 from mm2py.metrics import Metrics
-from mm2py.policy import ReplicationPolicy, policy_for
+from mm2py.policy import ReplicationPolicy
 from mm2py.source.plan.listing import OffsetLister, SourceListing
 from mm2py.source.plan.resets import gap_entry
 from mm2py.source.ranges import RangeResult
@@ -155,7 +156,7 @@ class FlowCommitter:
             records=records,
             bytes=size,
             rebuilt_batches=sum(r.rebuilt for r in results),
-            offset_syncs=len(syncs) if self.flow.emit_offset_syncs_enabled else 0,
+            offset_syncs=len(syncs) if self.flow.checkpoints.emit_offset_syncs_enabled else 0,
             dropped_records=sum(r.dropped for r in results),
             went_home_records=sum(r.went_home for r in results),  # provenance: first written on the target
             tailed_records=sum(r.tailed for r in results),  # copied after the planned ends (mm2py.source.copy.tail)
@@ -259,18 +260,20 @@ class FlowCommitter:
             self.source.close()
 
 
-def committer_for(flow: FlowConfig, metrics: Metrics | None = None) -> FlowCommitter:
-    """A committer over the flow's real clusters."""
+def committer_for(spec: FlowSpec, metrics: Metrics | None = None) -> FlowCommitter:
+    """A committer over the real clusters of ``spec``'s flow."""
+    flow = spec.flow
     timeout = flow.admin_timeout_ms
     # exactly-once: the copy tasks committed positions and syncs with their data (mm2py.source.copy.transactional)
-    in_tasks = flow.exactly_once != "off"
+    in_tasks = flow.delivery.exactly_once != "off"
     return FlowCommitter(
-        flow, policy_for(flow),
+        flow, spec.policy,
         None if in_tasks else PositionStore(flow.target, flow.source.alias, timeout_ms=timeout),
-        OffsetSyncWriter(flow) if flow.emit_offset_syncs_enabled and not in_tasks else None,
+        OffsetSyncWriter(flow) if flow.checkpoints.emit_offset_syncs_enabled and not in_tasks else None,
         SourceListing(flow),
         Admin(flow.target, timeout_ms=timeout),
         metrics,
-        history_for(flow) if flow.emit_offset_syncs_enabled and flow.offset_syncs_history_enabled else None,
+        (history_for(flow)
+         if flow.checkpoints.emit_offset_syncs_enabled and flow.checkpoints.offset_syncs_history_enabled else None),
         Ledger(flow.target, flow.source.alias, flow.name, timeout_s=timeout / 1000),
     )

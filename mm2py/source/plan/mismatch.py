@@ -30,7 +30,7 @@ def on_fewer_partitions(flow: FlowConfig, topic: str, remote: str, have: int, co
     """Grow the remote topic, hash into it, or raise (a remote topic that is not ours, mode error)."""
     if ours:
         return Action.GROW
-    if flow.partition_mismatch == "hash":
+    if flow.delivery.partition_mismatch == "hash":
         return Action.HASH
     raise KafkaError(
         f"remote topic {remote} has {have} partitions, fewer than the {count} of source topic {topic} on "

@@ -21,10 +21,10 @@ import structlog
 from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
+from mm2py.flowspec import FlowSpec
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import ensure_compacted_topic
 from mm2py.metadata.sync import MetadataSync
-from mm2py.policy import policy_for
 from mm2py.source.plan.ahead import AheadWork, ahead_delay
 from mm2py.source.plan.catalogue import TopicCatalogue
 from mm2py.source.plan.divergence import DivergenceCheck
@@ -37,7 +37,6 @@ from mm2py.source.provenance import REGISTRY_TOPIC, Provenance, RegistryTail
 from mm2py.source.ranges import PartitionRange, split_key, tp_key
 from mm2py.stores.ledger import Ledger
 from mm2py.stores.positions import PositionStore, PositionTail
-from mm2py.topology import LoopGuard
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
@@ -161,7 +160,7 @@ class BatchPlanner:
         remotes: dict[str, tuple[str, int, int]] = {}
         # exactly-once: Spark re-runs a micro-batch whose tasks may have committed already (a
         # restarted query); start each range after what is committed (read_committed)
-        committed = self.stalls.tail.refresh() if self.flow.exactly_once != "off" else {}
+        committed = self.stalls.tail.refresh() if self.flow.delivery.exactly_once != "off" else {}
         for key, stop in end.positions.items():
             begin = start.start_of(key)
             exact = key in start.exact
@@ -200,7 +199,7 @@ class BatchPlanner:
         """
         self.sizer.unmeasured()
         self._settle_ahead()  # one at a time, should Spark plan the same micro-batch again
-        delay = ahead_delay(seconds, self.flow.refresh_topics_interval_seconds, self.flow.refresh_topics_enabled)
+        delay = ahead_delay(seconds, self.flow.selection)
         if delay is not None:
             self._ahead = AheadWork(self.catalogue.refresh_topics, delay).start()
 
@@ -265,7 +264,7 @@ class BatchPlanner:
         stored = self.recorded()
         starts: dict[str, int] = {}
         missing = []
-        spec = "latest" if self.flow.auto_offset_reset == "latest" else "earliest"
+        spec = "latest" if self.flow.delivery.auto_offset_reset == "latest" else "earliest"
         known = log_starts if log_starts and spec == "earliest" else {}
         for tp in tps:
             if tp in stored:
@@ -347,9 +346,9 @@ class BatchPlanner:
         return self.catalogue.bytes_per_offset.get(key, ASSUMED_BYTES_PER_OFFSET)
 
 
-def planner_for(flow: FlowConfig, guard: LoopGuard | None = None) -> BatchPlanner:
-    """The planner of ``flow`` with its real collaborators (clients are created, nothing is asked yet)."""
-    policy = policy_for(flow)
+def planner_for(spec: FlowSpec) -> BatchPlanner:
+    """The planner of ``spec``'s flow with its real collaborators (clients are created, nothing is asked yet)."""
+    flow, policy, guard = spec.flow, spec.policy, spec.guard
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
     dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
     store = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms)
@@ -365,7 +364,7 @@ def planner_for(flow: FlowConfig, guard: LoopGuard | None = None) -> BatchPlanne
                                guard=guard, offsets=listing)
     ledger = Ledger(flow.target, flow.source.alias, flow.name, timeout_s=flow.admin_timeout_ms / 1000)
     tail = PositionTail(store, dst)  # the positions, and the leader epoch of each (mm2py.source.plan.divergence)
-    resets = ResetGuard(flow.name, flow.source_reset_policy, ledger=ledger,
+    resets = ResetGuard(flow.name, flow.delivery.source_reset_policy, ledger=ledger,
                         source=listing, target=dst, remote_topic=lambda topic: catalogue.remote_topic(topic),
                         topic_ids=listing.topic_ids, save_positions=store.save, write_syncs=reset_sync_writer(flow),
                         recreate_remote=lambda topic: catalogue.refresh_topics(force=True),
@@ -373,7 +372,7 @@ def planner_for(flow: FlowConfig, guard: LoopGuard | None = None) -> BatchPlanne
     catalogue.on_remote_lost = resets.remote_lost
     planner = BatchPlanner(flow, catalogue=catalogue, source=src, target=dst, store=store, resets=resets,
                            stalls=StallBook(flow.name, tail),
-                           sizer=BatchSizer(flow.max_batch_bytes, flow.batch_duration_ms / 1000),
+                           sizer=BatchSizer(flow.copy.max_batch_bytes, flow.copy.batch_duration_ms / 1000),
                            registry=RegistryTail(flow.source, flow.admin_timeout_ms / 1000)
-                           if guard is not None and guard.provenance else None, offsets=listing)
+                           if guard.provenance else None, offsets=listing)
     return planner

@@ -284,13 +284,13 @@ class ResetGuard:
 
 def reset_sync_writer(flow: FlowConfig) -> Callable[[Sequence[OffsetSync]], None] | None:
     """Writes the syncs a reset starts a partition's new runs with (syncs topic and history); None without syncs."""
-    if not flow.emit_offset_syncs_enabled:
+    if not flow.checkpoints.emit_offset_syncs_enabled:
         return None
     from mm2py.source.sync_history import history_for
     from mm2py.source.sync_writer import OffsetSyncWriter
 
     writer = OffsetSyncWriter(flow)
-    history = history_for(flow) if flow.offset_syncs_history_enabled else None
+    history = history_for(flow) if flow.checkpoints.offset_syncs_history_enabled else None
 
     def write(syncs: Sequence[OffsetSync]) -> None:
         if history is not None:

@@ -20,9 +20,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 # (folder, the package it installs as): connectors/ installs as mm2py.connectors
 FOLDERS = (("mm2py", "mm2py"), ("connectors", "mm2py.connectors"))
-# Upward imports the package graph leaves out, by importing module, until the work that removes
-# each lands: schemas/copier.py subclasses mm2py.source.copy's BatchWriter (issue 46: the Copier split).
-KNOWN_UPWARD = {"mm2py.schemas.copier": "mm2py.source"}
 # mm2py.source's two sides, by where their code runs (the driver plans and commits, Spark's Python
 # workers copy): neither imports the other; both import the contract at mm2py.source's top level
 SOURCE_SIDES = ("mm2py.source.plan", "mm2py.source.copy")
@@ -102,8 +99,6 @@ def package_graph() -> dict[str, set[str]]:
         mine = package_of(module)
         edges = graph.setdefault(mine, set())
         for target in targets:
-            if KNOWN_UPWARD.get(module) == package_of(target):
-                continue
             parts = target.split(".")
             for depth in range(1, len(parts) + 1):  # a.b.c runs a's and a.b's __init__ first
                 other = package_of(".".join(parts[:depth]))
@@ -162,8 +157,7 @@ def render(graph: dict[str, set[str]]) -> str:
             name = short[package] + (" (folder connectors/)" if package == "mm2py.connectors" else "")
             uses = ", ".join(sorted(short[p] for p in graph[package])) or "-"
             lines.append(f"{level:>2}: {name} -> {uses}")
-    lines.append(f"no package import cycle ({len(graph)} packages); left out: "
-                 + "; ".join(f"{m} -> {p}" for m, p in KNOWN_UPWARD.items()))
+    lines.append(f"no package import cycle ({len(graph)} packages), no import left out")
     lines.append("source's sides (side -> the parts of source it imports): " + "; ".join(
         f"{side.removeprefix('mm2py.')} -> {', '.join(sorted(uses)) or '-'}"
         for side, uses in source_sides().items()))

@@ -4,7 +4,7 @@ Invariant: no record is ever written with an id the target registry cannot resol
 schema. A source id is mapped only by ``SubjectSync``, which registers (or finds, by fastavro
 fingerprint) the schema on the target and checks the target id back; a record whose id cannot be
 mapped raises ``Untranslatable`` and is never written as it is, unless ``schemas.on.error = pass``
-says so (``mm2py.schemas.copier``).
+says so (``mm2py.source.copy.translating_writer``).
 
 What is translated, per record: the value when it is not null (always the wire format in a
 translated flow); the key when ``schemas.keys`` says keys of the topic are frames (``auto``: the

@@ -14,8 +14,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 COPY_PATH = sorted((REPO / "mm2py" / "source" / "copy").glob("*.py"))
-ENTRY_POINTS = [REPO / "connectors" / "source.py", REPO / "mm2py" / "worker.py",
-                REPO / "mm2py" / "schemas" / "copier.py"]
+ENTRY_POINTS = [REPO / "connectors" / "source.py", REPO / "mm2py" / "worker.py"]
 MAX_PARAMETERS = 5  # a spec and at most four others
 
 

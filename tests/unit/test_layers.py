@@ -18,7 +18,6 @@ import tomllib
 from pathlib import Path
 
 from tests.layers import (
-    KNOWN_UPWARD,
     REPO,
     SOURCE_SIDES,
     find_cycle,
@@ -92,13 +91,6 @@ def test_the_package_graph_counts_lazy_imports_and_every_init(tmp_path: Path) ->
     # mm2py.source.x -> mm2py.config.model passes through mm2py.config's __init__: one package edge
     assert package_of("mm2py.config.model") == package_of("mm2py.config") == "mm2py.config"
     assert package_of("mm2py.connectors.source") == "mm2py.connectors"
-
-
-def test_known_upward_imports_are_still_there() -> None:
-    """An allowance left out of the package graph goes once its import does: delete it from KNOWN_UPWARD."""
-    graph = import_graph(runtime_only=True)
-    for module, package in KNOWN_UPWARD.items():
-        assert any(package_of(t) == package for t in graph[module]), f"{module} no longer imports {package}"
 
 
 def test_the_source_sides_stay_apart() -> None:

@@ -2,7 +2,7 @@
 
 ``BatchWriter`` (this module) queues raw batches re-stamped with the task's producer state,
 rebuilt only where records must be left out, and merges runs of small batches
-(``batch.coalesce.bytes``). ``mm2py.schemas.copier.TranslatingWriter`` rewrites schema ids;
+(``batch.coalesce.bytes``). ``mm2py.source.copy.translating_writer.TranslatingWriter`` rewrites schema ids;
 ``mm2py.source.copy.rehash.RehashWriter`` produces records to other partitions. The copier
 (mm2py.source.copy.copier) owns fetching, ownership of offsets, ordering and acknowledgements, and
 calls a writer only with the batches a partition owns, in source order.

@@ -17,7 +17,6 @@ from mm2py.config.model import ClusterConfig
 from mm2py.flowspec import FlowSpec
 from mm2py.kafka.admin import principal_of
 from mm2py.kafka.wire import RawClient
-from mm2py.schemas.copier import TranslatingWriter
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.source.copy.copier import Copier
 from mm2py.source.copy.copy_mode import PLAIN, CopyMode
@@ -28,6 +27,7 @@ from mm2py.source.copy.rehash import RehashWriter
 from mm2py.source.copy.tail import TailWindow
 from mm2py.source.copy.transactional import ExactlyOnce, TaskTransaction
 from mm2py.source.copy.transforming import TransformingWriter
+from mm2py.source.copy.translating_writer import TranslatingWriter
 from mm2py.source.provenance import ProducerIds, Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.stores.positions import PositionStore

@@ -519,10 +519,10 @@ def test_a_group_100000_behind_translates_exactly_after_the_syncs_topic_is_compa
           f"then {third.records_read}; a fresh pass {whole.records_read}")
     assert 0 < second.records_read <= grown + 1  # new syncs (both topics), and at most the pass's checkpoint
     assert third.records_read == 0
-    # a pass without kept state reads the whole history, more than either incremental pass (how
-    # many syncs one run writes varies with the copy's produce rounds, so first and second do not
-    # compare)
-    assert whole.records_read > max(first.records_read, second.records_read)
+    # a pass without kept state reads the whole history, more than the first pass read (the history
+    # grew since). Not compared with the second pass: what it read of the compacted syncs topic the
+    # log cleaner may have removed before the fresh pass reads it.
+    assert whole.records_read > first.records_read
 
     # retention takes the oldest 150,000 records: the kept index forgets the syncs that mapped only
     # them, and a group among the records still there translates exactly as before

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 from confluent_kafka import Producer
 
-from tests.integration.mirror_helpers import REPO
+from tests.integration.mirror_helpers import REPO, wait_for
 
 JOB = Path(__file__).with_name("spark_kafka_job.py")
 PARTITIONS = 3
@@ -47,6 +47,14 @@ def sink_batches(sink: Path) -> list[int]:
     meta = sink / "_spark_metadata"
     names = (n.split(".")[0] for n in (os.listdir(meta) if meta.is_dir() else []))
     return sorted(int(n) for n in names if n.isdigit())
+
+
+def drain_job(job: subprocess.Popen, sink: Path, total: int, log: Path, where: str, timeout: float = 180) -> None:
+    """Wait until the job's sink holds ``total`` rows, then 3 s more (a duplicate would come after the
+    count is reached); the job must still be running, its log's tail is the failure message otherwise."""
+    wait_for(lambda: len(sink_rows(sink)) >= total or job.poll() is not None, timeout, f"the job drained on {where}")
+    time.sleep(3)
+    assert job.poll() is None, log.read_text()[-3000:]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

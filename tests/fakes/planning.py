@@ -16,6 +16,7 @@ from mm2py.source.plan.planner import BatchPlanner
 from mm2py.source.plan.sizing import BatchSizer
 from mm2py.source.plan.stalls import StallBook
 from mm2py.types import TP
+from tests.fakes.clock import Clock
 
 AB = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
 
@@ -115,13 +116,6 @@ class FakeTail:
         self.reads += 1
         return self.positions
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass

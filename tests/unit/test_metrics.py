@@ -14,18 +14,12 @@ from mm2py.freshness import GroupFreshness
 from mm2py.metrics import Metrics
 from mm2py.ops.replicator import parse_health
 from mm2py.ops.status import FlowStatus, TopicStatus
+from tests.fakes.clock import Clock
 
 FLOW = load_text("clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
                  "A->B.enabled = true\n").enabled_flows[0]
 P = "kafka_connect_mirror_mirrorsourceconnector_"
 
-
-class Clock:
-    def __init__(self, t: float = 1000.0):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def scrape(m: Metrics) -> dict[tuple[str, tuple], float]:
@@ -49,7 +43,7 @@ def test_mm2_source_names_remote_topic_counts_rates_and_windows():
     clock, wall = Clock(10.0), Clock(1_700_000_000.0)
     m = Metrics(clock=clock, wall=wall, process=False)
     m.observe_batch(FLOW, [row("orders", 0, 100, 5000, 1_000, 1_200, 1_500)])
-    clock.t = 12.0
+    clock.now = 12.0
     m.observe_batch(FLOW, [row("orders", 0, 50, 2500, 2_000, 2_100, 2_300)], commit_seconds=0.02)
     got = scrape(m)
     # exactly the JMX exporter's names: gauges, no _total; topic is the remote topic
@@ -69,7 +63,7 @@ def test_mm2_source_names_remote_topic_counts_rates_and_windows():
     assert got[("kafka_consumer_incoming_byte_total", bytes_in)] == 7500
     assert not any(name.startswith(P) and name.endswith("_total") for name, _ in got)
     # a minute later nothing new: MM2's windowed stats turn NaN, the rate 0, the last values stay
-    clock.t = 100.0
+    clock.now = 100.0
     got = scrape(m)
     assert math.isnan(got[(P + "replication_latency_ms_avg", labels())])
     assert got[(P + "record_rate", labels())] == 0.0
@@ -83,7 +77,7 @@ def test_lag_heartbeat_and_consumer_lag_from_status():
     m.observe_batch(FLOW, [row("orders", 1, 10, 1000, -1, -1, -1)], now=1.0)
     m.observe_status([FlowStatus("A->B", [TopicStatus("orders", "A.orders", 2, 30, 20, 10, 4.5,
                                                       ((0, 0, 0.0), (1, 10, 4.5)))], 3.0, 1.5)])
-    wall.t += 10  # the heartbeat age grows between refreshes, even when the clusters cannot be read
+    wall.now += 10  # the heartbeat age grows between refreshes, even when the clusters cannot be read
     m.observe_status([FlowStatus("A->B", error="cluster B unreachable")])
     got = scrape(m)
     assert got[("mm2py_lag_records", labels("1"))] == 10

@@ -15,6 +15,7 @@ from mm2py.kafka import reauth
 from mm2py.kafka.clientconf import kafka_python_config, rdkafka_config
 from mm2py.kafka.oauth import RETRY_AFTER_FAILURE_S, RefreshingToken, TokenSource, preflight
 from mm2py.kafka.oidc_client import Token, TokenRequestError, jwt_claims, request_token
+from tests.fakes.clock import Clock
 
 BASE = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
 HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
@@ -55,16 +56,9 @@ def test_short_tokens_ignore_both_buffers_and_take_the_window_of_what_is_left():
     assert policy.refresh_at(100, 100, 120, draw=0.0) == pytest.approx(116)  # a 20 s token: at 80 %
 
 
-class FakeClock:
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
 
 def test_a_token_is_fetched_once_and_replaced_at_its_refresh_time():
-    clock, fetched = FakeClock(), []
+    clock, fetched = Clock(), []
 
     def fetch() -> Token:
         fetched.append(clock.now)
@@ -88,7 +82,7 @@ def test_a_token_is_fetched_once_and_replaced_at_its_refresh_time():
 
 
 def test_short_tokens_are_replaced_while_a_sign_in_still_gets_a_useful_session():
-    clock, fetched = FakeClock(), []
+    clock, fetched = Clock(), []
 
     def fetch() -> Token:
         fetched.append(clock.now)
@@ -103,7 +97,7 @@ def test_short_tokens_are_replaced_while_a_sign_in_still_gets_a_useful_session()
 
 
 def test_a_failed_refresh_keeps_the_valid_token_and_retries_later_but_never_hands_out_an_expired_one():
-    clock, answers = FakeClock(), []
+    clock, answers = Clock(), []
 
     def fetch() -> Token:
         if answers and answers[-1] == "fail":

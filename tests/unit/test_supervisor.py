@@ -13,14 +13,7 @@ from mm2py.errors import (
     RecordTooLargeError,
     from_task_failure,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fakes.clock import Clock
 
 
 def test_outages_are_retried_and_what_waiting_cannot_fix_is_not() -> None:
@@ -51,7 +44,7 @@ def test_spark_missing_its_own_python_processes_is_retried_even_before_the_first
 
 
 def test_backoff_doubles_up_to_its_ceiling_and_progress_resets_it() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     sup = Supervisor(initial_backoff=1, max_backoff=8, clock=clock, wall=clock)
     sup.add("A->B")
     waits = []
@@ -105,7 +98,7 @@ def test_health_travels_through_the_metrics_endpoint_format() -> None:
     from mm2py.metrics import Metrics
     from mm2py.ops.replicator import parse_health
 
-    clock = Clock()
+    clock = Clock(100.0)
     sup = Supervisor(clock=clock, wall=clock)
     sup.add("A->B")
     sup.add("B->A")

@@ -7,44 +7,14 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 
 from mm2py.config import load_text
 from mm2py.ops.failover import apply_plan, plan_failback, plan_failover
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
-from tests.kafkautil import consume_all, create_topic, end_offsets, produce
+from tests.kafkautil import consume, consume_all, create_topic, end_offsets, produce
 
 pytestmark = pytest.mark.integration
-
-
-def consume(bootstrap: str, group: str, topic: str, limits: dict[int, int] | None = None,
-            idle: float = 4.0) -> list[bytes]:
-    """Consume as an application does: subscribe in a group, read committed, commit as we go.
-
-    With ``limits``, stop each partition after that many records (and commit there).
-    """
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "isolation.level": "read_committed", "log_level": 0})
-    consumer.subscribe([topic])
-    seen: list[bytes] = []
-    counts: dict[int, int] = {}
-    last = time.monotonic()
-    try:
-        while time.monotonic() - last < idle:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            assert not msg.error(), msg.error()
-            p = msg.partition()
-            if limits is not None and counts.get(p, 0) >= limits.get(p, 0):
-                continue
-            last = time.monotonic()
-            counts[p] = counts.get(p, 0) + 1
-            seen.append(msg.value())
-            consumer.commit(offsets=[TopicPartition(topic, p, msg.offset() + 1)], asynchronous=False)
-    finally:
-        consumer.close()
-    return seen
 
 
 def failover_text(a: str, b: str, topic: str) -> str:

@@ -122,14 +122,33 @@ class Chain:
         probe = Record(0, 0, None, b"", ())
         return Chain(tuple(link for link in self.links if not link.topic_only or link.applies(topic, probe)))
 
-    def apply(self, topic: str, record: Record) -> Record | None:
-        """``record`` through every link (None: dropped)."""
+    def apply(self, topic: str, record: Record, counts: dict[str, list[int]] | None = None) -> Record | None:
+        """``record`` through every link (None: dropped).
+
+        ``counts``, when given, gains per link name ``[in, out, dropped, failed]``: a record is *in*
+        where it reaches the link (no earlier link dropped it), then exactly one of out (passed on:
+        the predicate did not hold, or a record came back), dropped (None) or failed (``LinkFailed``,
+        re-raised), so in = out + dropped + failed.
+        """
         current: Record | None = record
         for link in self.links:
             if current is None:
                 return None
+            tally = None
+            if counts is not None:
+                tally = counts.get(link.name)
+                if tally is None:
+                    tally = counts[link.name] = [0, 0, 0, 0]
+                tally[0] += 1
             if link.applies(topic, current):
-                current = link.transform(topic, current)
+                try:
+                    current = link.transform(topic, current)
+                except LinkFailed:
+                    if tally is not None:
+                        tally[3] += 1
+                    raise
+            if tally is not None:
+                tally[1 if current is not None else 2] += 1
         return current
 
 

@@ -171,20 +171,6 @@ def test_failover_to_time_and_refusal_while_group_active(spark, cluster_a, clust
     assert rest == [f"new{i}".encode() for i in range(50)]
 
 
-def a_group_on_a_mirrored_topic(spark, cluster_a, cluster_b, unique_name: str, tmp_path):
-    """3,000 records in 3 partitions mirrored A->B, a group that read part of each on A; (topic, file text, plan)."""
-    topic = f"{unique_name}-orders"
-    create_topic(cluster_a.bootstrap, topic, 3)
-    values = [f"o-{i}".encode() for i in range(3000)]
-    for p in range(3):
-        produce(cluster_a.bootstrap, topic, [(b"k", v, None, None) for v in values[p::3]], partition=p)
-    text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic}})
-    mirror_once(spark, text, tmp_path / "m1")
-    group = f"{unique_name}-g"
-    consume(cluster_a.bootstrap, group, topic, limits={0: 333, 1: 1000, 2: 1})
-    return topic, text, plan_failover(load_text(text), group, "A", "B")
-
-
 @pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_failover_exact_across_records_a_transform_dropped(spark, cluster_a, cluster_b, unique_name, tmp_path,
                                                             delivery):

@@ -10,7 +10,7 @@ import hashlib
 import struct
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Message, TopicPartition
 from confluent_kafka import KafkaError as KafkaErrorCode
@@ -18,6 +18,7 @@ from confluent_kafka import KafkaError as KafkaErrorCode
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError
 from mm2py.kafka.admin import Admin
+from mm2py.kafka.batches import Record
 from mm2py.kafka.clientconf import rdkafka_config
 
 
@@ -31,8 +32,11 @@ def _field(h: hashlib._Hash, data: bytes | None) -> None:
 
 @dataclass(frozen=True)
 class PartitionDigest:
+    """``count`` records folded into ``digest``; ``dropped``: records a replayed chain left out (not compared)."""
+
     count: int
     digest: str
+    dropped: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -50,13 +54,27 @@ class PartitionCheck:
 # (key, value, headers) -> the same in the form compared (verify --decode: mm2py.schemas.decode)
 Normalize = Callable[[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]],
                      tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]]
+# a record as read -> the record the target should hold, or None where none should be (a transform chain)
+Replay = Callable[[Record], Record | None]
+
+
+def _fold(h: hashlib._Hash, key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]],
+          timestamp: int) -> None:
+    _field(h, key)
+    _field(h, value)
+    for name, header in headers:
+        _field(h, name.encode())
+        _field(h, header)
+    h.update(struct.pack(">q", timestamp))
 
 
 def digest_ranges(cluster: ClusterConfig, topic: str, ranges: dict[int, tuple[int, int]],
-                  timeout: float = 120, normalize: Normalize | None = None) -> dict[int, PartitionDigest]:
+                  timeout: float = 120, normalize: Normalize | None = None,
+                  replay: Replay | None = None) -> dict[int, PartitionDigest]:
     """Digest of the records of each partition ``p`` of ``topic`` in ``[start, end)`` of ``ranges[p]``.
 
-    ``normalize``: each record's key, value and headers are digested as it returns them.
+    ``replay``: each record is digested as it returns it, or counted ``dropped`` where it returns
+    None; then ``normalize``: each record's key, value and headers are digested as it returns them.
     """
     conf = rdkafka_config(cluster.bootstrap_servers, cluster.consumer, cluster.alias)
     # "error": a range whose records left the log (retention, DeleteRecords) after it was planned
@@ -66,7 +84,7 @@ def digest_ranges(cluster: ClusterConfig, topic: str, ranges: dict[int, tuple[in
     consumer = Consumer(conf)
     try:
         hashes = {p: hashlib.sha256() for p in ranges}
-        counts = dict.fromkeys(ranges, 0)
+        counts, dropped = dict.fromkeys(ranges, 0), dict.fromkeys(ranges, 0)
         # a range past the partition's end (records missing there) stops at the end, never waits
         highs = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
                  for p, (start, end) in ranges.items() if end > start}
@@ -83,23 +101,24 @@ def digest_ranges(cluster: ClusterConfig, topic: str, ranges: dict[int, tuple[in
                 p, offset = _position(msg)
                 if p not in remaining or offset >= remaining[p]:
                     continue
-                h = hashes[p]
-                key, value, headers = msg.key(), msg.value(), _headers(msg)
-                if normalize is not None:
-                    key, value, headers = normalize(key, value, headers)
-                _field(h, key)
-                _field(h, value)
-                for name, header in headers:
-                    _field(h, name.encode())
-                    _field(h, header)
-                h.update(struct.pack(">q", msg.timestamp()[1]))
-                counts[p] += 1
+                kept: Record | None = Record(offset, msg.timestamp()[1], msg.key(), msg.value(), tuple(_headers(msg)))
+                if replay is not None and kept is not None:
+                    kept = replay(kept)
+                if kept is None:
+                    dropped[p] += 1
+                else:
+                    key, value = kept.key, kept.value
+                    headers: Sequence[tuple[str, bytes | None]] = kept.headers
+                    if normalize is not None:
+                        key, value, headers = normalize(key, value, headers)
+                    _fold(hashes[p], key, value, headers, kept.timestamp)
+                    counts[p] += 1
                 if offset + 1 >= remaining[p]:
                     remaining.pop(p)
             for p in list(remaining):  # transaction markers leave the position past the last record
                 if consumer.position([TopicPartition(topic, p)])[0].offset >= remaining[p]:
                     remaining.pop(p)
-        return {p: PartitionDigest(counts[p], hashes[p].hexdigest()) for p in ranges}
+        return {p: PartitionDigest(counts[p], hashes[p].hexdigest(), dropped[p]) for p in ranges}
     finally:
         consumer.close()
 

@@ -22,6 +22,7 @@ from mm2py.transforms.connect import (
     topic_matches,
 )
 from mm2py.transforms.python import python_transform
+from mm2py.transforms.tolerance import error_policy
 
 
 def _keys_of(raw: Mapping[str, str], prefix: str) -> dict[str, str]:
@@ -125,6 +126,7 @@ def check_flows(flows: Iterable[FlowConfig], provenance: Callable[[FlowConfig], 
     for flow in flows:
         try:
             chain_for(flow.raw)
+            error_policy(flow.raw)
         except TransformError as e:
             problems.append(ConfigProblem(e.key, f"{e.reason} (flow {flow.name})"))
             continue

@@ -29,9 +29,9 @@ from mm2py.audit.buckets import AuditFinding, compare
 from mm2py.audit.scanner import PartitionCounts, scan
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
+from mm2py.flow_policy import policy_for
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.wire import RawClient
-from mm2py.policy import policy_for
 from mm2py.stores.positions import PositionStore
 from mm2py.transforms import Chain, LinkFailed, chain_for
 from mm2py.transforms.tolerance import error_policy

@@ -17,9 +17,9 @@ from mm2py.checkpoint.task import load_syncs
 from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import FlowConfig
 from mm2py.errors import ConfigError, ConfigProblem
+from mm2py.flow_policy import policy_for
 from mm2py.kafka.admin import Admin
 from mm2py.ops.digest import PartitionCheck, digest_ranges
-from mm2py.policy import policy_for
 from mm2py.schemas.check import require_registries
 from mm2py.schemas.decode import RecordDecoder
 from mm2py.stores.positions import PositionStore

@@ -43,7 +43,7 @@ class DeadLetters:
         if err is not None:
             self.failures.append(f"{msg.topic()}: {err}")  # type: ignore[attr-defined]
 
-    def send(self, rec: rb.Record, headers: list[tuple[str, bytes | None]]) -> None:
+    def send(self, rec: rb.Record, headers: list[tuple[str, str | bytes | None]]) -> None:
         """Send ``rec``'s key, value and timestamp with ``headers`` (the caller's: its own and the record's)."""
         producer = self._producer()
         while True:

@@ -103,7 +103,7 @@ class TransformingWriter(BatchWriter):
                         "errors.deadletterqueue.topic.name)", flow=self.flow, transform=e.link, topic=r.topic,
                         partition=r.partition, offset=rec.offset, error=reason)
             return
-        headers = list(rec.headers)
+        headers: list[tuple[str, str | bytes | None]] = [*rec.headers]
         if self.errors.context_headers:
             cause = e.__cause__ or e
             headers += context_headers(flow=self.flow, link=e.link, path=e.path, topic=r.topic, partition=r.partition,

@@ -13,6 +13,7 @@ from mm2py.checkpoint.task import run_checkpoints
 from mm2py.config import load_text
 from mm2py.ops.failover import apply_plan, plan_failback, plan_failover
 from mm2py.ops.status import flow_status
+from mm2py.transforms.tolerance import create_dead_letter_topics
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
 from tests.kafkautil import consume, consume_all, create_topic, end_offsets, list_topics, produce
 
@@ -208,6 +209,7 @@ def test_failover_exact_across_records_a_transform_dropped(spark, cluster_a, clu
     eos = "B.exactly.once.source.support = enabled\n" if delivery == "exactly-once" else ""
     text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic, **transforms}},
                       eos)
+    create_dead_letter_topics(load_text(text).enabled_flows)  # as the replicator's start does
     mirror_once(spark, text, tmp_path / "m1")
     group = f"{unique_name}-g"
     # committed at a dropped record, inside the long dropped stretch, inside the leading one

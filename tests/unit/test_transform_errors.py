@@ -84,7 +84,7 @@ def test_tolerance_all_leaves_an_offset_gap_counted_failed_and_logs_where() -> N
 
 
 def test_a_dead_letter_topic_needs_the_target_and_context_headers_are_connects() -> None:
-    with pytest.raises(ValueError, match="target"):
+    with pytest.raises(ValueError, match="dead-letter writer"):
         TransformingWriter(chain_for(MASK), errors=ErrorPolicy(True, "dlq"))
     headers = dict(context_headers(flow="A->B", link="mask", path="tests.plugins.MaskDigits", topic="t", partition=2,
                                    offset=3, error=ValueError("no"), trace="Traceback"))

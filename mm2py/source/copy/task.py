@@ -21,6 +21,7 @@ from mm2py.schemas.settings import SchemaSettings
 from mm2py.source.copy.copier import Copier
 from mm2py.source.copy.copy_mode import PLAIN, CopyMode
 from mm2py.source.copy.copy_settings import CopySettings, ProducerState
+from mm2py.source.copy.dead_letters import DeadLetters
 from mm2py.source.copy.exactly_once import spec_for
 from mm2py.source.copy.producer_slot import ProducerSlot
 from mm2py.source.copy.rehash import RehashWriter
@@ -174,10 +175,12 @@ def _copier(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges: list[P
         translating = TranslatingWriter(settings.coalesce_bytes, target=target, schemas=schemas,
                                         client_id=run.client_id, produce_timeout_ms=settings.produce_timeout_ms)
         return Copier(src, dst, ranges, settings, replace(mode, writer=translating))
-    writer = (TransformingWriter(chain_for(dict(spec.transforms)), settings.coalesce_bytes,
-                                 flow=f"{spec.source.alias}->{target.alias}", errors=spec.errors, target=target,
-                                 client_id=run.client_id, produce_timeout_ms=settings.produce_timeout_ms)
-              if spec.transforms else None)
+    writer = None
+    if spec.transforms:
+        dead_letters = (DeadLetters(target, spec.errors.dead_letter_topic, run.client_id, settings.produce_timeout_ms)
+                        if spec.errors.dead_letter_topic else None)
+        writer = TransformingWriter(chain_for(dict(spec.transforms)), settings.coalesce_bytes,
+                                    f"{spec.source.alias}->{target.alias}", spec.errors, dead_letters)
     return Copier(src, dst, ranges, settings, replace(mode, writer=writer))
 
 

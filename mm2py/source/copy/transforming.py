@@ -25,7 +25,6 @@ from dataclasses import replace
 
 import structlog
 
-from mm2py.config.model import ClusterConfig
 from mm2py.errors import TransformFailedError
 from mm2py.kafka import batches as rb
 from mm2py.source.copy.batch_writer import BatchWriter, owned_records
@@ -42,22 +41,20 @@ log = structlog.get_logger(__name__)
 class TransformingWriter(BatchWriter):
     """Owned batches through ``chain``, of flow ``flow`` (named in a failure). Constructor does no I/O.
 
-    ``errors``: what a failing record does (``ErrorPolicy``); a dead-letter topic needs ``target``.
+    ``errors``: what a failing record does (``ErrorPolicy``); ``dead_letters``: where it goes when
+    the policy names a dead-letter topic (required then).
     """
 
-    def __init__(self, chain: Chain, coalesce_bytes: int = 0, flow: str = "", *,
-                 errors: ErrorPolicy | None = None, target: ClusterConfig | None = None, client_id: str = "mm2py",
-                 produce_timeout_ms: int = 30000):
+    def __init__(self, chain: Chain, coalesce_bytes: int = 0, flow: str = "", errors: ErrorPolicy | None = None,
+                 dead_letters: DeadLetters | None = None):
         super().__init__(coalesce_bytes)
         self.chain = chain
         self.flow = flow
         self.errors = errors or ErrorPolicy()
         self._by_topic: dict[str, Chain] = {}
-        self.dead_letters: DeadLetters | None = None
-        if self.errors.dead_letter_topic:
-            if target is None:
-                raise ValueError("a dead-letter topic needs the target cluster")
-            self.dead_letters = DeadLetters(target, self.errors.dead_letter_topic, client_id, produce_timeout_ms)
+        if self.errors.dead_letter_topic and dead_letters is None:
+            raise ValueError("errors.deadletterqueue.topic.name needs the dead-letter writer")
+        self.dead_letters = dead_letters
 
     def _chain(self, topic: str) -> Chain:
         found = self._by_topic.get(topic)

@@ -21,8 +21,8 @@ from concurrent.futures import ProcessPoolExecutor
 from mm2py import config as mm2config
 from mm2py.config.filters import TopicFilter
 from mm2py.config.model import FlowConfig
+from mm2py.flow_policy import policy_for
 from mm2py.kafka.admin import Admin
-from mm2py.policy import policy_for
 from mm2py.source.copy.copy_settings import CopySettings
 from mm2py.source.copy.task import CopySpec, TaskRun, copy_ranges
 from mm2py.source.ranges import PartitionRange

@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mm2py.config.model import ClusterConfig, FlowConfig, MirrorMakerConfig
-from mm2py.policy import ReplicationPolicy, policy_for
+from mm2py.flow_policy import policy_for
+from mm2py.policy import ReplicationPolicy
 from mm2py.topology import LoopGuard, flow_back, loop_guard
 
 

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 from mm2py.config.model import FlowConfig
 from mm2py.errors import FormatError
+from mm2py.flow_policy import policy_for
 from mm2py.formats import Checkpoint
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import TopicReader, read_to_end
-from mm2py.policy import ReplicationPolicy, policy_for
+from mm2py.policy import ReplicationPolicy
 
 
 @dataclass(frozen=True)

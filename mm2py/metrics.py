@@ -46,6 +46,7 @@ from prometheus_client import CollectorRegistry, PlatformCollector, ProcessColle
 from prometheus_client.core import Metric
 
 from mm2py.config.model import FlowConfig
+from mm2py.flow_policy import policy_for
 from mm2py.metrics_scrape import (
     audit_families,
     checkpoint_families,
@@ -54,7 +55,6 @@ from mm2py.metrics_scrape import (
     transform_families,
 )
 from mm2py.metrics_state import FlowState, PartitionState, Samples
-from mm2py.policy import policy_for
 
 log = structlog.get_logger(__name__)
 

@@ -190,6 +190,9 @@ def audit_families(audit: Mapping[tuple[str, str, str, str], Any], audit_at: Map
         g.gauge("mm2py_audit_dropped_records", "Source records the flow's transforms dropped (Filter), in the "
                 "audited time buckets: left out on purpose, never counted missing.", LABELS, labels,
                 getattr(a, "dropped", 0))
+        g.gauge("mm2py_audit_failed_records", "Source records a transform failed on under errors.tolerance = all "
+                "(dead-lettered or skipped), in the audited time buckets: never counted missing.", LABELS, labels,
+                getattr(a, "failed", 0))
         g.gauge("mm2py_audit_duplicate_records", "Records the target holds beyond the source's, summed over "
                 "time buckets (at-least-once re-copies).", LABELS, labels, a.duplicates)
     for (source, target), at in sorted(audit_at.items()):
@@ -204,8 +207,9 @@ _TRANSFORM_COUNTS = (
     ("out", "Records a transform passed on (its predicate did not hold, or it gave a record back)."),
     ("dropped", "Records a transform dropped (returned none, as Filter does): left out on purpose, "
      "never counted missing by the audit."),
-    ("failed", "Records a transform raised on (a Python transform), as copy tasks that finished report them; "
-     "a raise stops the flow, named in mm2py_flow_reason_info."),
+    ("failed", "Records a transform raised on (a Python transform), as copy tasks that finished report them: "
+     "under errors.tolerance = none a raise stops the flow, named in mm2py_flow_reason_info; under all the "
+     "record is dead-lettered or skipped and logged."),
 )
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from mm2py.errors import ConfigError, ConfigProblem
 
 if TYPE_CHECKING:
-    from mm2py.config.model import ClusterConfig, FlowConfig
+    pass
 
 HEARTBEATS = "heartbeats"
 
@@ -303,36 +303,3 @@ def load_policy(
         props[SOURCE_ALIAS_KEY] = source_cluster_alias
     policy.configure(props)
     return policy
-
-
-def policy_for(flow: FlowConfig) -> ReplicationPolicy:
-    """The policy of one flow, configured from its keys (the source alias included, as MM2 does)."""
-    return load_policy(
-        flow.naming.replication_policy_class,
-        separator=flow.naming.replication_policy_separator,
-        internal_topic_separator_enabled=flow.naming.internal_topic_separator_enabled,
-        source_cluster_alias=flow.source.alias,
-    )
-
-
-def offset_syncs_location(flow: FlowConfig) -> tuple[ClusterConfig, str]:
-    """The cluster holding a flow's offset syncs (``offset-syncs.topic.location``) and the topic there.
-
-    The cluster carries the settings of the clients that write and read the syncs (MM2's
-    offset-syncs producer and consumer, ``mm2py.config.clients``).
-    """
-    return _syncs_location(flow, policy_for(flow))
-
-
-def _syncs_location(flow: FlowConfig, policy: ReplicationPolicy) -> tuple[ClusterConfig, str]:
-    if flow.checkpoints.offset_syncs_topic_location == "target":
-        return flow.offset_syncs or flow.target, policy.offset_syncs_topic(flow.source.alias)
-    return flow.offset_syncs or flow.source, policy.offset_syncs_topic(flow.target.alias)
-
-
-def offset_syncs_history_location(flow: FlowConfig) -> tuple[ClusterConfig, str]:
-    """The cluster and topic of the flow's offset-sync history: beside its syncs topic."""
-    policy = policy_for(flow)
-    cluster, _ = _syncs_location(flow, policy)
-    alias = flow.source.alias if flow.checkpoints.offset_syncs_topic_location == "target" else flow.target.alias
-    return cluster, policy.offset_syncs_history_topic(alias)

@@ -101,17 +101,18 @@ class MaskDigits:
     but the last ``keep`` (default 4), a header ``masked-by`` naming ``by``, and records whose value
     holds ``drop`` (default ``DROP``) or that are tombstones dropped.
 
-    ``fail.offset`` (optional): raise on the record at that source offset, as a buggy transform would.
+    ``fail.offset`` (optional): raise on the records at these source offsets (a comma-separated
+    list), as a buggy transform would.
     """
 
     def __init__(self, config: dict[str, str]) -> None:
         self.keep = int(config.get("keep", "4"))
         self.by = config.get("by", "").encode()
         self.drop = config.get("drop", "DROP").encode()
-        self.fail_offset = int(config["fail.offset"]) if "fail.offset" in config else None
+        self.fail_offsets = {int(o) for o in config.get("fail.offset", "").split(",") if o.strip()}
 
     def __call__(self, topic: str, record: Record) -> Record | None:
-        if self.fail_offset is not None and record.offset == self.fail_offset:
+        if record.offset in self.fail_offsets:
             raise ValueError(f"cannot mask {record.value!r}")
         if record.value is None or self.drop in record.value:
             return None

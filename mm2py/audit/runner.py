@@ -29,11 +29,12 @@ from mm2py.audit.buckets import AuditFinding, compare
 from mm2py.audit.scanner import PartitionCounts, scan
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
+from mm2py.flow_policy import policy_for
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.wire import RawClient
-from mm2py.policy import policy_for
 from mm2py.stores.positions import PositionStore
 from mm2py.transforms import Chain, LinkFailed, chain_for
+from mm2py.transforms.tolerance import error_policy
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
@@ -119,7 +120,8 @@ class Auditor:
                 t = audit.target.setdefault(rtp, PartitionCounts())
                 s_node, t_node = src_leaders[(topic, partition)], dst_leaders[rtp]
                 done = scan(src, s_node, (topic, partition), s, src.log_start_offset(s_node, (topic, partition)),
-                            last + 1, chain=audit.chain(remote[topic]), remote_topic=remote[topic])
+                            last + 1, chain=audit.chain(remote[topic]), remote_topic=remote[topic],
+                            tolerate=error_policy(flow.raw).tolerate)
                 done = scan(dst, t_node, rtp, t, dst.log_start_offset(t_node, rtp), lambda lso: lso) and done
                 if not done:
                     continue  # a long log is still being counted: compare once both sides are
@@ -127,7 +129,7 @@ class Auditor:
                 finding = compare(flow.name, remote[topic], partition, s.counts, t.counts,
                                   oldest_source_bucket=s.oldest, newest_source_bucket=s.newest,
                                   retention_floor_ms=now_ms - retention if retention >= 0 else None,
-                                  dropped=s.dropped)
+                                  dropped=s.dropped, failed=s.failed)
                 before = audit.last.get((topic, partition))
                 audit.last[(topic, partition)] = finding
                 findings.append(replace(finding, duplicates=min(finding.duplicates,

@@ -23,7 +23,7 @@ from mm2py.kafka import batches as rb
 from mm2py.kafka.batches import split_batches
 from mm2py.kafka.wire import RawClient, to_kafka_error
 from mm2py.source.copy.aborted import AbortedFilter
-from mm2py.transforms import Chain
+from mm2py.transforms import Chain, LinkFailed
 from mm2py.types import TP
 
 OFFSET_OUT_OF_RANGE = 1
@@ -36,31 +36,51 @@ MAX_FETCHES = 16
 class PartitionCounts:
     """Records per bucket of one partition, counted from ``log_start`` up to ``next_offset``.
 
-    ``dropped``: records a transform chain dropped, per bucket (only on a transformed source topic).
+    ``dropped``: records a transform chain dropped, per bucket (only on a transformed source topic);
+    ``failed``: records a transform failed on under ``errors.tolerance = all`` (left out, dead-lettered
+    or skipped), per bucket.
     """
 
     log_start: int = -1
     next_offset: int = -1
     counts: dict[int, int] = field(default_factory=dict)
     dropped: dict[int, int] = field(default_factory=dict)
+    failed: dict[int, int] = field(default_factory=dict)
 
     def reset(self, log_start: int) -> None:
         self.log_start = self.next_offset = log_start
         self.counts = {}
         self.dropped = {}
+        self.failed = {}
 
     def add_dropped(self, max_timestamp: int, records: int) -> None:
         if max_timestamp >= 0 and records > 0:
             b = bucket_of(max_timestamp)
             self.dropped[b] = self.dropped.get(b, 0) + records
 
-    def add_transformed(self, buf: bytes | memoryview, view: rb.BatchView, chain: Chain, topic: str) -> None:
-        """Count a source batch as the transforming writer copies it: kept records, dropped ones."""
+    def add_transformed(self, buf: bytes | memoryview, view: rb.BatchView, chain: Chain, topic: str,
+                        tolerate: bool = False) -> None:
+        """Count a source batch as the transforming writer copies it: kept records, dropped ones, and
+        (``tolerate``: errors.tolerance = all) failed ones; without ``tolerate`` a failure raises ``LinkFailed``."""
         records = [rec for rec in rb.decode(buf, view) if rec.offset >= self.log_start]
-        kept = [out for out in (chain.apply(topic, rec) for rec in records) if out is not None]
+        kept: list[rb.Record] = []
+        failed = 0
+        for rec in records:
+            try:
+                out = chain.apply(topic, rec)
+            except LinkFailed:
+                if not tolerate:
+                    raise
+                failed += 1
+                continue
+            if out is not None:
+                kept.append(out)
         if kept:
             self.add(max(out.timestamp for out in kept), len(kept))
-        self.add_dropped(view.max_timestamp, len(records) - len(kept))
+        self.add_dropped(view.max_timestamp, len(records) - len(kept) - failed)
+        if failed and view.max_timestamp >= 0:
+            b = bucket_of(view.max_timestamp)
+            self.failed[b] = self.failed.get(b, 0) + failed
 
     def add(self, max_timestamp: int, records: int) -> None:
         if max_timestamp >= 0 and records > 0:
@@ -69,18 +89,18 @@ class PartitionCounts:
 
     @property
     def oldest(self) -> int | None:
-        buckets = self.counts.keys() | self.dropped.keys()
+        buckets = self.counts.keys() | self.dropped.keys() | self.failed.keys()
         return min(buckets) if buckets else None
 
     @property
     def newest(self) -> int | None:
-        buckets = self.counts.keys() | self.dropped.keys()
+        buckets = self.counts.keys() | self.dropped.keys() | self.failed.keys()
         return max(buckets) if buckets else None
 
 
 def scan(client: RawClient, node: int, tp: TP, counts: PartitionCounts, log_start: int,
          limit: Callable[[int], int] | int, *, max_fetches: int = MAX_FETCHES, chain: Chain | None = None,
-         remote_topic: str = "") -> bool:
+         remote_topic: str = "", tolerate: bool = False) -> bool:
     """Count batches of ``tp`` from where ``counts`` stopped up to ``limit`` (an offset, or from the last stable one).
 
     Returns whether it got there (False: the fetch budget ran out first; the next round goes on).
@@ -118,7 +138,7 @@ def scan(client: RawClient, node: int, tp: TP, counts: PartitionCounts, log_star
             if view.next_offset <= counts.next_offset:
                 continue  # before where we stopped (a fetch starts at the batch holding the offset)
             if not left_out and chain is not None:
-                counts.add_transformed(buf, view, chain, remote_topic)
+                counts.add_transformed(buf, view, chain, remote_topic, tolerate)
             elif not left_out:
                 records = view.record_count
                 if view.base_offset < counts.log_start and view.contiguous:

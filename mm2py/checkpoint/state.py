@@ -21,9 +21,9 @@ import structlog
 from mm2py.checkpoint.translation import SyncIndex
 from mm2py.config.model import FlowConfig
 from mm2py.errors import FormatError
+from mm2py.flow_policy import offset_syncs_history_location, offset_syncs_location, policy_for
 from mm2py.formats import Checkpoint, OffsetSync
 from mm2py.kafka.compacted import Entry, TopicTail
-from mm2py.policy import offset_syncs_history_location, offset_syncs_location, policy_for
 from mm2py.worker import kept_state
 
 log = structlog.get_logger(__name__)

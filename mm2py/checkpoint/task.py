@@ -29,10 +29,10 @@ from mm2py.checkpoint.translation import SyncIndex
 from mm2py.config.filters import group_filter_for, topic_filter_for
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
+from mm2py.flow_policy import policy_for
 from mm2py.formats import Checkpoint
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import ensure_compacted_topic
-from mm2py.policy import policy_for
 from mm2py.types import TP
 from mm2py.worker import kept_writer
 

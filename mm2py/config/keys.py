@@ -299,6 +299,7 @@ ACCEPTED = re.compile(
     r"|(source|target)\.(cluster|consumer|producer|admin)\..+"  # per flow: mm2py.config.clients
     r"|config\.providers(\..+)?"  # read before resolving: mm2py.config.transform
     r"|transforms(\..+)?|predicates(\..+)?"  # Connect's transforms on the flow's records: mm2py.transforms
+    r"|errors\..+"  # what a record a transform fails on does: mm2py.transforms.tolerance
 )
 
 # Classes mm2py does not load: anything but MM2's defaults would be silently ignored.

@@ -131,11 +131,27 @@ OTHER: tuple[Other, ...] = (
           Support(Status.DIFFERENT, "Connect's Filter, DropHeaders and InsertHeader (value.literal = null only: "
                                     "MM2's ByteArrayConverter refuses any other literal on every record) with the "
                                     "predicates TopicNameMatches, HasHeaderKey and RecordIsTombstone run on the "
-                                    "mirrored records, as in MM2 (mm2py.transforms); any other Connect class is "
-                                    "refused at start naming its key; heartbeats and checkpoints are not "
+                                    "mirrored records, as in MM2 (mm2py.transforms); RegexRouter renames the remote "
+                                    "topic after the policy everywhere mm2py names it (creation, checkpoints, "
+                                    "failover, status; MM2 creates and checkpoints the policy's name), refused on a "
+                                    "flow of a cycle (mm2py.routing); any other Connect class (TimestampRouter: no "
+                                    "exact offset syncs) is refused at start naming its key; heartbeats and "
+                                    "checkpoints are not "
                                     "transformed. Extension: a type outside org.apache.kafka. is a Python class "
                                     "by dotted path (mm2py.transforms.RecordTransform), built with the link's "
                                     "keys and called per record")),
+    Other("errors.tolerance, errors.log.*, errors.retry.*", r"errors\.(tolerance|log\..+|retry\..+)",
+          Support(Status.HONOURED, "a record a transform fails on: none fails the flow naming flow, transform, "
+                                   "topic, partition and offset; all leaves it out (an offset gap, counted failed "
+                                   "per transform and by the audit) and logs it naming topic, partition and offset "
+                                   "(always, without its content: errors.log.include.messages = true is refused); "
+                                   "errors.retry.timeout other than 0 is refused (mm2py.transforms.tolerance)")),
+    Other("errors.deadletterqueue.*", r"errors\.deadletterqueue\..+",
+          Support(Status.EXTENSION, "topic.name (with errors.tolerance = all) takes records a transform failed on, "
+                                    "on the target, as the source had them; topic.replication.factor creates it; "
+                                    "context.headers.enable adds Connect's __connect.errors.* headers. Connect "
+                                    "honours these keys on sink connectors only: MM2's source connector ignores "
+                                    "them and only skips the record")),
     Other("{alias}.sasl.oauthbearer.token.provider", r"sasl\.oauthbearer\.token\.provider",
           Support(Status.EXTENSION, "package.module:callable returning (token, expiry epoch seconds): signs "
                                     "OAUTHBEARER clients in where MM2 names a Java login callback handler (MSK IAM's "

@@ -31,6 +31,7 @@ from mm2py.schemas.check import check_schemas
 from mm2py.source.copy.stop_flag import StopFlag
 from mm2py.topology import check_topology
 from mm2py.transforms import check_flows as check_transforms
+from mm2py.transforms.tolerance import create_dead_letter_topics
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +59,7 @@ def run(
     check_topology(config)  # refuse a looping topology before paying for Spark
     specs = {f.name: FlowSpec.resolve(config, f) for f in flows}  # each flow resolved once for the run
     check_transforms(flows, lambda f: specs[f.name].provenance)  # every link implemented, or refused
+    create_dead_letter_topics(flows)  # errors.deadletterqueue.topic.name: on the target before a record fails
     check_kerberos(flows)  # GSSAPI clients: each principal logs in (keytab, KDC) before Spark starts
     check_schemas(flows)  # schemas.mode: registries configured and answering
     # JKS / PKCS12 stores readable with their passwords (mm2py.kafka.tls)

@@ -23,10 +23,10 @@ from mm2py.client import MirrorClient
 from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.errors import ConfigError, ConfigProblem, KafkaError, Mm2pyError
+from mm2py.flow_policy import policy_for
 from mm2py.flowspec import FlowSpec
 from mm2py.kafka.admin import Admin
 from mm2py.ops.refusals import Standing, diverged
-from mm2py.policy import policy_for
 from mm2py.source.plan.listing import SourceListing
 from mm2py.source.plan.resets import Reset
 from mm2py.stores.positions import PositionStore
@@ -185,14 +185,20 @@ def plan_failback(config: MirrorMakerConfig, group: str, from_alias: str, to_ali
 
 
 def inverse_committed(flow: FlowConfig, committed: dict[TP, int]) -> list[PartitionPlan]:
-    """Offsets on ``flow``'s remote topics mapped back to its source topics (inverse syncs)."""
+    """Offsets on ``flow``'s remote topics mapped back to its source topics (inverse syncs).
+
+    A remote topic is known by the name the flow gives each source topic it has syncs for (its
+    policy and routers: ``policy_for``), so a routed name that lost the source alias maps back too.
+    """
     policy = policy_for(flow)
     index = load_syncs(flow)
+    synced = sorted({topic for topic, _ in index.partitions()})
+    upstream_of = {policy.format_remote_topic(flow.source.alias, topic): topic for topic in synced}
     rows = []
     for (remote, partition), offset in sorted(committed.items()):
-        if policy.topic_source(remote) != flow.source.alias:
+        upstream_topic = upstream_of.get(remote)
+        if upstream_topic is None:
             continue
-        upstream_topic = policy.upstream_topic(remote) or remote
         upstream = index.inverse(upstream_topic, partition, offset)
         rows.append(PartitionPlan(remote, upstream_topic, partition, offset, upstream,
                                   "inverse syncs" if upstream is not None else "none", None))

@@ -16,11 +16,11 @@ from confluent_kafka import KafkaException, Message, TopicPartition
 
 from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import ClusterConfig, FlowConfig
+from mm2py.flow_policy import policy_for
 from mm2py.formats import FormatError, Heartbeat
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import TopicReader
 from mm2py.ops.replicator import replicator_health
-from mm2py.policy import policy_for
 from mm2py.stores.ledger import ledger_entries
 from mm2py.stores.positions import PositionStore
 from mm2py.types import TP

@@ -9,8 +9,9 @@ a large topic takes as long as its largest partition.
 
 On a topic the flow transforms (``transforms``), the source side is what the target should hold:
 the chain is replayed over each source record under its remote topic name, as the copy ran it
-(transforms are pure functions of the record), and a record the chain drops is counted dropped,
-never compared; a transform that fails on a record fails the check naming it.
+(transforms are pure functions of the record), and a record the chain drops, or fails on under
+``errors.tolerance = all`` (left out of the remote topic as the copy left it out), is counted
+dropped, never compared; under ``none`` a transform that fails on a record fails the check naming it.
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from mm2py.checkpoint.task import load_syncs
 from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import FlowConfig
 from mm2py.errors import ConfigError, ConfigProblem, TransformFailedError
+from mm2py.flow_policy import policy_for
 from mm2py.kafka.admin import Admin
 from mm2py.ops.digest import PartitionCheck, Replay, digest_ranges
-from mm2py.policy import policy_for
 from mm2py.schemas.check import require_registries
 from mm2py.schemas.decode import RecordDecoder
 from mm2py.stores.positions import PositionStore
 from mm2py.transforms import Chain, LinkFailed, Record, chain_for
+from mm2py.transforms.tolerance import error_policy
 
 
 @dataclass(frozen=True)
@@ -95,10 +97,12 @@ def plan_audit(flow: FlowConfig, topics: str | None = None, decode: bool = False
     return out
 
 
-def _replayed(chain: Chain, r: AuditRange, record: Record) -> Record | None:
+def _replayed(chain: Chain, tolerate: bool, r: AuditRange, record: Record) -> Record | None:
     try:
         return chain.apply(r.remote_topic, record)
     except LinkFailed as e:
+        if tolerate:  # errors.tolerance = all: the copy left it out too (dead-lettered or skipped)
+            return None
         reason = " ".join(e.reason.split())
         raise TransformFailedError(
             f"flow {r.flow.name}: transform {e.link!r} ({e.path}) {reason} on the record at topic {r.topic} "
@@ -109,7 +113,7 @@ def _replayed(chain: Chain, r: AuditRange, record: Record) -> Record | None:
 def replay_for(r: AuditRange) -> Replay | None:
     """The flow's transform chain over ``r``'s source records, as the copy ran it (None: no link touches it)."""
     chain = chain_for(r.flow.raw).for_topic(r.remote_topic)
-    return partial(_replayed, chain, r) if chain.links else None
+    return partial(_replayed, chain, error_policy(r.flow.raw).tolerate, r) if chain.links else None
 
 
 def audit_one(r: AuditRange) -> AuditResult:

@@ -31,10 +31,10 @@ import structlog
 
 from mm2py.config.model import FlowConfig
 from mm2py.errors import AuthorizationError, KafkaError
+from mm2py.flow_policy import offset_syncs_history_location
 from mm2py.formats import OffsetSync
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.resources import TopicConfigEntry
-from mm2py.policy import offset_syncs_history_location
 from mm2py.source.ranges import RangeResult
 from mm2py.types import TP
 

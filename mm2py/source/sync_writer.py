@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mm2py.config.model import FlowConfig
+from mm2py.flow_policy import offset_syncs_history_location, offset_syncs_location
 from mm2py.formats import OffsetSync
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import RecordWriter, ensure_compacted_topic
-from mm2py.policy import offset_syncs_history_location, offset_syncs_location
 
 
 class OffsetSyncWriter:

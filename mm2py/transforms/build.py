@@ -7,13 +7,13 @@ from collections.abc import Callable, Iterable, Mapping
 
 from mm2py.config.model import FlowConfig
 from mm2py.errors import ConfigError, ConfigProblem
+from mm2py.routing import REGEX_ROUTER, routers_of
 from mm2py.transforms.chain import Chain, Link, Predicate, Transform, TransformError
 from mm2py.transforms.connect import (
     CONNECT,
     JAVA,
     NEED_SCHEMA,
     PREDICATES,
-    ROUTERS,
     drop_headers,
     filter_all,
     has_header,
@@ -22,6 +22,7 @@ from mm2py.transforms.connect import (
     topic_matches,
 )
 from mm2py.transforms.python import python_transform
+from mm2py.transforms.tolerance import error_policy
 
 
 def _keys_of(raw: Mapping[str, str], prefix: str) -> dict[str, str]:
@@ -74,20 +75,40 @@ def _transform(own: Mapping[str, str], name: str) -> Transform:
     if kind.startswith(CONNECT) and short in NEED_SCHEMA:
         raise TransformError(key, f"{kind} needs a schema, and MM2 copies bytes (ByteArrayConverter): "
                              "it fails on every record in MM2 too")
-    if kind.startswith(CONNECT) and short in ROUTERS:
-        raise TransformError(key, f"{kind}: renaming remote topics by transform is not supported yet; "
-                             "replication.policy.class names them")
-    raise TransformError(key, f"{kind}: mm2py implements Filter, DropHeaders and InsertHeader "
+    if kind.startswith(CONNECT) and short == "TimestampRouter":
+        raise TransformError(key, f"{kind} sends one source partition's records to one topic per time window: "
+                             "an offset sync maps a source partition to one remote partition, so checkpoints and "
+                             "failover could not be exact; not supported (RegexRouter is)")
+    raise TransformError(key, f"{kind}: mm2py implements Filter, DropHeaders, InsertHeader and RegexRouter "
                          "(org.apache.kafka.connect.transforms) and Python classes by dotted path, "
                          "and refuses any other class")
 
 
+def _routers(raw: Mapping[str, str]) -> int:
+    """Check the flow's RegexRouter links (``mm2py.routing``); the position after the last one in ``transforms``."""
+    try:
+        routers = routers_of(raw)
+    except ConfigError as e:
+        problem = e.problems[0]
+        raise TransformError(problem.key or "transforms", problem.message) from None
+    names = _names(raw, "transforms")
+    return max((names.index(r.name) + 1 for r in routers), default=0)
+
+
 def chain_for(raw: Mapping[str, str]) -> Chain:
-    """The chain ``raw`` (a flow's merged keys, ``FlowConfig.raw``) configures; raises ``TransformError``."""
+    """The chain ``raw`` (a flow's merged keys, ``FlowConfig.raw``) configures; raises ``TransformError``.
+
+    RegexRouter links rename the remote topic (``mm2py.flow_policy``) and are not in the chain:
+    every link sees the routed name. A link before a router that could tell names apart (a
+    ``TopicNameMatches`` predicate, a Python transform) would see another name in MM2: refused.
+    """
     predicates = {name: _predicate(raw, name) for name in _names(raw, "predicates")}
+    routed_after = _routers(raw)
     links = []
-    for name in _names(raw, "transforms"):
+    for position, name in enumerate(_names(raw, "transforms")):
         own = _keys_of(raw, f"transforms.{name}.")
+        if own.get("type") == REGEX_ROUTER:
+            continue
         transform = _transform(own, name)
         predicate_name = own.get("predicate", "")
         if predicate_name and predicate_name not in predicates:
@@ -96,6 +117,10 @@ def chain_for(raw: Mapping[str, str]) -> Chain:
         if negate not in ("true", "false"):
             raise TransformError(f"transforms.{name}.negate", f"{negate!r}: true or false")
         predicate, topic_only = predicates[predicate_name] if predicate_name else (None, False)
+        if position < routed_after and (topic_only or not own.get("type", "").startswith(JAVA)):
+            key = f"transforms.{name}.predicate" if topic_only else f"transforms.{name}.type"
+            raise TransformError(key, "a link before a RegexRouter that reads the topic name (TopicNameMatches, a "
+                                 "Python transform): mm2py hands every link the routed name; list it after the router")
         links.append(Link(name, transform, predicate, negate == "true", topic_only))
     return Chain(tuple(links))
 
@@ -119,15 +144,39 @@ def refusal(raw: Mapping[str, str], *, provenance: bool, translate: bool, rehash
     return None
 
 
+def _on_cycle(flow: FlowConfig, flows: list[FlowConfig]) -> bool:
+    """Whether ``flow``'s target reaches its source through ``flows``."""
+    seen, todo = set(), [flow.target.alias]
+    while todo:
+        alias = todo.pop()
+        if alias == flow.source.alias:
+            return True
+        if alias not in seen:
+            seen.add(alias)
+            todo += [f.target.alias for f in flows if f.source.alias == alias]
+    return False
+
+
 def check_flows(flows: Iterable[FlowConfig], provenance: Callable[[FlowConfig], bool]) -> None:
-    """Refuse, before Spark starts, every flow whose transforms cannot run; one ConfigError naming each key."""
+    """Refuse, before Spark starts, every flow whose transforms cannot run; one ConfigError naming each key.
+
+    A RegexRouter on a flow of a cycle is refused: a routed name may lose the source alias that
+    cycle detection (``is_cycle``) reads, and the flows round the cycle would copy it home again.
+    """
     problems: list[ConfigProblem] = []
+    flows = list(flows)
     for flow in flows:
         try:
             chain_for(flow.raw)
+            error_policy(flow.raw)
         except TransformError as e:
             problems.append(ConfigProblem(e.key, f"{e.reason} (flow {flow.name})"))
             continue
+        routers = routers_of(flow.raw)
+        if routers and _on_cycle(flow, flows):
+            problems.append(ConfigProblem(f"transforms.{routers[0].name}.type", "a RegexRouter on a flow of a cycle: "
+                                          "a routed name may lose the source alias that cycle detection reads, so "
+                                          f"the flows back would copy it home again (flow {flow.name})"))
         why = refusal(flow.raw, provenance=provenance(flow), translate=flow.schemas.mode == "translate",
                       rehash=flow.delivery.partition_mismatch == "hash")
         if why is not None:

@@ -14,8 +14,6 @@ PREDICATES = CONNECT + "predicates."
 # Connect transforms that need a schema: with MM2's ByteArrayConverter they fail on every record
 NEED_SCHEMA = ("MaskField", "ReplaceField", "InsertField", "Cast", "ExtractField", "Flatten", "HoistField",
                 "ValueToKey", "SetSchemaMetadata", "TimestampConverter", "HeaderFrom")
-# Connect transforms that rename the remote topic: not yet composed with policies, checkpoints, failover
-ROUTERS = ("RegexRouter", "TimestampRouter")
 
 
 def filter_all(_topic: str, _record: Record) -> Record | None:

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from mm2py.config import load_text
 from mm2py.config.filters import TopicFilter
 from mm2py.config.model import FlowConfig
+from mm2py.flow_policy import policy_for
 from mm2py.kafka.resources import TopicConfigEntry
-from mm2py.policy import policy_for
 from mm2py.source.plan.catalogue import TopicCatalogue
 from mm2py.source.plan.planner import BatchPlanner
 from mm2py.source.plan.sizing import BatchSizer

@@ -9,10 +9,13 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from mm2py.checkpoint.task import run_checkpoints
 from mm2py.config import load_text
 from mm2py.ops.failover import apply_plan, plan_failback, plan_failover
+from mm2py.ops.status import flow_status
+from mm2py.transforms.tolerance import create_dead_letter_topics
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
-from tests.kafkautil import consume, consume_all, create_topic, end_offsets, produce
+from tests.kafkautil import consume, consume_all, create_topic, end_offsets, list_topics, produce
 
 pytestmark = pytest.mark.integration
 
@@ -174,24 +177,39 @@ def test_failover_to_time_and_refusal_while_group_active(spark, cluster_a, clust
 @pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
 def test_failover_exact_across_records_a_transform_dropped(spark, cluster_a, cluster_b, unique_name, tmp_path,
                                                             delivery):
-    """A Filter drops stretches of each partition; a group committed on A inside them resumes on B at
-    the next kept record, reads part of the rest there and fails back to A: nothing kept is missed or
-    read twice, at least once and exactly once (issue 47)."""
+    """A Filter drops stretches of each partition and a Python transform fails on three records
+    (``errors.tolerance = all``: dead-lettered); a RegexRouter names the remote topic. A group committed
+    on A inside the gaps resumes on B's routed topic at the next kept record, reads part of the rest
+    there and fails back to A: nothing kept is missed or read twice, at least once and exactly once
+    (issue 47)."""
     topic = f"{unique_name}-filtered"
     create_topic(cluster_a.bootstrap, topic, 3)
+    failing = (12, 352, 900)  # kept by the Filter; MaskDigits raises on them (values pass unmasked: 4 digits)
 
-    def dropped(j: int) -> bool:  # the first five, three in every ten, 400-499 whole (batches with nothing kept)
+    def filtered(j: int) -> bool:  # the first five, three in every ten, 400-499 whole (batches with nothing kept)
         return j < 5 or j % 10 in (5, 6, 7) or 400 <= j < 500
+
+    def dropped(j: int) -> bool:  # not on B: filtered, or failed (an offset gap alike)
+        return filtered(j) or j in failing
     for p in range(3):
-        produce(cluster_a.bootstrap, topic, [(b"k", f"p{p}-{j}".encode(), [("drop", b"1")] if dropped(j) else None,
+        produce(cluster_a.bootstrap, topic, [(b"k", f"p{p}-{j}".encode(), [("drop", b"1")] if filtered(j) else None,
                                               None) for j in range(1000)], partition=p)
-    transforms = {"transforms": "drop", "transforms.drop.type": "org.apache.kafka.connect.transforms.Filter",
+    routed, dead_letters = f"{topic}.from-A", f"{unique_name}-dlq"
+    transforms = {"transforms": "drop, route, mask",
+                  "transforms.drop.type": "org.apache.kafka.connect.transforms.Filter",
                   "transforms.drop.predicate": "marked", "predicates": "marked",
                   "predicates.marked.type": "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
-                  "predicates.marked.name": "drop"}
+                  "predicates.marked.name": "drop",
+                  "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+                  "transforms.route.regex": f"A\\.({topic})", "transforms.route.replacement": "$1.from-A",
+                  "transforms.mask.type": "tests.plugins.MaskDigits",
+                  "transforms.mask.fail.offset": ",".join(map(str, failing)),
+                  "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dead_letters,
+                  "errors.deadletterqueue.topic.replication.factor": "1"}
     eos = "B.exactly.once.source.support = enabled\n" if delivery == "exactly-once" else ""
     text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic, **transforms}},
                       eos)
+    create_dead_letter_topics(load_text(text).enabled_flows)  # as the replicator's start does
     mirror_once(spark, text, tmp_path / "m1")
     group = f"{unique_name}-g"
     # committed at a dropped record, inside the long dropped stretch, inside the leading one
@@ -201,18 +219,26 @@ def test_failover_exact_across_records_a_transform_dropped(spark, cluster_a, clu
     plan = plan_failover(load_text(text), group, "A", "B")
     assert all(p.how == "syncs" for p in plan.partitions), plan
     # each partition resumes at the B offset of the first kept record at or after its commit
-    on_b = {p: {r.value: r.offset for r in rs} for p, rs in consume_all(cluster_b.bootstrap, f"A.{topic}").items()}
+    assert f"A.{topic}" not in list_topics(cluster_b.bootstrap), "only the routed name is created"
+    [row] = [r for r in flow_status(load_text(text).enabled_flows[0]).topics if r.topic == topic]
+    assert (row.remote_topic, row.lag_records, row.mirrored) == (routed, 0, 3000), "status names the routed topic"
+    dead = sorted((r.value) for rs in consume_all(cluster_b.bootstrap, dead_letters).values() for r in rs)
+    assert sorted(set(dead)) == sorted(f"p{p}-{j}".encode() for p in range(3) for j in failing), dead
+    on_b = {p: {r.value: r.offset for r in rs} for p, rs in consume_all(cluster_b.bootstrap, routed).items()}
     resume = {p: next(j for j in range(limit, 1000) if not dropped(j)) for p, limit in limits.items()}
-    assert plan.offsets == {(f"A.{topic}", p): on_b[p][f"p{p}-{j}".encode()] for p, j in resume.items()}, plan
+    assert plan.offsets == {(routed, p): on_b[p][f"p{p}-{j}".encode()] for p, j in resume.items()}, plan
+    # the group's checkpoints name the routed topic, at the same offsets
+    report = run_checkpoints(load_text(text).enabled_flows[0], [group], sync_offsets=False)
+    assert {(c.topic, c.partition): c.downstream_offset for c in report.emitted} == plan.offsets, report
     path = tmp_path / "mm2.properties"
     path.write_text(text)
     done = subprocess.run([sys.executable, "-m", "mm2py", "failover", str(path), "--group", group,
                            "--from", "A", "--to", "B", "--execute"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     # on B the group reads part of each partition, up to the last kept record before a dropped stretch
-    # (594 before 595-597, 504 before 505-507, 399 before 400-499), then fails back
-    on_b_part = consume(cluster_b.bootstrap, group, f"A.{topic}", limits={0: 112, 1: 5, 2: 275})
-    assert len(on_b_part) == 392
+    # (594 before 595-597, 504 before 505-507, 399 before 400-499; 12 and 352 failed), then fails back
+    on_b_part = consume(cluster_b.bootstrap, group, routed, limits={0: 111, 1: 5, 2: 273})
+    assert len(on_b_part) == 389
     back = plan_failback(load_text(text), group, "B", "A")
     assert all(p.how == "inverse syncs" for p in back.partitions), back
     apply_plan(load_text(text), back)

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
-from tests.kafkautil import create_topic, produce
+from tests.kafkautil import consume_all, create_topic, produce
 
 pytestmark = pytest.mark.integration
 P = "kafka_connect_mirror_mirrorsourceconnector_"
@@ -38,6 +38,7 @@ def total(metrics: dict, name: str, topic: str, **labels: str) -> float:
 
 T = "org.apache.kafka.connect.transforms."
 MINUTES, PER_MINUTE = 4, 40  # history of the filtered topic: minutes, records per minute and partition
+FAILING = ("41", "87")  # offsets of the filtered topic MaskDigits raises on, in each partition: kept records
 
 
 def filtered_history(bootstrap: str, topic: str) -> None:
@@ -53,16 +54,24 @@ def filtered_history(bootstrap: str, topic: str) -> None:
 
 def test_metrics_endpoint_counts_latency_lag_and_heartbeats(cluster_a, cluster_b, unique_name, tmp_path):
     """A->B copies raw batches; B->A filters a topic (issue 47): its transform counts and its audit, where
-    the records the Filter dropped are dropped, never missing."""
+    the records the Filter dropped are dropped, never missing. A Python transform after the Filter
+    raises on two records per partition: with ``errors.tolerance = all`` they go to the dead-letter
+    topic on A with Connect's context headers, counted failed, never missing."""
     topic, filtered = f"{unique_name}-t", f"{unique_name}-f"
     create_topic(cluster_a.bootstrap, topic, 2)
     create_topic(cluster_b.bootstrap, filtered, 3)
     filtered_history(cluster_b.bootstrap, filtered)
     port = free_port()
     config = tmp_path / "mm2.properties"
-    drop = {"topics": filtered, "transforms": "dropMarked", "transforms.dropMarked.type": T + "Filter",
+    dead_letters = f"{unique_name}-dlq"
+    drop = {"topics": filtered, "transforms": "dropMarked, mask", "transforms.dropMarked.type": T + "Filter",
             "transforms.dropMarked.predicate": "marked", "predicates": "marked",
-            "predicates.marked.type": T + "predicates.HasHeaderKey", "predicates.marked.name": "drop"}
+            "predicates.marked.type": T + "predicates.HasHeaderKey", "predicates.marked.name": "drop",
+            # kept records of the two audited minutes (offsets 40..119 of each partition) fail
+            "transforms.mask.type": "tests.plugins.MaskDigits", "transforms.mask.fail.offset": ",".join(FAILING),
+            "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dead_letters,
+            "errors.deadletterqueue.topic.replication.factor": "1",
+            "errors.deadletterqueue.context.headers.enable": "true"}
     config.write_text(properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
                                  {"A->B": {"topics": topic}, "B->A": drop},
                                  f"metrics.port = {port}\nemit.checkpoints.enabled = false\n"
@@ -92,17 +101,30 @@ def test_metrics_endpoint_counts_latency_lag_and_heartbeats(cluster_a, cluster_b
         assert total(got, "mm2py_transform_records_dropped_total", remote_f, **flow) == dropped
         assert total(got, "mm2py_transform_records_out_total", remote_f, **flow) == records - dropped
         assert total(got, "mm2py_transform_records_failed_total", remote_f, **flow) == 0
-        assert total(got, P + "record_count", remote_f, source="B") == records - dropped
+        mask = {**flow, "transform": "mask"}
+        failed = 3 * len(FAILING)
+        assert total(got, "mm2py_transform_records_in_total", remote_f, **mask) == records - dropped
+        assert total(got, "mm2py_transform_records_failed_total", remote_f, **mask) == failed
+        assert total(got, "mm2py_transform_records_out_total", remote_f, **mask) == records - dropped - failed
+        assert total(got, P + "record_count", remote_f, source="B") == records - dropped - failed
+        dead = consume_all(cluster_a.bootstrap, dead_letters)
+        heads = [(dict(r.headers), r.value) for rs in dead.values() for r in rs]
+        got_dead = sorted((h["__connect.errors.partition"], v, h["__connect.errors.offset"]) for h, v in heads)
+        assert got_dead == sorted((b"%d" % p, b"f%d" % (int(o) % PER_MINUTE), o.encode())
+                                  for p in range(3) for o in FAILING), "the source's records, as they were"
+        assert all(h["__connect.errors.stage"] == b"TRANSFORMATION" and h["__connect.errors.topic"] == filtered.encode()
+                   and h["__connect.errors.exception.class.name"] == b"builtins.ValueError" for h, _v in heads)
         assert not any(n.startswith("mm2py_transform_") and ("topic", remote) in ls for n, ls in got), \
             "A->B has no transforms: its topic is counted by none"
         # the audit compares the minutes between the oldest and the newest: the Filter dropped 10 of each
         # minute's 40 per partition there; RecordsMissing's series stays 0
         audited = 3 * (MINUTES - 2) * PER_MINUTE
-        wait_for(lambda: total(scrape(port), "mm2py_audit_target_records", remote_f, source="B") == audited * 3 // 4,
-                 60, "the audit of the filtered topic", rep)
+        wait_for(lambda: total(scrape(port), "mm2py_audit_target_records", remote_f, source="B")
+                 == audited * 3 // 4 - failed, 60, "the audit of the filtered topic", rep)
         got = scrape(port)
-        assert total(got, "mm2py_audit_source_records", remote_f, source="B") == audited * 3 // 4
+        assert total(got, "mm2py_audit_source_records", remote_f, source="B") == audited * 3 // 4 - failed
         assert total(got, "mm2py_audit_dropped_records", remote_f, source="B") == audited // 4
+        assert total(got, "mm2py_audit_failed_records", remote_f, source="B") == failed
         assert total(got, "mm2py_audit_missing_records", remote_f, source="B") == 0
         assert total(got, "mm2py_audit_duplicate_records", remote_f, source="B") == 0
     finally:

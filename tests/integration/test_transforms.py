@@ -3,6 +3,8 @@
 The same MM2 file runs twice on the same data: mm2py mirrors A->B, Apache MM2 (the jars the
 project fetches) mirrors A->C. Both remote topics must hold the same records, partition by
 partition, in the same order: what each transform and predicate does is what MM2 does.
+A RegexRouter renames the remote topic in both; MM2 creates the policy's name (``A.<topic>``) and
+sends to the routed one, which an MM2 operator must create: the test creates it on C.
 
 A Python transform (``tests.plugins.MaskDigits``) has no MM2 to compare with: its reference is
 the class itself, run here on every record of A; B must hold what it returns, record for record.
@@ -33,11 +35,14 @@ P = T + "predicates."
 PARTITIONS = 3
 
 
-def chain_keys(audit: str) -> dict[str, str]:
-    """Drop test records, the audit topic, unflagged records and tombstones; strip two headers; mark
-    records that had a secret, and append a second ``id`` header (InsertHeader: null, as MM2 copies)."""
+def chain_keys(orders: str, audit: str) -> dict[str, str]:
+    """Route ``A.<orders>`` to ``<orders>.from-A``; drop test records, the audit topic, unflagged records
+    and tombstones; strip two headers; mark records that had a secret, and append a second ``id``
+    header (InsertHeader: null, as MM2 copies)."""
     return {
-        "transforms": "dropTests, markSecret, tagId, strip, dropAudit, dropUnflagged, dropTombstones",
+        "transforms": "route, dropTests, markSecret, tagId, strip, dropAudit, dropUnflagged, dropTombstones",
+        "transforms.route.type": T + "RegexRouter", "transforms.route.regex": f"A\\.({orders})",
+        "transforms.route.replacement": "$1.from-A",
         "transforms.dropTests.type": T + "Filter", "transforms.dropTests.predicate": "isTest",
         "transforms.markSecret.type": T + "InsertHeader", "transforms.markSecret.predicate": "hasSecret",
         "transforms.markSecret.header": "had-secret", "transforms.markSecret.value.literal": "null",
@@ -92,7 +97,7 @@ def test_filter_drop_headers_insert_header_and_predicates_match_apache_mm2(spark
     create_topic(cluster_a.bootstrap, audit, 1)
     produce(cluster_a.bootstrap, topic, records(600))
     produce(cluster_a.bootstrap, audit, records(50))
-    keys = {"topics": f"{topic}, {audit}", "emit.checkpoints.enabled": "false", **chain_keys(audit)}
+    keys = {"topics": f"{topic}, {audit}", "emit.checkpoints.enabled": "false", **chain_keys(topic, audit)}
 
     # mm2py: A->B
     text_b = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": keys})
@@ -101,8 +106,10 @@ def test_filter_drop_headers_insert_header_and_predicates_match_apache_mm2(spark
     config_c = tmp_path / "mm2-c.properties"
     worker = MM2_WORKER + "refresh.topics.interval.seconds = 5\noffset.flush.interval.ms = 2000\n"
     config_c.write_text(properties({"A": cluster_a.bootstrap, "C": cluster_c.bootstrap}, {"A->C": keys}, worker))
-    remote = f"A.{topic}"
+    remote = f"{topic}.from-A"  # RegexRouter's name for A.<topic>
+    assert f"A.{topic}" not in list_topics(cluster_b.bootstrap), "mm2py creates the routed topic only"
     ours = shape(consume_all(cluster_b.bootstrap, remote))
+    create_topic(cluster_c.bootstrap, remote, PARTITIONS)  # MM2 creates A.<topic> only, and sends to this one
     mm2 = Mm2(config_c, tmp_path / "mm2.log").start()
     try:
         # wait for MM2's copy to hold as many records per partition as mm2py's, then a little longer

@@ -19,9 +19,9 @@ from mm2py.config import load_text
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.config.rdkafka_keys import RDKAFKA_CONSUMER, RDKAFKA_PRODUCER
 from mm2py.errors import ConfigError
+from mm2py.flow_policy import offset_syncs_location
 from mm2py.kafka.clientconf import kafka_python_config, rdkafka_config
 from mm2py.kafka.wire import RawClient, TopicIds, settings_of
-from mm2py.policy import offset_syncs_location
 from mm2py.source.copy.copy_settings import MAX_IN_FLIGHT_PER_PARTITION, CopySettings
 
 BASE = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"

@@ -8,8 +8,8 @@ import pytest
 
 from mm2py.config import load_text
 from mm2py.errors import KafkaError
+from mm2py.flow_policy import policy_for
 from mm2py.formats import OffsetSync
-from mm2py.policy import policy_for
 from mm2py.source.plan.commit import FlowCommitter
 from mm2py.source.ranges import RangeResult
 from mm2py.source.sync_history import run_starts

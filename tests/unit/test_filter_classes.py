@@ -36,9 +36,9 @@ from mm2py.config.filters import (
 )
 from mm2py.config.model import FlowConfig
 from mm2py.errors import ConfigError, ConfigProblem
+from mm2py.flow_policy import policy_for
 from mm2py.kafka.resources import TopicConfigEntry
 from mm2py.metadata.configs import creation_configs
-from mm2py.policy import policy_for
 from mm2py.topology import Hop, check_topology, loop_guard, unsafe_cycle
 from tests.plugins import NoRetention, PrefixGroups, SuffixTopics
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from mm2py.audit.buckets import BUCKET_MS, compare
 from mm2py.audit.scanner import PartitionCounts, scan
 from mm2py.kafka.batches import split_batches
 from mm2py.kafka.fetch_response import FetchedPartition
-from mm2py.transforms import chain_for
+from mm2py.transforms import LinkFailed, chain_for
 
 T0 = 1_700_000_040_000 - 1_700_000_040_000 % BUCKET_MS  # a minute's start
 
@@ -137,3 +138,22 @@ def test_records_a_transform_dropped_are_counted_dropped_never_missing():
     f = compare("A->B", "A.t", 0, counts.counts, {}, oldest_source_bucket=counts.oldest,
                 newest_source_bucket=counts.newest, dropped=counts.dropped)
     assert (f.buckets, f.missing, f.dropped, f.source_records) == (1, 0, 10, 0)
+
+
+def test_records_a_transform_failed_on_are_counted_failed_never_missing():
+    """errors.tolerance = all: a record a transform raised on is left out like a dropped one and
+    counted as failed; without tolerance the audit round fails as the flow does."""
+    raw = {"transforms": "mask", "transforms.mask.type": "tests.plugins.MaskDigits", "transforms.mask.drop": "none",
+           "transforms.mask.fail.offset": "4,12,13"}
+    chain = chain_for(raw)
+    log = FakeLog([(0, 10, T0 + 5), (10, 10, T0 + 61_000), (20, 10, T0 + 125_000)], log_start=0)
+    counts = PartitionCounts()
+    scan(log, 1, ("t", 0), counts, 0, 30, chain=chain, remote_topic="A.t", tolerate=True)
+    assert counts.failed == {T0: 1, T0 + BUCKET_MS: 2} and counts.dropped == {}
+    assert counts.counts == {T0: 9, T0 + BUCKET_MS: 8, T0 + 2 * BUCKET_MS: 10}
+    # the target holds what the chain kept: nothing missing, the two failed records reported apart
+    f = compare("A->B", "A.t", 0, counts.counts, {T0 + BUCKET_MS: 8}, oldest_source_bucket=counts.oldest,
+                newest_source_bucket=counts.newest, dropped=counts.dropped, failed=counts.failed)
+    assert (f.buckets, f.missing, f.failed, f.dropped) == (1, 0, 2, 0)
+    with pytest.raises(LinkFailed, match="offset|cannot mask"):
+        scan(log, 1, ("t", 0), PartitionCounts(), 0, 30, chain=chain, remote_topic="A.t")

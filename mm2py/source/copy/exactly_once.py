@@ -26,6 +26,7 @@ import structlog
 
 from mm2py.config.model import FlowConfig
 from mm2py.errors import AuthorizationError, KafkaError, Mm2pyError
+from mm2py.flow_policy import offset_syncs_history_location, offset_syncs_location
 from mm2py.kafka.admin import Admin, principal_of
 from mm2py.kafka.compacted import ensure_compacted_topic
 from mm2py.kafka.transactions import (
@@ -35,7 +36,6 @@ from mm2py.kafka.transactions import (
     transaction_version,
 )
 from mm2py.kafka.wire import RawClient
-from mm2py.policy import offset_syncs_history_location, offset_syncs_location
 from mm2py.source.copy.copy_settings import CopySettings
 from mm2py.source.copy.transactional import ExactlyOnce, transactional_id, transactional_prefix
 from mm2py.stores.positions import PositionStore, offsets_topic

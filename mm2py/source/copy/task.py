@@ -21,6 +21,7 @@ from mm2py.schemas.settings import SchemaSettings
 from mm2py.source.copy.copier import Copier
 from mm2py.source.copy.copy_mode import PLAIN, CopyMode
 from mm2py.source.copy.copy_settings import CopySettings, ProducerState
+from mm2py.source.copy.dead_letters import DeadLetters
 from mm2py.source.copy.exactly_once import spec_for
 from mm2py.source.copy.producer_slot import ProducerSlot
 from mm2py.source.copy.rehash import RehashWriter
@@ -32,6 +33,7 @@ from mm2py.source.provenance import ProducerIds, Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.stores.positions import PositionStore
 from mm2py.transforms import chain_for, transform_keys
+from mm2py.transforms.tolerance import ErrorPolicy, error_policy
 from mm2py.types import TP
 from mm2py.worker import kept_state, kept_writer, task_clients
 
@@ -53,7 +55,7 @@ class CopySpec:
     ``exactly_once``: the flow's transactions (mm2py.source.copy.transactional), None at-least-once;
     ``schemas``: a ``schemas.mode = translate`` flow's, whose ranges take the translating writer;
     ``transforms``: the keys the flow's transform chain is built from on the executor (a chain
-    holds functions, the keys pickle).
+    holds functions, the keys pickle); ``errors``: what a record a transform fails on does.
     """
 
     source: ClusterConfig
@@ -62,6 +64,7 @@ class CopySpec:
     exactly_once: ExactlyOnce | None = None
     schemas: SchemaSettings | None = None
     transforms: tuple[tuple[str, str], ...] = ()  # the flow's transform keys (mm2py.transforms.transform_keys)
+    errors: ErrorPolicy = ErrorPolicy()  # what a record a transform fails on does (errors.tolerance)
 
     @classmethod
     def for_flow(cls, spec: FlowSpec) -> CopySpec:
@@ -69,7 +72,7 @@ class CopySpec:
         data producer (mm2py.config.clients), its transactions (None: at-least-once), schema translation."""
         flow = spec.flow
         return cls(flow.source, flow.target, CopySettings.for_flow(flow), spec_for(flow),
-                   SchemaSettings.for_flow(spec), transform_keys(flow.raw))
+                   SchemaSettings.for_flow(spec), transform_keys(flow.raw), error_policy(flow.raw))
 
     @property
     def principals(self) -> tuple[str | None, str | None]:
@@ -172,8 +175,12 @@ def _copier(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges: list[P
         translating = TranslatingWriter(settings.coalesce_bytes, target=target, schemas=schemas,
                                         client_id=run.client_id, produce_timeout_ms=settings.produce_timeout_ms)
         return Copier(src, dst, ranges, settings, replace(mode, writer=translating))
-    writer = (TransformingWriter(chain_for(dict(spec.transforms)), settings.coalesce_bytes,
-                                 flow=f"{spec.source.alias}->{target.alias}") if spec.transforms else None)
+    writer = None
+    if spec.transforms:
+        dead_letters = (DeadLetters(target, spec.errors.dead_letter_topic, run.client_id, settings.produce_timeout_ms)
+                        if spec.errors.dead_letter_topic else None)
+        writer = TransformingWriter(chain_for(dict(spec.transforms)), settings.coalesce_bytes,
+                                    f"{spec.source.alias}->{target.alias}", spec.errors, dead_letters)
     return Copier(src, dst, ranges, settings, replace(mode, writer=writer))
 
 

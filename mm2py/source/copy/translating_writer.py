@@ -24,18 +24,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from confluent_kafka import KafkaException, Producer
-
 from mm2py.config.model import ClusterConfig
-from mm2py.errors import KafkaError, SchemaError
+from mm2py.errors import SchemaError
 from mm2py.kafka import batches as rb
-from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.schemas import inplace
 from mm2py.schemas.registry import registry_for
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.schemas.subjects import SubjectSync, Untranslatable
 from mm2py.schemas.translate import IdTranslator
 from mm2py.source.copy.batch_writer import BatchWriter, owned_records
+from mm2py.source.copy.dead_letters import DeadLetters
 from mm2py.source.copy.partition import PartitionCopy, Pending
 from mm2py.source.ranges import PartitionRange, RangeResult
 
@@ -67,35 +65,14 @@ class TranslatingWriter(BatchWriter):
         self.translator = translator_for(schemas)
         self.id_maps: dict[str, inplace.IdMap] = {}  # by source topic
         self.framed_keys: dict[str, bool] = {}  # by source topic: schemas.keys decided
-        self.dead_letters: Producer | None = None
-        self.failures: list[str] = []
+        self.dead_letters = DeadLetters(target, schemas.dead_letter_topic, client_id, produce_timeout_ms)
         self.passed: dict[tuple[str, int], int] = {}  # per source partition
         self.dead_lettered: dict[tuple[str, int], int] = {}
 
-    def _dead_letter_producer(self) -> Producer:
-        if self.dead_letters is None:
-            conf = rdkafka_config(self.target.bootstrap_servers, self.target.producer, self.target.alias, "producer")
-            conf.setdefault("client.id", f"{self.client_id}-dead-letter")
-            conf.update({"acks": "all", "enable.idempotence": True})
-            self.dead_letters = Producer(conf)
-        return self.dead_letters
-
-    def _on_delivery(self, err: object, msg: object) -> None:
-        if err is not None:
-            self.failures.append(f"{msg.topic()}: {err}")  # type: ignore[attr-defined]
-
     def _dead_letter(self, rec: rb.Record, r: PartitionRange, reason: str) -> None:
-        headers: list[tuple[str, str | bytes | None]] = [
-            *rec.headers, ("mm2py.error", reason.encode()), ("mm2py.topic", r.topic.encode()),
-            ("mm2py.partition", str(r.partition).encode()), ("mm2py.offset", str(rec.offset).encode())]
-        producer = self._dead_letter_producer()
-        while True:
-            try:
-                producer.produce(self.schemas.dead_letter_topic, key=rec.key, value=rec.value,
-                                 timestamp=rec.timestamp, headers=headers, on_delivery=self._on_delivery)
-                return
-            except BufferError:
-                producer.poll(0.1)
+        self.dead_letters.send(rec, [*rec.headers, ("mm2py.error", reason.encode()), ("mm2py.topic", r.topic.encode()),
+                                     ("mm2py.partition", str(r.partition).encode()),
+                                     ("mm2py.offset", str(rec.offset).encode())])
 
     def _id_map(self, r: PartitionRange) -> inplace.IdMap:
         """Source id -> the target id's bytes, for records of ``r``'s topic (subjects follow topic names)."""
@@ -162,17 +139,7 @@ class TranslatingWriter(BatchWriter):
 
     def settle(self) -> None:
         """Every dead-lettered record written (acks=all) before progress past it is recorded."""
-        if self.dead_letters is None:
-            return
-        try:
-            left = self.dead_letters.flush(self.produce_timeout_ms / 1000)
-        except KafkaException as e:
-            self.failures.append(str(e))
-            left = -1
-        if left or self.failures:
-            raise KafkaError(f"dead-lettered records not all written ({left} unsent): "
-                             f"{'; '.join(self.failures[:3])}", cluster=self.target.alias,
-                             topic=self.schemas.dead_letter_topic, retriable=True)
+        self.dead_letters.settle()
 
     def finish(self, results: list[RangeResult]) -> list[RangeResult]:
         return [replace(r, schema_passed=self.passed.get((r.topic, r.partition), 0),

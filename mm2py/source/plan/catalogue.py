@@ -13,6 +13,7 @@ from mm2py.errors import KafkaError, missing_acl
 from mm2py.kafka.admin import Admin
 from mm2py.metadata.sync import MetadataSync
 from mm2py.policy import ReplicationPolicy
+from mm2py.routing import refuse_clashes
 from mm2py.source.plan.deletes import orphaned_remote_topics
 from mm2py.source.plan.listing import OffsetLister
 from mm2py.source.plan.mismatch import Action, on_fewer_partitions
@@ -149,8 +150,10 @@ class TopicCatalogue:
         self._create_missing(self._wanted(self.src.topics()), self.dst.topics())
 
     def _wanted(self, source_topics: Mapping[str, int]) -> dict[str, int]:
-        """The source topics this flow mirrors, with their partition counts."""
-        return {t: n for t, n in source_topics.items() if self.mirrored(t)}
+        """The source topics this flow mirrors, with their partition counts (one remote topic each)."""
+        wanted = {t: n for t, n in source_topics.items() if self.mirrored(t)}
+        refuse_clashes(self.flow.name, wanted, self.remote_topic)
+        return wanted
 
     def _create_missing(self, wanted: Mapping[str, int], target_topics: Mapping[str, int]) -> None:
         """Create the remote topic of each topic of ``wanted`` (name -> partitions) not in ``target_topics``."""

@@ -10,8 +10,11 @@ from pathlib import Path
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from mm2py.config.model import FlowConfig
 from mm2py.kafka import batches as rb
 from mm2py.kafka.wire import RawClient
+from mm2py.ops.digest import digest_ranges
+from mm2py.ops.verify import audit_one, plan_audit
 from tests.kafkautil import Record, compare
 
 # the Connect worker's own topics, for Apache MM2 on single-broker clusters (mm2py accepts them)
@@ -97,3 +100,27 @@ def raw_batches(cluster, topic: str, partition: int) -> list[tuple[int, int, byt
                 offset = v.next_offset
     finally:
         client.close()
+
+
+def verify_left_out(flow: FlowConfig) -> tuple[list, dict[str, int]]:
+    """``mm2py verify``'s checks of ``flow`` (run here, without Spark): the partitions that differ, and
+    per source topic the records its transform chain left out (dropped, or failed under tolerance all)."""
+    results = [audit_one(r) for r in plan_audit(flow)]
+    left_out: dict[str, int] = {}
+    for a in results:
+        left_out[a.check.topic] = left_out.get(a.check.topic, 0) + a.check.source.dropped
+    return [a.check for a in results if not a.check.ok], left_out
+
+
+def assert_verify_replays(flow: FlowConfig, left_out: dict[str, int]) -> None:
+    """``mm2py verify`` finds every partition of ``flow`` equal, ``left_out`` records counted apart per topic.
+
+    The same source range digested without the chain differs from the target: what verify compares
+    is the replay.
+    """
+    differing, got = verify_left_out(flow)
+    assert not differing, differing
+    assert {t: got.get(t, 0) for t in left_out} == left_out, got
+    first = next(r for r in plan_audit(flow) if r.source[1] > r.source[0])
+    plain = digest_ranges(flow.source, first.topic, {first.partition: first.source})[first.partition]
+    assert plain != audit_one(first).check.target, "without the replay the source differs from the target"

@@ -9,7 +9,9 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from mm2py.config import load_text
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
+from tests.integration.target_checks import assert_verify_replays, verify_left_out
 from tests.kafkautil import consume_all, create_topic, produce
 
 pytestmark = pytest.mark.integration
@@ -127,5 +129,10 @@ def test_metrics_endpoint_counts_latency_lag_and_heartbeats(cluster_a, cluster_b
         assert total(got, "mm2py_audit_failed_records", remote_f, source="B") == failed
         assert total(got, "mm2py_audit_missing_records", remote_f, source="B") == 0
         assert total(got, "mm2py_audit_duplicate_records", remote_f, source="B") == 0
+        # mm2py verify: equal once the positions cover every record, the dropped and failed ones left out
+        flow_ba = next(f for f in load_text(config.read_text()).enabled_flows if f.name == "B->A")
+        wait_for(lambda: verify_left_out(flow_ba)[1].get(filtered) == dropped + failed, 60,
+                 "verify covering every record of the filtered topic", rep)
+        assert_verify_replays(flow_ba, {filtered: dropped + failed})
     finally:
         assert rep.stop() == 0, rep.tail()

@@ -19,12 +19,10 @@ import pytest
 from bench.rolling_restart import Mm2
 from mm2py.config import load_text
 from mm2py.errors import ConfigError, TransformFailedError
-from mm2py.ops.digest import digest_ranges
-from mm2py.ops.verify import audit_one, plan_audit
 from mm2py.transforms import Record as Rec
 from mm2py.transforms import check_flows
 from tests.integration.mirror_helpers import mirror_once, properties, wait_for
-from tests.integration.target_checks import MM2_WORKER
+from tests.integration.target_checks import MM2_WORKER, assert_verify_replays
 from tests.kafkautil import Record, consume_all, create_topic, end_offsets, list_topics, produce
 from tests.plugins import MaskDigits
 
@@ -139,23 +137,7 @@ def test_filter_drop_headers_insert_header_and_predicates_match_apache_mm2(spark
     assert sum(end_offsets(cluster_b.bootstrap, f"A.{audit}").values()) == 0
     assert sum(end_offsets(cluster_c.bootstrap, f"A.{audit}").values()) == 0
     print(f"transforms: {kept} of 600 records kept on B and on C, equal per partition")
-    assert_verify_replays(text_b, {topic: 600 - kept, audit: 50})
-
-
-def assert_verify_replays(text: str, dropped: dict[str, int]) -> None:
-    """``mm2py verify``'s checks on every transformed partition: equal, the chain's drops counted apart.
-
-    The same source ranges digested without the chain differ: what verify compares is the replay.
-    """
-    flow = load_text(text).enabled_flows[0]
-    ranges = plan_audit(flow)
-    results = [audit_one(r) for r in ranges]
-    assert results and all(a.check.ok for a in results), [a.check for a in results if not a.check.ok]
-    got = {t: sum(a.check.source.dropped for a in results if a.check.topic == t) for t in dropped}
-    assert got == dropped, got
-    first = next(r for r in ranges if r.source[1] > r.source[0])
-    plain = digest_ranges(flow.source, first.topic, {first.partition: first.source})[first.partition]
-    assert plain != audit_one(first).check.target, "without the replay the source differs from the target"
+    assert_verify_replays(load_text(text_b).enabled_flows[0], {topic: 600 - kept, audit: 50})
 
 
 def test_insert_header_with_a_value_fails_apache_mm2_and_mm2py_refuses_it(cluster_a, cluster_c, unique_name,
@@ -226,8 +208,8 @@ def test_a_python_transform_gives_on_b_what_it_gives_on_a_records(spark, cluster
     assert all(v[-4:].isdigit() and not any(48 <= b <= 57 for b in v[:-4])
                for rs in got.values() for _k, v, _h, _t in rs)
     print(f"python transform: {kept} of 900 records kept on B, each what MaskDigits gives on A")
-    assert_verify_replays(properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": keys}),
-                          {topic: 900 - kept})
+    flow = load_text(properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": keys}))
+    assert_verify_replays(flow.enabled_flows[0], {topic: 900 - kept})
 
 
 def test_a_python_transform_raising_stops_the_flow_naming_the_record(spark, cluster_a, cluster_b, unique_name,

@@ -24,7 +24,6 @@ from mm2py.dev import cluster as devcluster
 from mm2py.dev import kerberos
 from mm2py.kafka import krb5login
 from mm2py.kafka.clientconf import kafka_python_config
-from mm2py.kafka.krb5conf import rdkafka_has_gssapi
 from mm2py.kafka.wire import RawClient
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import REPO, SINGLE_BROKER, Replicator, wait_for
@@ -155,9 +154,7 @@ def mm2_file(krb_cluster: devcluster.DevCluster, target: devcluster.DevCluster, 
     return "\n".join(lines + [f"A.{k} = {v}" for k, v in props.items()]) + "\n" + SINGLE_BROKER
 
 
-@pytest.mark.skipif(not rdkafka_has_gssapi(), reason="confluent-kafka's bundled librdkafka is built without GSSAPI "
-                    "(its Linux wheels are); mm2py's admin, offset-syncs and checkpoint clients are librdkafka's: "
-                    "run with make kerberos-clients' .venv-krb/bin/python")
+@pytest.mark.krb_clients  # mm2py's admin, offset-syncs and checkpoint clients are librdkafka's (tests/lanes.py)
 def test_a_kerberos_only_source_mirrors_through_connect_mirror_maker(krb_cluster, cluster_b, unique_name, tmp_path):
     topic = f"{unique_name}-t"
     sent = kp_produce(krb_cluster, topic, 2, 200)

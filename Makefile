@@ -10,7 +10,7 @@ APICURIO_VERSION := 3.3.3
 APICURIO_STAMP := .cache/apicurio-registry-$(APICURIO_VERSION)/quarkus-run.jar
 PYTEST_ARGS ?=
 
-.PHONY: config-doc all demo test unit integration integration-krb bench bench-quick lint typecheck jars spark-kafka registry venv clean clean-var
+.PHONY: config-doc all demo test unit integration integration-krb bench bench-quick bench-quick-tls lint typecheck jars spark-kafka registry venv clean clean-var
 
 all: test
 
@@ -136,16 +136,22 @@ integration: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) $(SPARK_KAFKA_STAMP) 
 integration-krb: $(KRB_VENV_STAMP) $(JARS_STAMP) prometheus kerberos
 	$(KRB_VENV)/bin/python -m pytest -q -m krb_clients $(PYTEST_ARGS) tests/integration
 
-# workloads a-e, 3 alternating pairs (about 2 hours); both write docs/benchmarks.md's tables
-# when every run verified
+# workloads a-e, 3 alternating pairs, and b on TLS clusters beside plaintext (the cost of TLS);
+# each target writes docs/benchmarks.md's tables when every run verified
 bench: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP)
-	$(PY) -m bench.run --publish
+	$(PY) -m bench.run --security plaintext,tls --tls-workloads b --publish
 
 # the quick subset: the 1 KiB catch-up at 6.5 GB (mm2py's copy window over 10 s), one pair after
 # one warm-up run of each tool (without it the first tool, MM2, runs on brokers whose JIT is
 # cold and reads 40% slower)
 bench-quick: $(VENV_STAMP) $(JARS_STAMP)
 	$(PY) -m bench.run --workloads b --scale 1.35 --pairs 1 --warmup-runs 1 --tools floor,mm2,mm2py --publish
+
+# bench-quick's runs on TLS clusters only (both modes in one go would take twice as long): its
+# table sits beside bench-quick's plaintext one, from another invocation, so it states no cost of TLS
+bench-quick-tls: $(VENV_STAMP) $(JARS_STAMP)
+	$(PY) -m bench.run --workloads b --scale 1.35 --pairs 1 --warmup-runs 1 --tools floor,mm2,mm2py --security tls \
+		--publish
 
 config-doc: $(VENV_STAMP)
 	$(PY) -c 'from mm2py.config.support import render; print(render(), end="")' > docs/configuration.md

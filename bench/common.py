@@ -20,6 +20,9 @@ from mm2py.dev import cluster as devcluster
 from mm2py.kafka.admin import Admin
 
 REPO = Path(__file__).resolve().parent.parent
+# added to every port the bench's clusters listen on, as MM2PY_TEST_PORT_OFFSET moves the tests'
+# (tests/conftest.py): benches of several checkouts then run side by side
+PORT_OFFSET = int(os.environ.get("MM2PY_TEST_PORT_OFFSET", "0"))
 WORK = REPO / "bench" / "work"
 BROKER_PROPERTIES = {
     # a mirrored topic is deleted after each run; its files must leave before the next run, not

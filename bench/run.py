@@ -10,8 +10,13 @@ compiler threads took 11.8% of a 2-core machine's CPU, about 8 CPU-seconds). The
 with the JVM options of Kafka's own start scripts, and each catch-up run's copy window starts
 with the memory it needs recently touched (``WarmMemory``, held until the first record lands):
 two costs of this machine, not of any replicator.
-Writes bench/results.json and bench/results.md; ``--publish`` also writes docs/bench-results.json
-and the summary in docs/benchmarks.md, to be committed.
+Writes bench/results.json and bench/results.md; ``--publish`` also writes the docs (bench.publish):
+docs/bench-results.json and the summary in docs/benchmarks.md, to be committed.
+
+``--security plaintext,tls`` runs every tool, floor included, in each mode on the same brokers
+and loaded data: TLS runs reach both clusters through an SSL client listener beside each
+broker's PLAINTEXT one, with the settings an MM2 operator writes (bench.security); the runs of
+both modes alternate as one sequence, and each mode gets its own tables.
 
 Tool ``floor`` is each workload with no replicator (run_floor, bench.floor): the backlog read on A
 by Kafka's own consumer perf tool, or the probe reading the source topic itself; a target it misses is out of
@@ -34,14 +39,12 @@ import argparse
 import datetime
 import json
 import os
-import shlex
-import statistics
 import struct
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import psutil
@@ -52,6 +55,7 @@ from bench.common import (
     BROKER_HEAP,
     BROKER_JVM,
     BROKER_PROPERTIES,
+    PORT_OFFSET,
     REPO,
     WORK,
     Brokers,
@@ -61,14 +65,18 @@ from bench.common import (
     target_total,
     write_log4j,
 )
-from bench.landed import check_landed, verdict_of
+from bench.landed import check_landed
 from bench.measure import TreeSampler, percentile
+from bench.publish import publish, summarize
+from bench.results import RunResult, cpu_per_gb
+from bench.security import Network, TlsStores, broker_listeners, java_properties, make_stores, network, security_plan
 from mm2py.config.model import ClusterConfig
 from mm2py.dev import cluster as devcluster
 from mm2py.kafka.admin import Admin
 from mm2py.stores.positions import PositionStore, PositionTail
 
-A_PORT, B_PORT = 29092, 29192
+# MM2PY_TEST_PORT_OFFSET moves them (and the registries' and TLS listeners' beside them), as for the tests
+A_PORT, B_PORT = 29092 + PORT_OFFSET, 29192 + PORT_OFFSET
 TMPFS = Path("/dev/shm")
 # left for the processes when broker logs live in memory: two brokers (1 GiB heaps), MM2 (3 GiB
 # heap; ~2.6 GB RSS measured with 2 GiB) or mm2py (~2.2 GB), the load producer's buffers, the OS
@@ -80,8 +88,6 @@ TOUCH_CHUNK = 256 << 20
 # of the touched memory, what is freed before the tool starts, for its own start-up (MM2 ~2.6 GB
 # RSS, mm2py ~2.2 GB); the rest is freed when the tool's first record lands (WarmMemory)
 TOOL_START_MEMORY = 3 << 30
-# ratios of copy-window throughput only from windows at least this long (shorter: start to end)
-MIN_RATIO_WINDOW_S = 10.0
 # mm2py-lowlat: copy tasks of a caught-up flow tail for a minute (README, "Latency")
 LOW_LATENCY_TAIL_MS = 60000
 # a run whose target count stands still this long after its first record has failed
@@ -157,43 +163,6 @@ def avro_values(topic: str, size: int, count: int = 1000) -> list[bytes]:
                        SerializationContext(topic, MessageField.VALUE)) for i in range(count)]
 
 
-@dataclass
-class RunResult:
-    tool: str
-    workload: str
-    pair: int
-    records: int
-    bytes: int
-    startup_s: float
-    mirror_s: float
-    records_per_s: float
-    mb_per_s: float
-    cpu_s: float
-    cpu_s_per_gb: float
-    peak_rss_mb: float
-    latency_ms: dict[str, float] = field(default_factory=dict)
-    cpu_by_kind: dict[str, float] = field(default_factory=dict)
-    # CPU seconds per GB the source and target brokers spent over the same run: on a small
-    # machine they share the cores with the replicator, and bound how fast any of them can go
-    broker_cpu_s_per_gb: dict[str, float] = field(default_factory=dict)
-    # what landed (bench.landed, after the tool stopped): records read back from the target and
-    # compared, extra copies of source records there (at-least-once), and the partitions whose
-    # records are not the source's ("topic:partition", the first 20 of them)
-    verified_records: int = 0
-    duplicates: int = 0
-    differences: int = 0
-    differing: list[str] = field(default_factory=list)
-    verify_s: float = 0.0
-
-    def verdict(self) -> str:
-        return verdict([self])
-
-
-def cpu_per_gb(before: dict[str, float], after: dict[str, float], gb: float) -> dict[str, float]:
-    """CPU seconds each broker used between two ``Brokers.cpu()`` per GB moved; empty when nothing moved."""
-    return {role: round((after[role] - used) / gb, 1) for role, used in before.items()} if gb else {}
-
-
 def topic_names(w: Workload) -> list[str]:
     return [f"bench-{w.name}"] if w.topics == 1 else [f"bench-{w.name}-{i:03d}" for i in range(w.topics)]
 
@@ -215,7 +184,7 @@ def choose_broker_dir(requested: str, chosen: list[Workload]) -> tuple[Path, str
     if requested != "auto":
         return Path(requested).resolve(), f"broker logs in {requested} (--broker-dir)"
     need = sum(log_bytes(w) for w in chosen if not w.steady_rate) + max(log_bytes(w) for w in chosen)
-    shm = TMPFS / "mm2py-bench"
+    shm = TMPFS / ("mm2py-bench" if not PORT_OFFSET else f"mm2py-bench{PORT_OFFSET:+d}")  # one per port offset
     if TMPFS.is_dir():
         fs = os.statvfs(TMPFS)
         # an interrupted bench's clusters are reused, their source logs included: that room is ours
@@ -269,11 +238,16 @@ def committed_total(tail: PositionTail, topics: list[str]) -> int:
     return sum(position + 1 for (topic, _), position in tail.refresh().items() if topic in topics)
 
 
-def mm2_properties(alias: str, w: Workload, tool: str) -> str:
+def mm2_properties(alias: str, w: Workload, tool: str, net: Network | None = None) -> str:
+    """The MM2 file of one run; ``net`` (default plaintext) gives both clusters' ports and client
+    security settings, as an MM2 operator writes them for each cluster alias."""
+    net = net or network("plaintext", A_PORT, B_PORT, None)
     lines = [
         # a steady run mirrors its own topic only: earlier runs' steady topics stay on the source
-        *flow_properties(alias, A_PORT, B_PORT,
+        *flow_properties(alias, net.source.port, net.target.port,
                          f"{topic_names(w)[0]}-{alias}" if w.steady_rate else f"bench-{w.name}.*"),
+        *net.source.lines(alias),
+        *net.target.lines("tgt"),
         f"tasks.max = {max(w.partitions, 2) if w.topics == 1 else 4}",
         # MM2's documented tuning: batching producer, large fetches
         "tgt.producer.linger.ms = 20",
@@ -303,19 +277,22 @@ def mm2_properties(alias: str, w: Workload, tool: str) -> str:
 
 
 class LatencyProbe:
-    """Steady producer with send time in the value; consumer on B measuring arrival time."""
+    """Steady producer with send time in the value; consumer on B measuring arrival time.
 
-    def __init__(self, w: Workload, remote: str, read_port: int = B_PORT):
-        self.w, self.remote, self.read_port = w, remote, read_port  # the floor reads the source itself
+    Both reach their cluster as the run's tool does (``net``: plaintext or TLS)."""
+
+    def __init__(self, w: Workload, remote: str, net: Network, read_source: bool = False):
+        self.w, self.remote, self.net = w, remote, net
+        self.read_source = read_source  # the floor reads the source itself
         self.samples: list[float] = []
         self.arrived: list[float] = []  # arrival time (epoch s) of each sample
         self.stop = threading.Event()
         self.measure_from_us = float("inf")  # send time (µs) from which latencies count
 
     def produce(self, topic: str) -> int:
-        producer = Producer({"bootstrap.servers": f"127.0.0.1:{A_PORT}", "linger.ms": 5, "acks": 1,
-                             "compression.type": self.w.compression, "log_level": 0,
-                             "queue.buffering.max.messages": 1_000_000})
+        producer = Producer(self.net.source.rdkafka("A", **{
+            "linger.ms": 5, "acks": 1, "compression.type": self.w.compression, "log_level": 0,
+            "queue.buffering.max.messages": 1_000_000}))
         pad = b"x" * (self.w.size - 8)
         sent = 0
         t0 = time.monotonic()
@@ -337,8 +314,9 @@ class LatencyProbe:
         return sent
 
     def consume(self) -> None:
-        consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{self.read_port}", "group.id": f"lat-{self.remote}",
-                             "fetch.wait.max.ms": 10, "log_level": 0, "enable.auto.commit": False})
+        side = self.net.source if self.read_source else self.net.target
+        consumer = Consumer(side.rdkafka("A" if self.read_source else "tgt", **{
+            "group.id": f"lat-{self.remote}", "fetch.wait.max.ms": 10, "log_level": 0, "enable.auto.commit": False}))
         while not self.stop.is_set():
             md = consumer.list_topics(self.remote, timeout=5).topics.get(self.remote)
             if md is not None and md.error is None and md.partitions:
@@ -374,9 +352,9 @@ class LatencyProbe:
                 out.write(f"{clock} {len(ms)} {ms[len(ms) // 2]:.0f} {ms[-1]:.0f}\n")
 
 
-def warm_up(topic: str, remote: str, partitions: int, dst: Admin, deadline: float) -> None:
+def warm_up(topic: str, remote: str, partitions: int, dst: Admin, deadline: float, net: Network) -> None:
     """Send one short record per partition (the latency probe ignores them) until all arrived."""
-    producer = Producer({"bootstrap.servers": f"127.0.0.1:{A_PORT}", "log_level": 0})
+    producer = Producer(net.source.rdkafka("A", log_level=0))
     for p in range(partitions):
         producer.produce(topic, value=b"warm", partition=p)
     producer.flush(30)
@@ -456,19 +434,28 @@ def latency_of(samples: list[float]) -> dict[str, float]:
             "p99.9": percentile(samples, 0.999) / 1000, "max": max(samples) / 1000, "count": len(samples)}
 
 
-def run_floor(w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunResult:
+def run_alias(pair: int, short: str, w: Workload, net: Network) -> str:
+    """A run's source alias ([A-Za-z0-9]): r<pair> (w<n> for warm-up runs), the tool's short name,
+    the workload's key, and t for TLS. Unique per run, so runs never share remote topics, MM2's
+    internal topics or positions."""
+    run = f"r{pair}" if pair > 0 else f"w{1 - pair}"
+    return f"{run}{short}{w.name[0]}{'t' if net.tls else ''}"
+
+
+def run_floor(w: Workload, pair: int, data_bytes: int, brokers: Brokers, net: Network) -> RunResult:
     """The workload with no replicator, measured by the same clock or probe (``floor`` in the tables).
 
     Catch-up: Kafka's own consumer perf tool reads the backlog on A (bench.floor), in a process of
     its own whose CPU is sampled like a tool's; its count must be the backlog's. Steady: the latency probe's
     consumer reads the source topic itself, so its latency is the brokers' and the probe's own.
+    Either reads as the tools do in ``net``'s mode: over TLS in a TLS run.
     """
-    alias = f"r{pair}fl{w.name[0]}" if pair > 0 else f"w{1 - pair}fl{w.name[0]}"
+    alias = run_alias(pair, "fl", w, net)
     if w.steady_rate:
         brokers_before = brokers.cpu()
         topic = f"{topic_names(w)[0]}-{alias}"
         Admin(ClusterConfig("A", f"127.0.0.1:{A_PORT}")).create_topic(topic, w.partitions, 1)
-        probe = LatencyProbe(w, topic, read_port=A_PORT)
+        probe = LatencyProbe(w, topic, net, read_source=True)
         reader = threading.Thread(target=probe.consume, daemon=True)
         reader.start()
         first = time.monotonic()
@@ -482,7 +469,7 @@ def run_floor(w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunR
         return RunResult("floor", w.name, pair, sent, sent * w.size, 0.0, round(done - first, 2),
                          round(sent / max(done - first, 1e-6)), round(sent * w.size / max(done - first, 1e-6) / 1e6, 1),
                          0.0, 0.0, 0, latency_of(probe.samples),
-                         {}, brokers_per_gb, verified_records=len(probe.samples))
+                         {}, brokers_per_gb, verified_records=len(probe.samples), security=net.mode)
     size, seconds = warm_source(w, brokers)
     print(f"{alias}: {size / 1e6:.0f} MB of source log read into memory in {seconds:.1f} s", flush=True)
     warm = WarmMemory(w).touch()
@@ -490,8 +477,13 @@ def run_floor(w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunR
     print(f"{alias}: {warm.touched / 1e9:.1f} GB of memory touched in {warm.seconds:.1f} s", flush=True)
     brokers_before = brokers.cpu()
     total = w.records * w.topics
-    proc = subprocess.Popen([sys.executable, "-m", "bench.floor", f"127.0.0.1:{A_PORT}", ",".join(topic_names(w)),
-                             str(total)], stdout=subprocess.PIPE, cwd=REPO, start_new_session=True, text=True)
+    floor_args = [net.source.bootstrap, ",".join(topic_names(w)), str(total)]
+    if net.source.client:  # the Java consumer's security settings, as a client properties file
+        client_file = WORK / f"{alias}.client.properties"
+        client_file.write_text(java_properties(net.source.client))
+        floor_args.append(str(client_file))
+    proc = subprocess.Popen([sys.executable, "-m", "bench.floor", *floor_args], stdout=subprocess.PIPE, cwd=REPO,
+                            start_new_session=True, text=True)
     with TreeSampler(proc.pid) as sampler:
         out, _ = proc.communicate(timeout=1900)
     gb = data_bytes / 1e9
@@ -507,21 +499,23 @@ def run_floor(w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunR
                      round(cpu / gb, 1) if gb else 0.0, round(sampler.result.peak_rss / 2**20), {},
                      sampler.result.cpu_by_kind, brokers_per_gb,
                      verified_records=read["records"], differences=0 if read["records"] == total else 1,
-                     differing=[] if read["records"] == total else [f"read {read['records']} of {total}"])
+                     differing=[] if read["records"] == total else [f"read {read['records']} of {total}"],
+                     security=net.mode)
 
 
-def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers) -> RunResult:
+def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers, net: Network) -> RunResult:
+    """One run of ``tool`` on ``w``, its clients reaching both clusters in ``net``'s mode; the
+    bench's own observers (the target's count, positions, what landed) use the plaintext listeners."""
     if tool == "floor":
-        return run_floor(w, pair, data_bytes, brokers)
-    run = f"r{pair}" if pair > 0 else f"w{1 - pair}"  # warm-up runs: w1, w2...
+        return run_floor(w, pair, data_bytes, brokers, net)
     short = (tool.replace('py', 'p').replace('-eos', 'e').replace('-shallow', 's').replace('-provenance', 'v')
              .replace('-lowlat', 'l').replace('@', '').replace('-', ''))  # a cluster alias: [A-Za-z0-9]
-    alias = f"{run}{short}{w.name[0]}"
+    alias = run_alias(pair, short, w, net)
     remote = [f"{alias}.{t}" for t in topic_names(w)]
     dst = Admin(ClusterConfig("tgt", f"127.0.0.1:{B_PORT}"))
     total = w.records * w.topics
     config = WORK / f"{alias}.properties"
-    config.write_text(mm2_properties(alias, w, tool))
+    config.write_text(mm2_properties(alias, w, tool, net))
     warm = None
     if not w.steady_rate:
         size, seconds = warm_source(w, brokers)
@@ -551,8 +545,8 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
                     time.sleep(0.5)
                 # steady state is what this workload measures: the clock starts once a first
                 # record went through (start-up is reported apart, as for the other workloads)
-                warm_up(topic_names(w)[0] + f"-{alias}", remote[0], w.partitions, dst, deadline)
-                probe = LatencyProbe(w, remote[0])
+                warm_up(topic_names(w)[0] + f"-{alias}", remote[0], w.partitions, dst, deadline, net)
+                probe = LatencyProbe(w, remote[0], net)
                 reader = threading.Thread(target=probe.consume, daemon=True)
                 reader.start()
                 first = time.monotonic()
@@ -632,170 +626,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
                      round(cpu / gb, 1) if gb else 0.0, round(sampler.result.peak_rss / 2**20), latency,
                      sampler.result.cpu_by_kind, cpu_per_gb(brokers_before, brokers_after, gb),
                      landed.records_target, landed.duplicates, len(landed.differing_partitions),
-                     list(landed.differing_partitions[:20]), landed.seconds)
-
-
-def summarize(results: list[RunResult], setting: str) -> str:
-    return "\n".join(["# mm2py vs Apache MirrorMaker 2 (same machine, same run)", "", f"Setting: {setting}.", "",
-                      *summary_tables(results)]) + "\n"
-
-
-def summary_tables(results: list[RunResult]) -> list[str]:
-    """The legend and tables of results.md (the part ``--publish`` puts in docs/benchmarks.md)."""
-    lines = ["Medians over alternating pairs. Throughput counts from the first mirrored record to the last; "
-             "start-up is listed apart, and 'start to end' is the wall-clock time from launching the tool to "
-             "the last record on the target (a backlog of one or two micro-batches makes the MB/s window short). "
-             "CPU is the replicator's whole process tree (JVM, Python workers), "
-             "start-up included. Latency (steady workload): producer send to arrival on the target, for "
-             "records sent after the first 20 s at the steady rate (the same warm-up for both tools). "
-             "Brokers: CPU seconds per GB of the source + target broker over the same run (they share the "
-             "machine's cores with the replicator). Tool copier: mm2py's copy path alone, without Spark "
-             "(bench/copier.py). Verified: after each run, before its remote topics are deleted, every "
-             "partition of each source topic is compared with its remote topic (record count and SHA-256 over "
-             "key, value, headers and timestamp, read_committed; bench/landed.py), summed over the pairs: ok is "
-             "an exact copy; 'N dup / M diff' counts N duplicate records (at-least-once delivery repeating "
-             "records in order: reported, not a failure) and M partitions with records missing, changed, "
-             "reordered or foreign (the bench fails).", "",
-             "| workload | tool | records/s | MB/s | CPU s/GB | brokers CPU s/GB | peak RSS MB | start-up s | "
-             "start to end s | latency p50/p99/p99.9/max ms (p99 of each run) | verified |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    by: dict[tuple[str, str], list[RunResult]] = {}
-    for r in results:
-        by.setdefault((r.workload, r.tool), []).append(r)
-    for (workload, tool), rs in sorted(by.items()):
-        def med(attr: str, rs: list[RunResult] = rs) -> float:
-            return statistics.median(getattr(r, attr) for r in rs)
-        lat = "-"
-        if rs[0].latency_ms:
-            lat = "/".join(f"{statistics.median(r.latency_ms.get(k, -1) for r in rs):.0f}"
-                           for k in ("p50", "p99", "p99.9", "max"))
-            p99s = ", ".join(f"{r.latency_ms['p99']:.0f}" for r in rs)
-            lat += f" ({p99s})"
-        brokers = "-"
-        if rs[0].broker_cpu_s_per_gb:
-            brokers = " + ".join(f"{statistics.median(r.broker_cpu_s_per_gb[k] for r in rs):.1f}"
-                                 for k in ("source", "target"))
-        lines.append(f"| {workload} | {tool} | {med('records_per_s'):,.0f} | {med('mb_per_s'):.1f} | "
-                     f"{med('cpu_s_per_gb'):.1f} | {brokers} | {med('peak_rss_mb'):.0f} | {med('startup_s'):.1f} | "
-                     f"{statistics.median(r.startup_s + r.mirror_s for r in rs):.1f} | {lat} | "
-                     f"{verdict(rs)} |")
-    eos = sorted({w for w, t in by if t == "mm2py-eos" and (w, "mm2py") in by})
-    if eos:
-        lines += ["", "| workload | throughput exactly-once/at-least-once | p99 latency exactly-once/at-least-once |",
-                  "|---|---|---|"]
-        for workload in eos:
-            e, a = by[(workload, "mm2py-eos")], by[(workload, "mm2py")]
-            t = statistics.median(r.records_per_s for r in e) / statistics.median(r.records_per_s for r in a)
-            p99 = "-"
-            if e[0].latency_ms and a[0].latency_ms:
-                ratio = (statistics.median(r.latency_ms["p99"] for r in e)
-                         / statistics.median(r.latency_ms["p99"] for r in a))
-                p99 = f"{ratio:.2f}x"
-            lines.append(f"| {workload} | {t:.2f}x | {p99} |")
-    provenance = sorted({w for w, t in by if t == "mm2py-provenance" and (w, "mm2py") in by})
-    if provenance:  # issue 22: the registry's cost on the copy path, within noise of mm2py's
-        lines += ["", "| workload | throughput with provenance/without | CPU per GB with provenance/without |",
-                  "|---|---|---|"]
-        for workload in provenance:
-            v, a = by[(workload, "mm2py-provenance")], by[(workload, "mm2py")]
-            t = statistics.median(r.records_per_s for r in v) / statistics.median(r.records_per_s for r in a)
-            c = statistics.median(r.cpu_s_per_gb for r in v) / max(statistics.median(r.cpu_s_per_gb for r in a), 1e-9)
-            lines.append(f"| {workload} | {t:.2f}x | {c:.2f}x |")
-    lines += ["", f"Ratios mm2py/MM2. Throughput from the copy windows only where both last at least "
-              f"{MIN_RATIO_WINDOW_S} s; start to end: MM2's time over mm2py's, launch to last record; p99: "
-              "mm2py's over MM2's (mm2py-lowlat: the README's low-latency setting). Floor: the same "
-              "workload with no replicator (bench/floor.py: Kafka's consumer perf tool reads the backlog on A; steady: "
-              "the probe reads the source topic itself), its records/s over MM2's, or its p99: no tool can "
-              "beat it on this machine, so where it misses a target both are reported.", "",
-              "| workload | throughput | start to end | CPU per GB | p99 latency | floor |",
-              "|---|---|---|---|---|---|"]
-    for workload in sorted({w for w, _ in by}):
-        py, mm = by.get((workload, "mm2py")), by.get((workload, "mm2"))
-        if py and mm:
-            lines.append(ratio_row(workload, py, mm, by.get((workload, "mm2py-lowlat")),
-                                   by.get((workload, "floor"))))
-    avro = sorted({w for w, t in by if t == "mm2py-shallow" and (w, "mm2py") in by})
-    if avro:  # the issue-26 targets: translate >= MM2's plain copy, >= half the shallow path
-        lines += ["", "| workload | throughput translate/shallow | translate/MM2 (plain copy, unreadable on B) |",
-                  "|---|---|---|"]
-        for workload in avro:
-            rate = {tool: statistics.median(r.records_per_s for r in by[(workload, tool)])
-                    for tool in ("mm2py", "mm2py-shallow", "mm2") if (workload, tool) in by}
-            vs_mm2 = f"{rate['mm2py'] / rate['mm2']:.2f}x" if "mm2" in rate else "-"
-            lines.append(f"| {workload} | {rate['mm2py'] / rate['mm2py-shallow']:.2f}x | {vs_mm2} |")
-    return lines
-
-
-def ratio_row(workload: str, py: list[RunResult], mm: list[RunResult], low: list[RunResult] | None,
-              floor: list[RunResult] | None = None) -> str:
-    """One row of the mm2py/MM2 ratios: no throughput ratio from a copy window under ``MIN_RATIO_WINDOW_S``.
-
-    ``floor``: the workload's runs without a replicator; its records/s over MM2's (catch-up) or its p99.
-    """
-    def med(rs: list[RunResult], value) -> float:
-        return statistics.median(value(r) for r in rs)
-
-    if py[0].latency_ms:
-        throughput = "- (the producer sets the rate)"
-    elif min(med(py, lambda r: r.mirror_s), med(mm, lambda r: r.mirror_s)) >= MIN_RATIO_WINDOW_S:
-        throughput = f"{med(py, lambda r: r.records_per_s) / med(mm, lambda r: r.records_per_s):.2f}x"
-    else:
-        throughput = f"- (copy window {med(py, lambda r: r.mirror_s):.1f} s)"
-    ends = med(mm, lambda r: r.startup_s + r.mirror_s) / med(py, lambda r: r.startup_s + r.mirror_s)
-    cpu = med(py, lambda r: r.cpu_s_per_gb) / max(med(mm, lambda r: r.cpu_s_per_gb), 1e-9)
-    p99 = "-"
-    if py[0].latency_ms and mm[0].latency_ms:
-        p99 = f"{med(py, lambda r: r.latency_ms['p99']) / med(mm, lambda r: r.latency_ms['p99']):.2f}x"
-        if low:
-            p99 += f" (lowlat {med(low, lambda r: r.latency_ms['p99']) / med(mm, lambda r: r.latency_ms['p99']):.2f}x)"
-    start_to_end = "-" if py[0].latency_ms else f"{ends:.2f}x faster"
-    bound = "-"
-    if floor and floor[0].latency_ms:
-        bound = f"p99 {med(floor, lambda r: r.latency_ms['p99']):.0f} ms"
-    elif floor:
-        bound = f"{med(floor, lambda r: r.records_per_s) / med(mm, lambda r: r.records_per_s):.2f}x MM2"
-    return f"| {workload} | {throughput} | {start_to_end} | {cpu:.2f}x | {p99} | {bound} |"
-
-
-def verdict(runs: list[RunResult]) -> str:
-    """``ok`` when every run landed an exact copy, else duplicates and differing partitions summed."""
-    return verdict_of(sum(r.duplicates for r in runs), sum(r.differences for r in runs))
-
-
-MARKERS = ("<!-- bench:results:begin -->", "<!-- bench:results:end -->")
-
-
-def replace_marked(text: str, block: str, markers: tuple[str, str] = MARKERS) -> str:
-    """``text`` with what stands between the two markers (on their own lines) replaced by ``block``."""
-    begin, end = markers
-    if text.count(begin) != 1 or text.count(end) != 1:
-        raise ValueError(f"expected {begin} and {end} once each")
-    head, rest = text.split(begin)
-    if end in head:
-        raise ValueError(f"{end} comes before {begin}")
-    _, tail = rest.split(end)
-    return f"{head}{begin}\n{block.strip()}\n{end}{tail}"
-
-
-def publish(results: list[RunResult], setting: str, args: list[str]) -> None:
-    """docs/bench-results.json (every run, the command, commit and machine) and the summary in
-    docs/benchmarks.md between MARKERS: results meant to be committed."""
-    command_line = shlex.join(["python", "-m", "bench.run", *args])
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                                capture_output=True, text=True).stdout.strip())
-    finished = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    doc = {"command": command_line, "commit": commit, "uncommitted_changes": dirty, "finished": finished,
-           "machine": {"cores": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-                       "kafka": devcluster.KAFKA_VERSION, "setting": setting},
-           "results": [asdict(r) for r in results]}
-    (REPO / "docs" / "bench-results.json").write_text(json.dumps(doc, indent=1) + "\n")
-    block = "\n".join([f"`{command_line}`, finished {finished}, at {commit[:7]}"
-                       f"{' with uncommitted changes' if dirty else ''}; every run in "
-                       "[bench-results.json](bench-results.json).", "", f"Setting: {setting}.", "",
-                       *summary_tables(results)])
-    page = REPO / "docs" / "benchmarks.md"
-    page.write_text(replace_marked(page.read_text(), block))
+                     list(landed.differing_partitions[:20]), landed.seconds, net.mode)
 
 
 def prime_mm2py() -> None:
@@ -825,6 +656,11 @@ def prime_mm2py() -> None:
         archive.promote_finished()  # once the JVM that writes it has exited
 
 
+def broker_properties(port: int, stores: TlsStores | None) -> dict[str, object]:
+    """A bench broker's extra settings: BROKER_PROPERTIES, and with ``stores`` its SSL client listener."""
+    return {**BROKER_PROPERTIES, **(broker_listeners(port, stores) if stores else {})}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the issue's record counts")
@@ -840,14 +676,27 @@ def main(argv: list[str] | None = None) -> int:
                         help="unmeasured runs of each tool per workload before the measured pairs")
     parser.add_argument("--broker-dir", default="auto",
                         help="folder for the two bench clusters; auto: in memory (/dev/shm) when it fits, else var/")
+    parser.add_argument("--security", default="plaintext",
+                        help="plaintext, tls or both (plaintext,tls): how every tool's clients reach both clusters; "
+                             "tls: an SSL client listener beside each broker's PLAINTEXT one (bench.security)")
+    parser.add_argument("--tls-workloads", default=None,
+                        help="with tls in --security: the workloads (a,b...) that also run on TLS; default all")
     parser.add_argument("--publish", action="store_true",
-                        help="when every run finished and verified, write docs/bench-results.json and the summary "
-                             "in docs/benchmarks.md (between its bench:results markers), to be committed")
+                        help="when every run finished and verified, write each security mode's JSON "
+                             "(bench-results.json, bench-results-tls.json) and block of benchmarks.md in --docs")
+    parser.add_argument("--docs", default=None,
+                        help="the folder --publish writes to (its benchmarks.md with the markers); default docs/")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     keys = args.workloads.split(",")
-    if "e" in keys:  # production shape: its own clusters, after the others stopped theirs
+    shape_too = "e" in keys
+    if shape_too:
         keys.remove("e")
+    try:
+        plan = security_plan(keys, args.security, args.tls_workloads, shape_too)
+    except ValueError as e:
+        parser.error(str(e))
+    if shape_too:  # production shape: its own clusters, after the others stopped theirs
         if keys:
             main([*argv, "--workloads", ",".join(keys)])
         from bench import shape
@@ -855,17 +704,21 @@ def main(argv: list[str] | None = None) -> int:
         return shape.main([])
     chosen = [workloads(args.scale)[key] for key in keys]
     workdir, where = choose_broker_dir(args.broker_dir, chosen)
+    tls = any("tls" in modes for modes in plan.values())
     setting = f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Kafka " \
               f"{devcluster.KAFKA_VERSION}, {where}, {args.warmup_runs} unmeasured warm-up run(s) per tool and " \
               "workload, " \
               f"the workload's size + {TOUCH_HEADROOM >> 30} GiB of memory touched before each catch-up run and " \
               f"all but {TOOL_START_MEMORY >> 30} GiB of it held until the first record lands, " \
-              f"brokers' JVM: -Xmx{BROKER_HEAP} {' '.join(BROKER_JVM)}"
+              f"brokers' JVM: -Xmx{BROKER_HEAP} {' '.join(BROKER_JVM)}" \
+              + (", an SSL client listener beside each broker's PLAINTEXT one" if tls else "")
     print(setting, flush=True)
     write_log4j(WORK)
+    stores = make_stores(WORK / "tls") if tls else None
+    nets = {mode: network(mode, A_PORT, B_PORT, stores) for mode in ("plaintext", "tls") if stores or mode != "tls"}
     brokers = Brokers(workdir, {
         role: devcluster.start_cluster(Brokers.NAMES[role], port, workdir=workdir, heap=BROKER_HEAP,
-                                       jvm_options=BROKER_JVM, extra_properties=BROKER_PROPERTIES).pid
+                                       jvm_options=BROKER_JVM, extra_properties=broker_properties(port, stores)).pid
         for role, port in (("source", A_PORT), ("target", B_PORT))})
     results: list[RunResult] = []
     registries: list = []  # mm2py.dev.registry.DevRegistry, for Avro workloads
@@ -878,16 +731,17 @@ def main(argv: list[str] | None = None) -> int:
             for role, port in REGISTRY_PORTS.items():
                 registries.append(devregistry.start_registry(f"bench-{role}", port, workdir=workdir))
             shift_target_ids()
-        for w in chosen:
+        for key, w in zip(keys, chosen, strict=True):
             data = load(w, f"127.0.0.1:{A_PORT}", brokers) if not w.steady_rate else 0
+            # every tool in each of the workload's modes, alternating as one sequence
+            runs = [(tool, nets[mode]) for mode in plan[key] for tool in args.tools.split(",")]
             for pair in range(1 - args.warmup_runs, args.pairs + 1):
-                tools = args.tools.split(",")
-                for tool in (tools if pair % 2 else list(reversed(tools))):
+                for tool, net in (runs if pair % 2 else list(reversed(runs))):
                     if tool == "copier" and w.steady_rate:
                         continue  # it copies what is there and exits: no steady state to measure
-                    r = run_one(tool, w, pair, data, brokers)
+                    r = run_one(tool, w, pair, data, brokers, net)
                     if pair < 1:
-                        print(f"warm-up run, not counted: {tool} {w.name} {r.mb_per_s} MB/s, verified "
+                        print(f"warm-up run, not counted: {tool} {w.name} ({net.mode}) {r.mb_per_s} MB/s, verified "
                               f"{r.verdict()}", flush=True)
                     else:
                         results.append(r)
@@ -896,11 +750,13 @@ def main(argv: list[str] | None = None) -> int:
                                                                                 indent=1))
                         (REPO / "bench" / "results.md").write_text(summarize(results, setting))
                     if r.differences:  # duplicates alone are at-least-once delivery: reported, not fatal
-                        raise RuntimeError(f"{tool} {w.name} (run {pair}): the target's records differ from the "
+                        raise RuntimeError(f"{tool} {w.name} (run {pair}{', TLS' if net.tls else ''}): the "
+                                           "target's records differ from the "
                                            f"source's in {r.differences} partition(s), first "
                                            f"{', '.join(r.differing[:5])} (source topic:partition)")
         if args.publish:
-            publish(results, setting, argv)
+            written = publish(results, setting, argv, Path(args.docs) if args.docs else REPO / "docs", REPO)
+            print(f"published: {', '.join(str(f) for f in written)}", flush=True)
     finally:
         for name in Brokers.NAMES.values():
             devcluster.stop_cluster(name, workdir)  # and its data: in memory it would pin GBs of RAM

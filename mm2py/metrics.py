@@ -28,7 +28,8 @@ latency and record age; the time records were last mirrored per partition and th
 flow last made progress (Spark reports a trigger even when there was nothing to copy), so an
 idle topic is told apart from a stuck flow; the state of each flow and connector (running,
 stalled, failed) with the reason, kept after the failure it reports; checkpoint freshness per
-group; heartbeat age per flow; the completeness audit (``mm2py.audit``).
+group; heartbeat age per flow; the completeness audit (``mm2py.audit``); records in, out,
+dropped and failed per transform and remote topic (``mm2py.transforms``), counted since start.
 
 ``promtool check metrics`` objects to gauges named ``*_count``: MM2's names are kept anyway.
 """
@@ -45,7 +46,13 @@ from prometheus_client import CollectorRegistry, PlatformCollector, ProcessColle
 from prometheus_client.core import Metric
 
 from mm2py.config.model import FlowConfig
-from mm2py.metrics_scrape import audit_families, checkpoint_families, flow_families, partition_families
+from mm2py.metrics_scrape import (
+    audit_families,
+    checkpoint_families,
+    flow_families,
+    partition_families,
+    transform_families,
+)
 from mm2py.metrics_state import FlowState, PartitionState, Samples
 from mm2py.policy import policy_for
 
@@ -67,6 +74,8 @@ class Metrics:
         self._freshness: dict[tuple[str, str, str], Any] = {}
         self._audit: dict[tuple[str, str, str, str], Any] = {}
         self._audit_at: dict[tuple[str, str], float] = {}
+        # (source, target, remote topic, transform) -> [in, out, dropped, failed] records, since start
+        self._transforms: dict[tuple[str, str, str, str], list[int]] = {}
         self.registry.register(self)
         if process:
             ProcessCollector(registry=self.registry)
@@ -96,6 +105,7 @@ class Metrics:
             if commit_seconds is not None:
                 f.commits.append(commit_seconds)
             for row in rows:
+                self._count_transformed(flow, row)
                 records, size = row.records, row.bytes  # type: ignore[attr-defined]
                 errors = {"pass": getattr(row, "schema_passed", 0),  # schemas.on.error
                           "dead-letter": getattr(row, "schema_dead_lettered", 0)}
@@ -125,6 +135,15 @@ class Metrics:
                         p.age.add(now, max(row.fetched_ms - ts, 0))  # type: ignore[attr-defined]
                     if row.acked_ms and row.acked_ms > 0:  # type: ignore[attr-defined]
                         p.latency.add(now, max(row.acked_ms - ts, 0))  # type: ignore[attr-defined]
+
+    def _count_transformed(self, flow: FlowConfig, row: object) -> None:
+        """Add a ``RangeResult``'s per-transform counts to its remote topic's (lock held)."""
+        for name, *counts in getattr(row, "transformed", ()):
+            key = (flow.source.alias, flow.target.alias, self._remote_topic(flow, row.topic),  # type: ignore[attr-defined]
+                   name)
+            tally = self._transforms.setdefault(key, [0, 0, 0, 0])
+            for i, n in enumerate(counts):
+                tally[i] += n
 
     def observe_status(self, flows: Iterable[object]) -> None:
         """Lag per partition and heartbeat age, from ``mm2py.ops.status.FlowStatus`` snapshots."""
@@ -216,3 +235,4 @@ class Metrics:
             yield from flow_families(self._flows, self.wall())
             yield from checkpoint_families(self._checkpoints, self._freshness, self.clock(), self.wall())
             yield from audit_families(self._audit, self._audit_at)
+            yield from transform_families(self._transforms)

@@ -180,17 +180,41 @@ def audit_families(audit: Mapping[tuple[str, str, str, str], Any], audit_at: Map
     g = _Families()
     for key, a in sorted(audit.items()):
         labels = list(key)
-        g.gauge("mm2py_audit_source_records", "Records in the audited time buckets, on the source.", LABELS,
+        g.gauge("mm2py_audit_source_records", "Records in the audited time buckets, on the source (those the "
+                "flow's transforms keep, on a transformed topic).", LABELS,
                 labels, a.source_records)
         g.gauge("mm2py_audit_target_records", "Records in the audited time buckets, on the target.", LABELS,
                 labels, a.target_records)
         g.gauge("mm2py_audit_missing_records", "Records the source holds and the target lacks, summed over "
                 "time buckets.", LABELS, labels, a.missing)
+        g.gauge("mm2py_audit_dropped_records", "Source records the flow's transforms dropped (Filter), in the "
+                "audited time buckets: left out on purpose, never counted missing.", LABELS, labels,
+                getattr(a, "dropped", 0))
         g.gauge("mm2py_audit_duplicate_records", "Records the target holds beyond the source's, summed over "
                 "time buckets (at-least-once re-copies).", LABELS, labels, a.duplicates)
     for (source, target), at in sorted(audit_at.items()):
         g.gauge("mm2py_audit_timestamp_seconds", "When the flow's last audit round ended (epoch s).",
                 FLOW_LABELS, [source, target], at)
+    yield from g.all()
+
+
+TRANSFORM_LABELS = ["source", "target", "topic", "transform"]
+_TRANSFORM_COUNTS = (
+    ("in", "Records that reached a transform (no earlier link dropped them), per remote topic."),
+    ("out", "Records a transform passed on (its predicate did not hold, or it gave a record back)."),
+    ("dropped", "Records a transform dropped (returned none, as Filter does): left out on purpose, "
+     "never counted missing by the audit."),
+    ("failed", "Records a transform raised on (a Python transform), as copy tasks that finished report them; "
+     "a raise stops the flow, named in mm2py_flow_reason_info."),
+)
+
+
+def transform_families(transforms: Mapping[tuple[str, str, str, str], list[int]]) -> Iterator[Metric]:
+    """Records in, out, dropped and failed per transform and remote topic; in = out + dropped + failed."""
+    g = _Families()
+    for key, tally in sorted(transforms.items()):
+        for (what, doc), n in zip(_TRANSFORM_COUNTS, tally, strict=True):
+            g.counter(f"mm2py_transform_records_{what}", doc, TRANSFORM_LABELS, list(key), n)
     yield from g.all()
 
 

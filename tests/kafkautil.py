@@ -328,3 +328,33 @@ def commit_offsets(bootstrap: str, group: str, offsets: Mapping[tuple[str, int],
 
 _COORDINATOR_MOVING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
                        KafkaError.COORDINATOR_NOT_AVAILABLE}
+
+
+def consume(bootstrap: str, group: str, topic: str, limits: dict[int, int] | None = None,
+            idle: float = 4.0) -> list[bytes]:
+    """Consume as an application does: subscribe in a group, read committed, commit as we go.
+
+    With ``limits``, stop each partition after that many records (and commit there).
+    """
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed", "log_level": 0})
+    consumer.subscribe([topic])
+    seen: list[bytes] = []
+    counts: dict[int, int] = {}
+    last = time.monotonic()
+    try:
+        while time.monotonic() - last < idle:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert not msg.error(), msg.error()
+            p = msg.partition()
+            if limits is not None and counts.get(p, 0) >= limits.get(p, 0):
+                continue
+            last = time.monotonic()
+            counts[p] = counts.get(p, 0) + 1
+            seen.append(msg.value())
+            consumer.commit(offsets=[TopicPartition(topic, p, msg.offset() + 1)], asynchronous=False)
+    finally:
+        consumer.close()
+    return seen

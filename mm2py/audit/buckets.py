@@ -18,6 +18,9 @@ reported missing.
 
 Per bucket, records the source holds beyond the target's are *missing*; records the target
 holds beyond the source's are *duplicates* (at-least-once re-copies after a restart).
+
+On a topic the flow transforms, the source side counts what the chain keeps (the scanner replays
+it) and the records it drops are reported apart as *dropped*: a Filter never makes records missing.
 """
 
 from __future__ import annotations
@@ -46,18 +49,23 @@ class AuditFinding:
     buckets: int  # buckets compared
     # (bucket start ms, source records, target records) of the buckets that differ, oldest first
     differing: tuple[tuple[int, int, int], ...] = ()
+    dropped: int = 0  # source records the flow's transforms dropped, in the compared buckets
 
 
 def compare(flow: str, topic: str, partition: int, source: Mapping[int, int], target: Mapping[int, int], *,
             oldest_source_bucket: int | None, newest_source_bucket: int | None,
-            retention_floor_ms: int | None = None) -> AuditFinding:
-    """Compare bucket counts; ``oldest/newest_source_bucket`` of the mirrored range, None when it is empty."""
+            retention_floor_ms: int | None = None, dropped: Mapping[int, int] | None = None) -> AuditFinding:
+    """Compare bucket counts; ``oldest/newest_source_bucket`` of the mirrored range, None when it is empty.
+
+    ``source``: what the target should hold per bucket; ``dropped``: what transforms dropped (not compared).
+    """
+    dropped = dropped or {}
     if oldest_source_bucket is None or newest_source_bucket is None:
         return AuditFinding(flow, topic, partition, 0, 0, 0, 0, 0)
     low = oldest_source_bucket + BUCKET_MS
     if retention_floor_ms is not None:
         low = max(low, bucket_of(retention_floor_ms) + BUCKET_MS)
-    compared = sorted(b for b in set(source) | set(target) if low <= b < newest_source_bucket)
+    compared = sorted(b for b in set(source) | set(target) | set(dropped) if low <= b < newest_source_bucket)
     src = tgt = missing = duplicates = 0
     differing = []
     for b in compared:
@@ -67,4 +75,5 @@ def compare(flow: str, topic: str, partition: int, source: Mapping[int, int], ta
         duplicates += max(t - s, 0)
         if s != t:
             differing.append((b, s, t))
-    return AuditFinding(flow, topic, partition, src, tgt, missing, duplicates, len(compared), tuple(differing))
+    return AuditFinding(flow, topic, partition, src, tgt, missing, duplicates, len(compared), tuple(differing),
+                        dropped=sum(dropped.get(b, 0) for b in compared))

@@ -8,7 +8,9 @@ Runs in the replicator (a thread of ``mm2py.engine.metrics_server.MetricsServer`
    record is never reported missing because it was in flight;
 2. the source partition counted from its log start up to that position, the remote partition
    from its log start to its end, reading only what was appended since the last round;
-3. bucket by bucket, missing and duplicate records (``mm2py.audit.buckets.compare``).
+3. bucket by bucket, missing and duplicate records (``mm2py.audit.buckets.compare``); on a topic
+   the flow transforms, the source is counted as the chain leaves it, and what it drops is
+   reported as dropped, never missing (``mm2py.audit.scanner``).
 
 Duplicates are reported only when two rounds in a row see them (records copied but not yet
 recorded in the positions look like duplicates for one round). Compacted topics are not
@@ -31,6 +33,7 @@ from mm2py.kafka.admin import Admin
 from mm2py.kafka.wire import RawClient
 from mm2py.policy import policy_for
 from mm2py.stores.positions import PositionStore
+from mm2py.transforms import Chain, LinkFailed, chain_for
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
@@ -51,6 +54,14 @@ class FlowAudit:
     retention_ms: dict[str, int] = field(default_factory=dict)  # remote topic -> retention.ms (-1: none)
     known: set[str] = field(default_factory=set)  # source topics the configs above cover
     configs_at: float = -CONFIG_REFRESH_SECONDS
+    chains: dict[str, Chain | None] = field(default_factory=dict)  # remote topic -> its links (None: none)
+
+    def chain(self, remote_topic: str) -> Chain | None:
+        """The flow's transform links that may touch ``remote_topic`` (None: it is copied as it is)."""
+        if remote_topic not in self.chains:
+            links = chain_for(self.flow.raw).for_topic(remote_topic)
+            self.chains[remote_topic] = links if links.links else None
+        return self.chains[remote_topic]
 
 
 def _config(entries: Iterable[object], name: str) -> str | None:
@@ -68,7 +79,7 @@ class Auditor:
         for audit in self.audits:
             try:
                 findings = self.audit_flow(audit)
-            except KafkaError as e:
+            except (KafkaError, LinkFailed) as e:  # a transform failing fails the flow too, which names it
                 log.warning("audit round failed; tried again next round", flow=audit.flow.name, error=str(e))
                 continue
             report(audit.flow.name, findings)
@@ -108,14 +119,15 @@ class Auditor:
                 t = audit.target.setdefault(rtp, PartitionCounts())
                 s_node, t_node = src_leaders[(topic, partition)], dst_leaders[rtp]
                 done = scan(src, s_node, (topic, partition), s, src.log_start_offset(s_node, (topic, partition)),
-                            last + 1)
+                            last + 1, chain=audit.chain(remote[topic]), remote_topic=remote[topic])
                 done = scan(dst, t_node, rtp, t, dst.log_start_offset(t_node, rtp), lambda lso: lso) and done
                 if not done:
                     continue  # a long log is still being counted: compare once both sides are
                 retention = audit.retention_ms.get(remote[topic], -1)
                 finding = compare(flow.name, remote[topic], partition, s.counts, t.counts,
                                   oldest_source_bucket=s.oldest, newest_source_bucket=s.newest,
-                                  retention_floor_ms=now_ms - retention if retention >= 0 else None)
+                                  retention_floor_ms=now_ms - retention if retention >= 0 else None,
+                                  dropped=s.dropped)
                 before = audit.last.get((topic, partition))
                 audit.last[(topic, partition)] = finding
                 findings.append(replace(finding, duplicates=min(finding.duplicates,

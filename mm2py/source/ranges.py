@@ -89,6 +89,8 @@ class RangeResult:
     # the partitionLeaderEpoch of the source batch holding ``next_offset - 1`` (-1: unknown, or
     # nothing copied): the planner checks the log it came from still holds it (mm2py.source.plan.divergence)
     leader_epoch: int = -1
+    # per transform link: (name, records in, out, dropped, failed) (mm2py.transforms.Chain.apply)
+    transformed: tuple[tuple[str, int, int, int, int], ...] = field(default_factory=tuple)
 
     @staticmethod
     def spark_schema() -> str:

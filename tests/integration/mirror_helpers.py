@@ -15,6 +15,8 @@ from mm2py.config import load_text
 from mm2py.config.model import MirrorMakerConfig
 from mm2py.dev import cluster as devcluster
 from mm2py.engine.driver import Engine
+from mm2py.ops.failover import plan_failover
+from tests.kafkautil import consume, create_topic, produce
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -117,3 +119,17 @@ def wait_for(predicate, timeout: float, message: str, replicator: Replicator | N
         time.sleep(1)
     extra = f"\nreplicator log:\n{replicator.tail()}" if replicator else ""
     raise AssertionError(f"timed out after {timeout} s waiting for: {message}{extra}")
+
+
+def a_group_on_a_mirrored_topic(spark, cluster_a, cluster_b, unique_name: str, tmp_path):
+    """3,000 records in 3 partitions mirrored A->B, a group that read part of each on A; (topic, file text, plan)."""
+    topic = f"{unique_name}-orders"
+    create_topic(cluster_a.bootstrap, topic, 3)
+    values = [f"o-{i}".encode() for i in range(3000)]
+    for p in range(3):
+        produce(cluster_a.bootstrap, topic, [(b"k", v, None, None) for v in values[p::3]], partition=p)
+    text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic}})
+    mirror_once(spark, text, tmp_path / "m1")
+    group = f"{unique_name}-g"
+    consume(cluster_a.bootstrap, group, topic, limits={0: 333, 1: 1000, 2: 1})
+    return topic, text, plan_failover(load_text(text), group, "A", "B")

@@ -20,7 +20,8 @@ import pytest
 from mm2py.dev import cluster as devcluster
 from tests.conftest import PORT_OFFSET, own_clusters
 from tests.integration.mirror_helpers import REPO, Replicator, properties, wait_for
-from tests.kafkautil import Stream, compare, create_topic
+from tests.integration.target_checks import all_there, mirrored_in_order
+from tests.kafkautil import Stream, create_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
 
@@ -33,20 +34,6 @@ PARTITIONS = 4
 def fault_clusters(cluster_workdir: Path) -> Iterator[dict[str, devcluster.DevCluster]]:
     with own_clusters(cluster_workdir, PORTS) as started:
         yield started
-
-
-def mirrored_in_order(target: str, remote: str, acked: dict[int, list[bytes]]) -> tuple[int, int]:
-    """(missing, duplicates) of acknowledged records on the target; asserts per-partition order."""
-    found = compare(target, remote, acked)
-    assert not found.out_of_order, f"partitions {found.out_of_order} out of source order on the target"
-    return found.missing, found.duplicates
-
-
-def all_there(target: str, remote: str, acked: dict[int, list[bytes]]) -> bool:
-    try:
-        return mirrored_in_order(target, remote, acked)[0] == 0
-    except Exception:  # the target may still be restarting
-        return False
 
 
 def first_records_there(target: str, remote: str, stream: Stream, count: int = 50) -> bool:

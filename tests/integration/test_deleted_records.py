@@ -13,8 +13,6 @@ import time
 
 import pytest
 import structlog
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from mm2py.checkpoint.task import load_syncs
 from mm2py.config import load_text
@@ -26,6 +24,7 @@ from mm2py.kafka.wire import RawClient
 from mm2py.stores.ledger import Ledger
 from mm2py.stores.positions import PositionStore
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
+from tests.integration.target_checks import assert_mirrored, delete_records
 from tests.kafkautil import TS0, Record, consume_all, create_topic, end_offsets, produce
 
 pytestmark = pytest.mark.integration
@@ -71,23 +70,6 @@ def batch_bounds(cluster: ClusterConfig, topic: str, partition: int) -> list[tup
 def assert_inside_a_batch(cluster: ClusterConfig, topic: str, partition: int, offset: int) -> None:
     bounds = batch_bounds(cluster, topic, partition)
     assert any(base < offset < end for base, end in bounds), f"{offset} is no batch's inside: {bounds}"
-
-
-def delete_records(bootstrap: str, before: dict[tuple[str, int], int]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures die with it
-    for future in admin.delete_records([TopicPartition(t, p, o) for (t, p), o in before.items()]).values():
-        future.result(30)
-
-
-def fields(rec: Record) -> tuple:
-    return rec.key, rec.value, rec.headers, rec.timestamp
-
-
-def assert_mirrored(expected: list[Record], got: list[Record], where: str) -> None:
-    """``got`` holds ``expected`` record for record, in order: key, value, headers, timestamp."""
-    assert len(got) == len(expected), f"{where}: {len(expected)} records expected, {len(got)} on the target"
-    for i, (a, b) in enumerate(zip(expected, got, strict=True)):
-        assert fields(a) == fields(b), f"{where}: record {i} (source offset {a.offset}) differs"
 
 
 def assert_syncs_exact(text: str, topic: str, partition: int, expected: list[Record], got: list[Record]) -> None:

@@ -35,8 +35,7 @@ from mm2py.source.copy.transactional import HOLD_AFTER_COMMIT, HOLD_BEFORE_COMMI
 from mm2py.source.ranges import PartitionRange
 from tests.conftest import PORT_OFFSET, own_clusters
 from tests.integration.mirror_helpers import REPO, Replicator, properties, wait_for
-from tests.integration.test_failover import consume
-from tests.kafkautil import consume_all, create_topic, end_offsets, list_topics
+from tests.kafkautil import consume, consume_all, create_topic, end_offsets, list_topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
 

@@ -7,44 +7,14 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 
 from mm2py.config import load_text
 from mm2py.ops.failover import apply_plan, plan_failback, plan_failover
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
-from tests.kafkautil import consume_all, create_topic, end_offsets, produce
+from tests.kafkautil import consume, consume_all, create_topic, end_offsets, produce
 
 pytestmark = pytest.mark.integration
-
-
-def consume(bootstrap: str, group: str, topic: str, limits: dict[int, int] | None = None,
-            idle: float = 4.0) -> list[bytes]:
-    """Consume as an application does: subscribe in a group, read committed, commit as we go.
-
-    With ``limits``, stop each partition after that many records (and commit there).
-    """
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "isolation.level": "read_committed", "log_level": 0})
-    consumer.subscribe([topic])
-    seen: list[bytes] = []
-    counts: dict[int, int] = {}
-    last = time.monotonic()
-    try:
-        while time.monotonic() - last < idle:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            assert not msg.error(), msg.error()
-            p = msg.partition()
-            if limits is not None and counts.get(p, 0) >= limits.get(p, 0):
-                continue
-            last = time.monotonic()
-            counts[p] = counts.get(p, 0) + 1
-            seen.append(msg.value())
-            consumer.commit(offsets=[TopicPartition(topic, p, msg.offset() + 1)], asynchronous=False)
-    finally:
-        consumer.close()
-    return seen
 
 
 def failover_text(a: str, b: str, topic: str) -> str:
@@ -201,23 +171,12 @@ def test_failover_to_time_and_refusal_while_group_active(spark, cluster_a, clust
     assert rest == [f"new{i}".encode() for i in range(50)]
 
 
-def a_group_on_a_mirrored_topic(spark, cluster_a, cluster_b, unique_name: str, tmp_path):
-    """3,000 records in 3 partitions mirrored A->B, a group that read part of each on A; (topic, file text, plan)."""
-    topic = f"{unique_name}-orders"
-    create_topic(cluster_a.bootstrap, topic, 3)
-    values = [f"o-{i}".encode() for i in range(3000)]
-    for p in range(3):
-        produce(cluster_a.bootstrap, topic, [(b"k", v, None, None) for v in values[p::3]], partition=p)
-    text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic}})
-    mirror_once(spark, text, tmp_path / "m1")
-    group = f"{unique_name}-g"
-    consume(cluster_a.bootstrap, group, topic, limits={0: 333, 1: 1000, 2: 1})
-    return topic, text, plan_failover(load_text(text), group, "A", "B")
-
-
-def test_failover_exact_across_records_a_transform_dropped(spark, cluster_a, cluster_b, unique_name, tmp_path):
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
+def test_failover_exact_across_records_a_transform_dropped(spark, cluster_a, cluster_b, unique_name, tmp_path,
+                                                            delivery):
     """A Filter drops stretches of each partition; a group committed on A inside them resumes on B at
-    the next kept record: nothing kept is missed or read twice (issue 47)."""
+    the next kept record, reads part of the rest there and fails back to A: nothing kept is missed or
+    read twice, at least once and exactly once (issue 47)."""
     topic = f"{unique_name}-filtered"
     create_topic(cluster_a.bootstrap, topic, 3)
 
@@ -230,7 +189,9 @@ def test_failover_exact_across_records_a_transform_dropped(spark, cluster_a, clu
                   "transforms.drop.predicate": "marked", "predicates": "marked",
                   "predicates.marked.type": "org.apache.kafka.connect.transforms.predicates.HasHeaderKey",
                   "predicates.marked.name": "drop"}
-    text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic, **transforms}})
+    eos = "B.exactly.once.source.support = enabled\n" if delivery == "exactly-once" else ""
+    text = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic, **transforms}},
+                      eos)
     mirror_once(spark, text, tmp_path / "m1")
     group = f"{unique_name}-g"
     # committed at a dropped record, inside the long dropped stretch, inside the leading one
@@ -248,8 +209,24 @@ def test_failover_exact_across_records_a_transform_dropped(spark, cluster_a, clu
     done = subprocess.run([sys.executable, "-m", "mm2py", "failover", str(path), "--group", group,
                            "--from", "A", "--to", "B", "--execute"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    rest = consume(cluster_b.bootstrap, group, f"A.{topic}")
+    # on B the group reads part of each partition, up to the last kept record before a dropped stretch
+    # (594 before 595-597, 504 before 505-507, 399 before 400-499), then fails back
+    on_b_part = consume(cluster_b.bootstrap, group, f"A.{topic}", limits={0: 112, 1: 5, 2: 275})
+    assert len(on_b_part) == 392
+    back = plan_failback(load_text(text), group, "B", "A")
+    assert all(p.how == "inverse syncs" for p in back.partitions), back
+    apply_plan(load_text(text), back)
+    on_a_again = consume(cluster_a.bootstrap, group, topic)
     kept_after = [f"p{p}-{j}".encode() for p, limit in limits.items() for j in range(limit, 1000) if not dropped(j)]
+    kept_dropped = {f"p{p}-{j}".encode() for p in range(3) for j in range(1000) if dropped(j)}
+    rest = on_b_part + [v for v in on_a_again if v not in kept_dropped]
     assert len(rest) == len(set(rest)), f"{len(rest) - len(set(rest))} records read twice"
     assert sorted(rest) == sorted(kept_after), (f"{len(set(kept_after) - set(rest))} kept records missed, "
                                                  f"{len(set(rest) - set(kept_after))} read that A's group had read")
+    # back on A the group resumes at the next kept record after the last one it read on B, as on B: the
+    # records the Filter dropped between the two are left behind on failback too
+    last_b = {p: max(int(v.split(b"-")[1]) for v in on_b_part if v.startswith(b"p%d-" % p)) for p in range(3)}
+    firsts = {p: min(int(v.split(b"-")[1]) for v in on_a_again if v.startswith(b"p%d-" % p)) for p in range(3)}
+    next_kept = {p: next(j for j in range(last + 1, 1000) if not dropped(j)) for p, last in last_b.items()}
+    assert firsts == next_kept, (last_b, firsts, next_kept)
+    print(f"{delivery}: failback resumed on A at {firsts} after {last_b} read on B")

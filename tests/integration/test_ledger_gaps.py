@@ -17,7 +17,7 @@ from mm2py.config import load_text
 from mm2py.stores.ledger import GAP, Ledger
 from mm2py.stores.positions import PositionStore
 from tests.integration.mirror_helpers import mirror_once, properties
-from tests.integration.test_deleted_records import assert_mirrored, delete_records
+from tests.integration.target_checks import assert_mirrored, delete_records
 from tests.kafkautil import consume_all, create_topic, produce
 
 pytestmark = pytest.mark.integration

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 import urllib.request
 
 import pytest
@@ -35,13 +36,37 @@ def total(metrics: dict, name: str, topic: str, **labels: str) -> float:
                if n == name and ("topic", topic) in ls and all((k, v2) in ls for k, v2 in labels.items()))
 
 
+T = "org.apache.kafka.connect.transforms."
+MINUTES, PER_MINUTE = 4, 40  # history of the filtered topic: minutes, records per minute and partition
+
+
+def filtered_history(bootstrap: str, topic: str) -> None:
+    """``MINUTES`` past minutes of records on 3 partitions, one produce call per minute and partition (so
+    no batch spans two minutes); every 4th record carries header ``drop``."""
+    minute = int(time.time() // 60 * 60 * 1000)
+    for k in range(MINUTES):
+        for p in range(3):
+            produce(bootstrap, topic, [(None, b"f%d" % j, [("drop", b"1")] if j % 4 == 0 else None,
+                                        minute - (MINUTES - k) * 60_000 + 1000 + j) for j in range(PER_MINUTE)],
+                    partition=p)
+
+
 def test_metrics_endpoint_counts_latency_lag_and_heartbeats(cluster_a, cluster_b, unique_name, tmp_path):
-    topic = f"{unique_name}-t"
+    """A->B copies raw batches; B->A filters a topic (issue 47): its transform counts and its audit, where
+    the records the Filter dropped are dropped, never missing."""
+    topic, filtered = f"{unique_name}-t", f"{unique_name}-f"
     create_topic(cluster_a.bootstrap, topic, 2)
+    create_topic(cluster_b.bootstrap, filtered, 3)
+    filtered_history(cluster_b.bootstrap, filtered)
     port = free_port()
     config = tmp_path / "mm2.properties"
-    config.write_text(properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": {"topics": topic}},
-                                 f"metrics.port = {port}\nemit.checkpoints.enabled = false\n"))
+    drop = {"topics": filtered, "transforms": "dropMarked", "transforms.dropMarked.type": T + "Filter",
+            "transforms.dropMarked.predicate": "marked", "predicates": "marked",
+            "predicates.marked.type": T + "predicates.HasHeaderKey", "predicates.marked.name": "drop"}
+    config.write_text(properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
+                                 {"A->B": {"topics": topic}, "B->A": drop},
+                                 f"metrics.port = {port}\nemit.checkpoints.enabled = false\n"
+                                 "audit.interval.seconds = 2\n"))
     rep = Replicator(config, tmp_path / "replicator.log").start()
     try:
         wait_for(lambda: scrape(port), 120, "metrics endpoint up", rep)
@@ -57,5 +82,28 @@ def test_metrics_endpoint_counts_latency_lag_and_heartbeats(cluster_a, cluster_b
                  60, "lag refreshed to 0 after catch-up", rep)
         wait_for(lambda: any(n == "mm2py_heartbeat_age_seconds" and ("source", "A") in ls and v < 30
                              for (n, ls), v in scrape(port).items()), 60, "heartbeat age on A->B", rep)
+
+        # B->A's Filter: every 4th record dropped, counted per transform and remote topic
+        remote_f, flow = f"B.{filtered}", {"source": "B", "target": "A", "transform": "dropMarked"}
+        records, dropped = 3 * MINUTES * PER_MINUTE, 3 * MINUTES * PER_MINUTE // 4
+        wait_for(lambda: total(scrape(port), "mm2py_transform_records_in_total", remote_f, **flow) == records, 120,
+                 f"{records} records through the Filter", rep)
+        got = scrape(port)
+        assert total(got, "mm2py_transform_records_dropped_total", remote_f, **flow) == dropped
+        assert total(got, "mm2py_transform_records_out_total", remote_f, **flow) == records - dropped
+        assert total(got, "mm2py_transform_records_failed_total", remote_f, **flow) == 0
+        assert total(got, P + "record_count", remote_f, source="B") == records - dropped
+        assert not any(n.startswith("mm2py_transform_") and ("topic", remote) in ls for n, ls in got), \
+            "A->B has no transforms: its topic is counted by none"
+        # the audit compares the minutes between the oldest and the newest: the Filter dropped 10 of each
+        # minute's 40 per partition there; RecordsMissing's series stays 0
+        audited = 3 * (MINUTES - 2) * PER_MINUTE
+        wait_for(lambda: total(scrape(port), "mm2py_audit_target_records", remote_f, source="B") == audited * 3 // 4,
+                 60, "the audit of the filtered topic", rep)
+        got = scrape(port)
+        assert total(got, "mm2py_audit_source_records", remote_f, source="B") == audited * 3 // 4
+        assert total(got, "mm2py_audit_dropped_records", remote_f, source="B") == audited // 4
+        assert total(got, "mm2py_audit_missing_records", remote_f, source="B") == 0
+        assert total(got, "mm2py_audit_duplicate_records", remote_f, source="B") == 0
     finally:
         assert rep.stop() == 0, rep.tail()

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
+from tests.integration.target_checks import all_there, mirrored_in_order
 from tests.kafkautil import TS0, consume_all, create_topic, end_offsets, list_topics, produce
 
 pytestmark = pytest.mark.integration
@@ -176,7 +177,6 @@ def test_two_flows_on_standalone_spark_lose_nothing_when_a_worker_is_killed(clus
 
     from mm2py.dev.spark import start_standalone
     from mm2py.formats import Checkpoint, Heartbeat
-    from tests.integration.test_broker_faults import all_there, mirrored_in_order
     from tests.kafkautil import Stream, commit_offsets
 
     ab, ba = f"{unique_name}-ab", f"{unique_name}-ba"

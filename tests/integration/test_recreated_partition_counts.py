@@ -19,7 +19,7 @@ import pytest
 from mm2py.config import load_text
 from mm2py.stores.ledger import RECREATED, Ledger
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
-from tests.integration.test_source_resets import lines_with
+from tests.integration.target_checks import lines_with
 from tests.kafkautil import consume_all, create_topic, delete_topic, end_offsets, list_topics, produce
 
 pytestmark = pytest.mark.integration

@@ -16,8 +16,7 @@ from mm2py.checkpoint.task import load_syncs
 from mm2py.config import load_text
 from mm2py.stores.ledger import REMOTE_DELETED, Ledger
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
-from tests.integration.test_deleted_records import delete_records
-from tests.integration.test_source_resets import lines_with, partitions_named
+from tests.integration.target_checks import delete_records, lines_with, partitions_named
 from tests.kafkautil import consume_all, create_topic, delete_topic, end_offsets, list_topics, produce
 
 pytestmark = pytest.mark.integration

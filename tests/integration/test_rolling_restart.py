@@ -20,7 +20,7 @@ import pytest
 
 from bench import rolling_restart as rolling
 from tests.conftest import PORT_OFFSET
-from tests.integration.test_broker_faults import mirrored_in_order
+from tests.integration.target_checks import mirrored_in_order
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
 

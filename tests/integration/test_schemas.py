@@ -37,7 +37,7 @@ from tests.integration.schema_helpers import (
     serializer,
     two_registries,
 )
-from tests.integration.test_raw_batches import raw_batches
+from tests.integration.target_checks import raw_batches
 from tests.kafkautil import TS0, commit_offsets, consume_all, create_topic, produce, wait_until
 
 pytestmark = pytest.mark.integration

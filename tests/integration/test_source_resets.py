@@ -8,7 +8,6 @@ finds it in its first plan."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from mm2py.kafka.admin import Admin
 from mm2py.ops.failover import plan_failover
 from mm2py.stores.ledger import RECREATED, Ledger
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
+from tests.integration.target_checks import lines_with, partitions_named
 from tests.kafkautil import commit_offsets, consume_all, create_topic, delete_topic, end_offsets, list_topics, produce
 
 pytestmark = pytest.mark.integration
@@ -56,25 +56,6 @@ def recreate(bootstrap: str, topic: str) -> None:
 def commit_all(bootstrap: str, group: str, topic: str, offset: int) -> None:
     """Commit ``offset`` for every partition of ``topic`` in ``group``, as a consumer of the new topic would."""
     commit_offsets(bootstrap, group, {(topic, p): offset for p in range(PARTITIONS)})
-
-
-def lines_with(log: Path, text: str) -> list[str]:
-    """Log lines holding ``text``: JSON from the driver, console lines from Spark's source runner."""
-    return [line for line in log.read_text(errors="replace").splitlines() if text in line]
-
-
-def partitions_named(lines: list[str], topic: str) -> set[int]:
-    """The partitions that lines about ``topic`` name (``partition=N`` or ``"partition": N``)."""
-    out = set()
-    for line in lines:
-        if line.startswith("{"):
-            event = json.loads(line)
-            if event.get("topic") == topic:
-                out.add(event["partition"])
-            continue
-        if f"topic={topic} " in line + " ":
-            out |= {p for p in range(PARTITIONS) if f"partition={p} " in line}
-    return out
 
 
 def expected(generation: str, count: int) -> list[str]:

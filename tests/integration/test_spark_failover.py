@@ -9,8 +9,7 @@ import sys
 
 import pytest
 
-from tests.integration.mirror_helpers import properties
-from tests.integration.test_failover import a_group_on_a_mirrored_topic
+from tests.integration.mirror_helpers import a_group_on_a_mirrored_topic, properties
 
 pytestmark = pytest.mark.integration
 

@@ -26,18 +26,13 @@ from bench.rolling_restart import Mm2
 from mm2py.config.model import ClusterConfig
 from mm2py.stores.positions import PositionStore
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
+from tests.integration.target_checks import MM2_WORKER
 from tests.kafkautil import Stream, compare, consume_all, create_topic, end_offsets
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
 
 RATE = 1000  # records/s over both partitions
 BACKLOG_SECONDS = 5  # streamed before the replicator starts
-# the Connect worker's own topics, for Apache MM2 on single-broker clusters (mm2py accepts them)
-MM2_WORKER = """
-offset.storage.replication.factor = 1
-config.storage.replication.factor = 1
-status.storage.replication.factor = 1
-"""
 
 
 def tree(pid: int) -> list[int]:

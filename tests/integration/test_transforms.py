@@ -20,7 +20,7 @@ from mm2py.errors import ConfigError, TransformFailedError
 from mm2py.transforms import Record as Rec
 from mm2py.transforms import check_flows
 from tests.integration.mirror_helpers import mirror_once, properties, wait_for
-from tests.integration.test_stop import MM2_WORKER
+from tests.integration.target_checks import MM2_WORKER
 from tests.kafkautil import Record, consume_all, create_topic, end_offsets, list_topics, produce
 from tests.plugins import MaskDigits
 

@@ -6,22 +6,10 @@ import struct
 
 import crc32c
 import pytest
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch
 
 from mm2py.kafka import batches as rb
-
-LZ4, GZIP, NONE = 3, 1, 0
-
-
-def build(base_offset: int, n: int, codec: int = NONE, *, offsets=None, pid=-1, txn=False, ts=1000) -> bytes:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=txn,
-                                        producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
-                                        base_sequence=0 if pid >= 0 else -1, batch_size=1 << 20)
-    for i, delta in enumerate(offsets or range(n)):
-        builder.append(delta, timestamp=ts + i, key=b"k%d" % i, value=b"v" * 50, headers=[("h", b"%d" % i)])
-    buf = bytearray(builder.build())
-    struct.pack_into(">q", buf, 0, base_offset)
-    return bytes(buf)
+from tests.fakes.batches import GZIP, LZ4, NONE, build
 
 
 def test_split_leaves_out_a_partial_trailing_batch():

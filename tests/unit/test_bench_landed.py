@@ -6,7 +6,9 @@ import pytest
 
 from bench import mm2_variants
 from bench.landed import Landed, only_repeats, tally
-from bench.run import MARKERS, RunResult, cpu_per_gb, mm2_properties, replace_marked, summarize, verdict, workloads
+from bench.publish import MARKERS, replace_marked, summarize
+from bench.results import RunResult, cpu_per_gb, verdict
+from bench.run import mm2_properties, workloads
 from mm2py.ops.digest import PartitionCheck, PartitionDigest
 
 
@@ -124,7 +126,7 @@ def fake_bench(monkeypatch: pytest.MonkeyPatch, tmp_path):
     monkeypatch.setattr(bench_run, "prime_mm2py", lambda: None)
     monkeypatch.setattr(bench_run, "load", lambda *a: 0)
     runs: dict[str, RunResult] = {}
-    monkeypatch.setattr(bench_run, "run_one", lambda tool, w, pair, data, brokers: runs[tool])
+    monkeypatch.setattr(bench_run, "run_one", lambda tool, w, pair, data, brokers, net: runs[tool])
     return tmp_path, runs
 
 

@@ -20,9 +20,9 @@ from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.stores.ledger import TRUNCATED
 from mm2py.stores.positions import PositionStore
 from mm2py.types import TP
-from tests.unit.test_batches import build
-from tests.unit.test_copier import Answer, FakeSource, FakeTarget, batch
-from tests.unit.test_resets import Guarded, advance
+from tests.fakes.batches import build
+from tests.fakes.copy_path import Answer, FakeSource, FakeTarget, batch
+from tests.fakes.resets import Guarded, advance
 
 
 class FakeEpochs:

@@ -154,3 +154,13 @@ def test_the_module_map_lists_every_module() -> None:
         if parts[-1] not in words.get(package, set()):
             missing.append(f"{module} ({path.relative_to(REPO)})")
     assert missing == [], "add to docs/design.md's Layout: " + ", ".join(missing)
+
+
+def test_no_test_module_imports_another() -> None:
+    """Tests share helpers through helper modules (mirror_helpers, target_checks, tests/fakes), never by
+    importing another test module: a test file stays free to change without breaking its neighbours."""
+    found = []
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        for match in re.finditer(r"^\s*(?:from|import)\s+tests\.[\w.]*\btest_\w+", path.read_text(), re.M):
+            found.append(f"{path.relative_to(REPO)}: {match.group(0).strip()}")
+    assert found == [], found

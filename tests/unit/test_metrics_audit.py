@@ -10,6 +10,7 @@ from mm2py.audit.buckets import BUCKET_MS, compare
 from mm2py.audit.scanner import PartitionCounts, scan
 from mm2py.kafka.batches import split_batches
 from mm2py.kafka.fetch_response import FetchedPartition
+from mm2py.transforms import chain_for
 
 T0 = 1_700_000_040_000 - 1_700_000_040_000 % BUCKET_MS  # a minute's start
 
@@ -123,3 +124,16 @@ def test_a_long_log_is_counted_over_several_rounds():
     assert counts.next_offset == 20
     assert scan(log, 1, ("t", 0), counts, 0, 30, max_fetches=2)
     assert sum(counts.counts.values()) == 30
+
+
+def test_records_a_transform_dropped_are_counted_dropped_never_missing():
+    # a Filter on the whole topic: the target holds nothing of these three minutes, and should not
+    chain = chain_for({"transforms": "drop", "transforms.drop.type": "org.apache.kafka.connect.transforms.Filter"})
+    log = FakeLog([(0, 10, T0 + 5), (10, 10, T0 + 61_000), (20, 10, T0 + 125_000)], log_start=3)
+    counts = PartitionCounts()
+    scan(log, 1, ("t", 0), counts, 3, 30, chain=chain, remote_topic="A.t")
+    assert counts.counts == {} and counts.dropped == {T0: 7, T0 + BUCKET_MS: 10, T0 + 2 * BUCKET_MS: 10}
+    assert (counts.oldest, counts.newest) == (T0, T0 + 2 * BUCKET_MS)
+    f = compare("A->B", "A.t", 0, counts.counts, {}, oldest_source_bucket=counts.oldest,
+                newest_source_bucket=counts.newest, dropped=counts.dropped)
+    assert (f.buckets, f.missing, f.dropped, f.source_records) == (1, 0, 10, 0)

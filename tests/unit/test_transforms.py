@@ -132,6 +132,7 @@ def test_dropped_records_leave_offset_gaps_that_the_syncs_follow() -> None:
     writer.enqueue(part, buf, view, None)
     [(_payload, pending)] = part.queue
     assert pending.offsets == (0, 1, 4, 5, 6, 8, 9) and part.dropped == 3
+    assert part.result().transformed == (("f", 10, 7, 3, 0),), "10 reached the Filter, 7 passed"
     part.send_next()
     part.acked(500, lag_max=1000)
     # each gap breaks the run: a consumer committed at a dropped record resumes at the next kept one
@@ -264,3 +265,15 @@ def test_records_dropped_before_a_copys_first_kept_one_translate_to_it() -> None
     for u in range(0, 21):
         expected = next((i for i, k in enumerate(kept) if k >= u), len(kept))
         assert index.translate("t", 0, u) == expected, (u, part.syncs)
+
+
+def test_a_chain_counts_per_link_records_in_out_dropped_and_failed() -> None:
+    chain = chain_for({"transforms": "strip,drop", "transforms.strip.type": T + "DropHeaders",
+                       "transforms.strip.headers": "x", "transforms.drop.type": T + "Filter",
+                       "transforms.drop.predicate": "dead", "predicates": "dead",
+                       "predicates.dead.type": P + "RecordIsTombstone"})
+    counts: dict[str, list[int]] = {}
+    for i in range(10):
+        chain.apply("A.t", rec(i, value=None if i % 5 == 0 else b"v"), counts)
+    # every record reaches the Filter; it drops the two tombstones its predicate holds on
+    assert counts == {"strip": [10, 10, 0, 0], "drop": [10, 8, 2, 0]}

@@ -62,6 +62,8 @@ class PartitionCopy:
     rebuilt: int = 0
     dropped: int = 0
     went_home: int = 0  # records left out because their origin is the target (mm2py.source.provenance)
+    # transform link name -> [in, out, dropped, failed] records (mm2py.transforms.Chain.apply)
+    transformed: dict[str, list[int]] = field(default_factory=dict)
     tail_from: int = -1  # ``records`` when the copy went on past its planned range (mm2py.source.copy.tail)
     max_timestamp: int = -1
     fetched_ms: int = -1
@@ -222,6 +224,7 @@ class PartitionCopy:
             r.topic, r.partition, r.start, r.end, next_offset,
             records=self.records, bytes=self.bytes, batches=self.batches, rebuilt=self.rebuilt,
             dropped=self.dropped, went_home=self.went_home,
+            transformed=tuple((name, t[0], t[1], t[2], t[3]) for name, t in sorted(self.transformed.items())),
             tailed=self.records - self.tail_from if self.tail_from >= 0 else 0, syncs=tuple(self.syncs),
             max_timestamp=self.max_timestamp,
             fetched_ms=self.fetched_ms, acked_ms=self.acked_ms, stall_offset=self.stall_offset,

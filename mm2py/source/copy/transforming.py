@@ -6,7 +6,8 @@ Invariants:
   kept, in source order, in the source batch's codec; a dropped record leaves an offset gap that
   the rebuilt batch's offset list carries (``Pending.rebuilt``), so offset syncs, checkpoints and
   failover stay exact across it; records dropped before the copy's first kept one are mapped
-  onto it through ``PartitionCopy.first_owned``; dropped records are counted in ``dropped``;
+  onto it through ``PartitionCopy.first_owned``; dropped records are counted in ``dropped``, and
+  per link in ``PartitionCopy.transformed`` (in, out, dropped, failed: ``Chain.apply``);
 - the chain sees each record under its remote topic name, as MM2's connector hands it to Connect;
 - a Python transform failing on a record (``LinkFailed``) fails the task with
   ``TransformFailedError`` naming the flow, the transform, and the record's source topic,
@@ -57,7 +58,7 @@ class TransformingWriter(BatchWriter):
         kept: list[rb.Record] = []
         for rec in records:
             try:
-                out = chain.apply(topic, rec)
+                out = chain.apply(topic, rec, part.transformed)
             except LinkFailed as e:
                 r = part.range
                 reason = " ".join(e.reason.split())  # one line: Spark's failure text keeps the last line

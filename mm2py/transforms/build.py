@@ -1,0 +1,136 @@
+"""A flow's transform keys to its ``Chain``, and the start check that refuses what cannot run."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+
+from mm2py.config.model import FlowConfig
+from mm2py.errors import ConfigError, ConfigProblem
+from mm2py.transforms.chain import Chain, Link, Predicate, Transform, TransformError
+from mm2py.transforms.connect import (
+    CONNECT,
+    JAVA,
+    NEED_SCHEMA,
+    PREDICATES,
+    ROUTERS,
+    drop_headers,
+    filter_all,
+    has_header,
+    insert_header_for,
+    tombstone,
+    topic_matches,
+)
+from mm2py.transforms.python import python_transform
+
+
+def _keys_of(raw: Mapping[str, str], prefix: str) -> dict[str, str]:
+    return {k.removeprefix(prefix): v.strip() for k, v in raw.items() if k.startswith(prefix)}
+
+
+def _names(raw: Mapping[str, str], key: str) -> list[str]:
+    return [n.strip() for n in raw.get(key, "").split(",") if n.strip()]
+
+
+def _predicate(raw: Mapping[str, str], name: str) -> tuple[Predicate, bool]:
+    """Predicate ``name`` and whether it is decided by the topic alone."""
+    own = _keys_of(raw, f"predicates.{name}.")
+    kind = own.get("type", "")
+    key = f"predicates.{name}.type"
+    if kind == PREDICATES + "TopicNameMatches":
+        try:
+            return topic_matches(re.compile(own.get("pattern", ""))), True
+        except re.error as e:
+            raise TransformError(f"predicates.{name}.pattern", f"no regular expression: {e}") from None
+    if kind == PREDICATES + "HasHeaderKey":
+        if not own.get("name"):
+            raise TransformError(f"predicates.{name}.name", "required: the header key")
+        return has_header(own["name"]), False
+    if kind == PREDICATES + "RecordIsTombstone":
+        return tombstone, False
+    if not kind:
+        raise TransformError(key, f"missing: predicate {name!r} is listed in 'predicates'")
+    raise TransformError(key, f"{kind}: mm2py implements TopicNameMatches, HasHeaderKey and "
+                         "RecordIsTombstone (org.apache.kafka.connect.transforms.predicates)")
+
+
+def _transform(own: Mapping[str, str], name: str) -> Transform:
+    kind = own.get("type", "")
+    key = f"transforms.{name}.type"
+    short = kind.removeprefix(CONNECT).split("$")[0]
+    if kind == CONNECT + "Filter":
+        return filter_all
+    if kind == CONNECT + "DropHeaders":
+        headers = frozenset(n.strip() for n in own.get("headers", "").split(",") if n.strip())
+        if not headers:
+            raise TransformError(f"transforms.{name}.headers", "required: the header names to drop")
+        return drop_headers(headers)
+    if kind == CONNECT + "InsertHeader":
+        return insert_header_for(own, name)
+    if not kind:
+        raise TransformError(key, f"missing: transform {name!r} is listed in 'transforms'")
+    if not kind.startswith(JAVA):
+        return python_transform(own, name, kind)
+    if kind.startswith(CONNECT) and short in NEED_SCHEMA:
+        raise TransformError(key, f"{kind} needs a schema, and MM2 copies bytes (ByteArrayConverter): "
+                             "it fails on every record in MM2 too")
+    if kind.startswith(CONNECT) and short in ROUTERS:
+        raise TransformError(key, f"{kind}: renaming remote topics by transform is not supported yet; "
+                             "replication.policy.class names them")
+    raise TransformError(key, f"{kind}: mm2py implements Filter, DropHeaders and InsertHeader "
+                         "(org.apache.kafka.connect.transforms) and Python classes by dotted path, "
+                         "and refuses any other class")
+
+
+def chain_for(raw: Mapping[str, str]) -> Chain:
+    """The chain ``raw`` (a flow's merged keys, ``FlowConfig.raw``) configures; raises ``TransformError``."""
+    predicates = {name: _predicate(raw, name) for name in _names(raw, "predicates")}
+    links = []
+    for name in _names(raw, "transforms"):
+        own = _keys_of(raw, f"transforms.{name}.")
+        transform = _transform(own, name)
+        predicate_name = own.get("predicate", "")
+        if predicate_name and predicate_name not in predicates:
+            raise TransformError(f"transforms.{name}.predicate", f"{predicate_name} is not listed in 'predicates'")
+        negate = own.get("negate", "false").lower()
+        if negate not in ("true", "false"):
+            raise TransformError(f"transforms.{name}.negate", f"{negate!r}: true or false")
+        predicate, topic_only = predicates[predicate_name] if predicate_name else (None, False)
+        links.append(Link(name, transform, predicate, negate == "true", topic_only))
+    return Chain(tuple(links))
+
+
+def transform_keys(raw: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The keys of ``raw`` that configure transforms and predicates: what a copy task rebuilds its chain from."""
+    return tuple(sorted((k, v) for k, v in raw.items()
+                        if k in ("transforms", "predicates") or k.startswith(("transforms.", "predicates."))))
+
+
+def refusal(raw: Mapping[str, str], *, provenance: bool, translate: bool, rehash: bool) -> str | None:
+    """Why a flow's transforms cannot run with its other settings (None: they can, or there are none)."""
+    if not _names(raw, "transforms"):
+        return None
+    if provenance:
+        return "transforms on a flow of an identity cycle (provenance) are not supported"
+    if translate:
+        return "transforms with schemas.mode = translate are not supported"
+    if rehash:
+        return "transforms with partition.mismatch = hash are not supported"
+    return None
+
+
+def check_flows(flows: Iterable[FlowConfig], provenance: Callable[[FlowConfig], bool]) -> None:
+    """Refuse, before Spark starts, every flow whose transforms cannot run; one ConfigError naming each key."""
+    problems: list[ConfigProblem] = []
+    for flow in flows:
+        try:
+            chain_for(flow.raw)
+        except TransformError as e:
+            problems.append(ConfigProblem(e.key, f"{e.reason} (flow {flow.name})"))
+            continue
+        why = refusal(flow.raw, provenance=provenance(flow), translate=flow.schemas.mode == "translate",
+                      rehash=flow.delivery.partition_mismatch == "hash")
+        if why is not None:
+            problems.append(ConfigProblem("transforms", f"{why} (flow {flow.name})"))
+    if problems:
+        raise ConfigError(problems)

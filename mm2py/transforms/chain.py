@@ -1,0 +1,116 @@
+"""A flow's transform chain: the record contract, the links in order, and how a record runs through them.
+
+Invariants: links run in the order ``transforms`` lists them; a link with a predicate runs only
+where the predicate holds (``negate`` inverts it); a record dropped by a link reaches no later link.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from mm2py.errors import ConfigError, ConfigProblem
+from mm2py.kafka.batches import Record as Record  # re-exported: the record a RecordTransform gets
+
+Transform = Callable[[str, Record], Record | None]
+Predicate = Callable[[str, Record], bool]
+
+
+class RecordTransform(Protocol):
+    """A Python transform, named ``transforms.<name>.type = mypkg.module.ClassName``.
+
+    Construction: ``ClassName(config)``, ``config`` a ``dict[str, str]`` of the link's own keys
+    without ``transforms.<name>.`` and without ``type``, ``predicate`` and ``negate``
+    (``transforms.mask.keep = 4`` gives ``{"keep": "4"}``); values as the file has them, stripped.
+    Raise to refuse the keys: the start stops naming ``transforms.<name>.type``. mm2py constructs
+    it at start (to check it) and again in every copy task (it is never pickled).
+
+    Call: ``transform(topic, record)`` for each record of a topic the link may touch (its
+    predicate, if any, held), in source order per partition. ``topic`` is the remote topic name
+    (``A.orders``, as Connect's transforms see it); ``record`` a frozen ``mm2py.transforms.Record``
+    (``offset``, ``timestamp`` ms, ``key`` and ``value`` bytes or None, ``headers`` a tuple of
+    ``(str, bytes | None)``). Return the record, changed with ``dataclasses.replace`` (key, value,
+    headers, timestamp; the offset is the source's whatever it returns), or None to drop it.
+
+    Promises: a pure function of the record, no state across records and no I/O; a task retried
+    or a flow restarted hands the same records again. An exception, or a return that is not a
+    ``Record`` or None, fails the flow naming it, the transform and the record (flow, topic,
+    partition, offset): the record is never skipped.
+    """
+
+    def __call__(self, topic: str, record: Record) -> Record | None: ...
+
+
+class LinkFailed(Exception):
+    """A Python transform raised or returned what is not a record; ``link`` its name, ``path`` its class."""
+
+    def __init__(self, link: str, path: str, reason: str):
+        self.link, self.path, self.reason = link, path, reason
+        super().__init__(f"transform {link!r} ({path}) {reason}")
+
+
+class TransformError(ConfigError):
+    """A transform or predicate key mm2py cannot honour; ``key`` as the flow sees it (``transforms.x.type``)."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        self.reason = message
+        super().__init__(ConfigProblem(key, message))
+
+
+@dataclass(frozen=True)
+class Link:
+    """One transform of a chain, with its predicate (None: every record) and ``negate``."""
+
+    name: str
+    transform: Transform
+    predicate: Predicate | None = None
+    negate: bool = False
+    topic_only: bool = False  # the predicate looks at the topic alone (decidable per topic)
+
+    def applies(self, topic: str, record: Record) -> bool:
+        if self.predicate is None:
+            return True
+        return self.predicate(topic, record) != self.negate
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A flow's transforms in order. Picklable only through ``chain_for`` (rebuilt from the flow's keys)."""
+
+    links: tuple[Link, ...] = ()
+
+    def for_topic(self, topic: str) -> Chain:
+        """The links that may touch records of remote topic ``topic`` (topic-decided predicates resolved)."""
+        probe = Record(0, 0, None, b"", ())
+        return Chain(tuple(link for link in self.links if not link.topic_only or link.applies(topic, probe)))
+
+    def apply(self, topic: str, record: Record, counts: dict[str, list[int]] | None = None) -> Record | None:
+        """``record`` through every link (None: dropped).
+
+        ``counts``, when given, gains per link name ``[in, out, dropped, failed]``: a record is *in*
+        where it reaches the link (no earlier link dropped it), then exactly one of out (passed on:
+        the predicate did not hold, or a record came back), dropped (None) or failed (``LinkFailed``,
+        re-raised), so in = out + dropped + failed.
+        """
+        current: Record | None = record
+        for link in self.links:
+            if current is None:
+                return None
+            tally = None
+            if counts is not None:
+                tally = counts.get(link.name)
+                if tally is None:
+                    tally = counts[link.name] = [0, 0, 0, 0]
+                tally[0] += 1
+            if link.applies(topic, current):
+                try:
+                    current = link.transform(topic, current)
+                except LinkFailed:
+                    if tally is not None:
+                        tally[3] += 1
+                    raise
+            if tally is not None:
+                tally[1 if current is not None else 2] += 1
+        return current

@@ -29,6 +29,7 @@ from confluent_kafka import KafkaException, Producer
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError, SchemaError
 from mm2py.kafka import batches as rb
+from mm2py.kafka import rdclients
 from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.schemas import inplace
 from mm2py.schemas.registry import registry_for
@@ -77,7 +78,7 @@ class TranslatingWriter(BatchWriter):
             conf = rdkafka_config(self.target.bootstrap_servers, self.target.producer, self.target.alias, "producer")
             conf.setdefault("client.id", f"{self.client_id}-dead-letter")
             conf.update({"acks": "all", "enable.idempotence": True})
-            self.dead_letters = Producer(conf)
+            self.dead_letters = rdclients.producer(conf)
         return self.dead_letters
 
     def _on_delivery(self, err: object, msg: object) -> None:

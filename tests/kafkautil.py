@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from mm2py.kafka import rdclients
+
 Headers = list[tuple[str, bytes | None]]
 # (key, value, headers, timestamp_ms); None headers/timestamp: none / the producer's clock
 RecordTuple = tuple[bytes | None, bytes | None, Headers | None, int | None]
@@ -40,7 +42,7 @@ def _conf(bootstrap: str, client: ClientConfig, **defaults: object) -> dict[str,
 
 
 def _admin(bootstrap: str, client: ClientConfig = None) -> AdminClient:
-    return AdminClient(_conf(bootstrap, client))
+    return rdclients.admin_client(_conf(bootstrap, client))
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, config: Mapping[str, str] | None = None, *,
@@ -96,7 +98,7 @@ def produce(
     conf = _conf(bootstrap, {**(client or {}), **(extra or {})}, **{
         "acks": "all", "linger.ms": 10, "compression.type": compression or "none",
         "partitioner": "murmur2_random"})
-    producer = Producer(conf)
+    producer = rdclients.producer(conf)
     errors: list[str] = []
     count = 0
 
@@ -128,7 +130,7 @@ def produce(
 
 def _consumer(bootstrap: str, client: ClientConfig, **settings: object) -> Consumer:
     # a fresh group id: these helpers never commit, and must not meet a test's own groups
-    return Consumer(_conf(bootstrap, client, **{"group.id": f"mm2py-tests-{uuid.uuid4().hex[:8]}",
+    return rdclients.consumer(_conf(bootstrap, client, **{"group.id": f"mm2py-tests-{uuid.uuid4().hex[:8]}",
                                                 "enable.auto.commit": False, **settings}))
 
 
@@ -308,8 +310,8 @@ def commit_offsets(bootstrap: str, group: str, offsets: Mapping[tuple[str, int],
     A coordinator that is still loading or moving (a fresh cluster) answers with a retriable error:
     the commit is tried again until ``timeout``.
     """
-    consumer = Consumer({**(client or {}), "bootstrap.servers": bootstrap, "group.id": group,
-                         "enable.auto.commit": False, "log_level": 0})
+    consumer = rdclients.consumer({**(client or {}), "bootstrap.servers": bootstrap, "group.id": group,
+                                   "enable.auto.commit": False, "log_level": 0})
     deadline = time.monotonic() + timeout
     try:
         while True:

@@ -616,15 +616,15 @@ def _probe(cluster: DevCluster, timeout: float = 2) -> Callable[[], bool]:
         from mm2py.dev.kerberos import answers_kafka_python
 
         return lambda: answers_kafka_python(cluster.bootstrap, cluster.client_properties, cluster.name, timeout)
-    from confluent_kafka.admin import AdminClient
+    from mm2py.kafka.rdclients import admin_client
 
     conf: dict[str, Any] = {**cluster.rdkafka_config(), "socket.connection.setup.timeout.ms": 2000}
-    admin = AdminClient(conf)  # the settings hold objects (a logger) the client's stubs do not name
+    admin = admin_client(conf)
     return lambda: bool(admin.list_topics(timeout=timeout).brokers)
 
 
 def _wait_live(cluster: DevCluster, nodes: Sequence[BrokerNode], timeout: float) -> None:
-    from confluent_kafka.admin import AdminClient
+    from mm2py.kafka.rdclients import admin_client
 
     deadline = time.monotonic() + timeout
     waiting = list(nodes)
@@ -637,7 +637,7 @@ def _wait_live(cluster: DevCluster, nodes: Sequence[BrokerNode], timeout: float)
             # a new client each time: one that knows the other brokers may ask them instead
             conf: dict[str, Any] = {**cluster.rdkafka_config(), "bootstrap.servers": node.bootstrap,
                                     "socket.connection.setup.timeout.ms": 2000}
-            admin = AdminClient(conf)
+            admin = admin_client(conf)
             try:
                 if node.node_id in admin.list_topics(timeout=2).brokers:
                     waiting.remove(node)
@@ -1116,13 +1116,12 @@ def wait_in_sync(bootstrap: str, topic: str, timeout: float = 60, *,
 
 
 def _admin(bootstrap: str, client: Mapping[str, object] | None) -> AdminClient:
-    from confluent_kafka.admin import AdminClient
-
     from mm2py.kafka.clientconf import RDKAFKA_LOGGER
+    from mm2py.kafka.rdclients import admin_client
 
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": RDKAFKA_LOGGER,
                             "socket.connection.setup.timeout.ms": 2000, **(client or {})}
-    return AdminClient(conf)  # a logger and the client's objects: more than the client's stubs name
+    return admin_client(conf)
 
 
 def _partitions(admin: AdminClient, topic: str, timeout: float) -> list[PartitionMetadata]:

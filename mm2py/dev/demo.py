@@ -17,10 +17,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from confluent_kafka import Producer
-
 from mm2py.config import load
 from mm2py.dev import cluster as devcluster
+from mm2py.kafka import rdclients
 from mm2py.kafka.admin import Admin
 from mm2py.ops.digest import compare_topic
 from mm2py.ops.status import status
@@ -39,7 +38,7 @@ def say(text: str = "") -> None:
 
 
 def produce(bootstrap: str, topic: str, count: int, start: int, compression: str) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": compression,
+    producer = rdclients.producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": compression,
                          "acks": "all", "log_level": 0})
     for i in range(start, start + count):
         value = f'{{"id": {i}, "topic": "{topic}", "amount": {i % 997}.{i % 100:02d}}}'.encode()

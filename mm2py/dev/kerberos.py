@@ -183,8 +183,17 @@ def gssapi_listener(kdc: Kdc, protocol: str) -> tuple[dict[str, str], dict[str, 
 
     The client listener (also the inter-broker one) takes GSSAPI only, the broker signing in as
     ``kafka/127.0.0.1``; the controller listener keeps PLAIN (mm2py.dev.cluster composes it).
+    A Java client names the service by the reverse lookup of the address it connects to, which
+    is ``localhost`` for 127.0.0.1: the broker's own clients (transaction verification, markers)
+    would ask for ``kafka/localhost`` and fail. The broker's JVM therefore resolves names from a
+    hosts file of its own (``jdk.net.hosts.file``) without 127.0.0.1, so the lookup gives back
+    the address; the machine's name maps to 127.0.1.1 there (Debian's convention) for
+    ``InetAddress.getLocalHost``.
     """
     broker = kdc.principal(f"{SERVICE}/127.0.0.1")
+    hosts = kdc.directory / "broker-hosts"
+    hosts.write_text("# no 127.0.0.1 line: a reverse lookup of it gives the address (mm2py.dev.kerberos)\n"
+                     f"127.0.1.1 {socket.gethostname()}\n")
     server = {
         "sasl.enabled.mechanisms": "GSSAPI",
         "sasl.mechanism.inter.broker.protocol": "GSSAPI",
@@ -197,7 +206,7 @@ def gssapi_listener(kdc: Kdc, protocol: str) -> tuple[dict[str, str], dict[str, 
         "sasl.kerberos.service.name": SERVICE,
         "sasl.jaas.config": _jaas(kdc.keytab(CLIENT_PRINCIPAL), kdc.principal(CLIENT_PRINCIPAL)),
     }
-    return server, client, (f"-Djava.security.krb5.conf={kdc.krb5_conf}",)
+    return server, client, (f"-Djava.security.krb5.conf={kdc.krb5_conf}", f"-Djdk.net.hosts.file={hosts}")
 
 
 def answers_kafka_python(bootstrap: str, props: dict[str, str], alias: str, timeout: float) -> bool:

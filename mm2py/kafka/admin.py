@@ -42,6 +42,7 @@ from mm2py.errors import (
 from mm2py.kafka.classify import is_retriable
 from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.kafka.login_watch import LoginWatch
+from mm2py.kafka.rdclients import admin_client, serve_token
 from mm2py.kafka.resources import TopicAcl, TopicConfigEntry
 from mm2py.kafka.retry import retrying
 from mm2py.types import TP
@@ -116,8 +117,18 @@ class Admin:
         conf.setdefault("client.id", f"mm2py-admin-{cluster.alias}")
         self._conf = conf
         self._login = LoginWatch(cluster.alias)  # a refused login named within seconds
-        self._client = AdminClient(self._login.watching(conf))
+        self._admin: AdminClient | None = None
         self.principal = principal_of(cluster.admin)
+
+    @property
+    def _client(self) -> AdminClient:
+        """The admin client (made on first use), its due OAUTHBEARER token refresh served first
+        (``rdclients.serve_token``)."""
+        if self._admin is None:
+            self._admin = admin_client(self._login.watching(self._conf))
+        else:
+            serve_token(self._admin, self._conf)
+        return self._admin
 
     def _refused_login(self, action: str, cause: BaseException, topic: str | None = None) -> KafkaError | None:
         return self._login.refused(self._client, action, cause, topic)

@@ -17,6 +17,7 @@ from confluent_kafka import KafkaError as KafkaErrorCode
 
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError
+from mm2py.kafka import rdclients
 from mm2py.kafka.admin import Admin, translate
 from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.kafka.login_watch import LoginWatch
@@ -77,7 +78,15 @@ class TopicReader:
         conf.update({"group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed", **extra})
         self.alias = cluster.alias
         self.login = LoginWatch(cluster.alias)
-        self.consumer = Consumer(self.login.watching(conf))
+        self._conf = self.login.watching(conf)
+        self._consumer: Consumer | None = None
+
+    @property
+    def consumer(self) -> Consumer:
+        """The consumer, made on first use (``rdclients.consumer``)."""
+        if self._consumer is None:
+            self._consumer = rdclients.consumer(self._conf)
+        return self._consumer
 
     def bounds(self, topic: str, timeout: float, partitions: Iterable[int] | None = None
                ) -> dict[int, tuple[int, int]] | None:
@@ -97,7 +106,8 @@ class TopicReader:
                 or translate(exc, cluster=self.alias, action=action, topic=topic))
 
     def close(self) -> None:
-        self.consumer.close()
+        if self._consumer is not None:
+            self._consumer.close()
 
 
 # errors about the reader's group, which a read by assignment never uses
@@ -171,7 +181,15 @@ class RecordWriter:
         conf.update({"acks": "all", "enable.idempotence": True, "delivery.report.only.error": True})
         self.cluster = cluster
         self.timeout = timeout
-        self._producer = Producer(conf)
+        self._conf = conf
+        self._made: Producer | None = None
+
+    @property
+    def _producer(self) -> Producer:
+        """The producer, made on first use (``rdclients.producer``)."""
+        if self._made is None:
+            self._made = rdclients.producer(self._conf)
+        return self._made
 
     def write(self, topic: str, records: Iterable[tuple[bytes, bytes | None]], partition: int | None = 0,
               timestamp: int | None = None) -> int:
@@ -214,4 +232,6 @@ class RecordWriter:
         return count
 
     def close(self) -> None:
+        if self._made is None:
+            return
         self._producer.flush(self.timeout)

@@ -12,11 +12,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, Message, TopicPartition
 from confluent_kafka import KafkaError as KafkaErrorCode
+from confluent_kafka import Message, TopicPartition
 
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError
+from mm2py.kafka import rdclients
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.batches import Record
 from mm2py.kafka.clientconf import rdkafka_config
@@ -81,7 +82,7 @@ def digest_ranges(cluster: ClusterConfig, topic: str, ranges: dict[int, tuple[in
     # must fail and say so; the default reset would jump to the end and wait for them forever
     conf.update({"group.id": "mm2py-verify", "enable.auto.commit": False, "isolation.level": "read_committed",
                  "auto.offset.reset": "error"})
-    consumer = Consumer(conf)
+    consumer = rdclients.consumer(conf)
     try:
         hashes = {p: hashlib.sha256() for p in ranges}
         counts, dropped = dict.fromkeys(ranges, 0), dict.fromkeys(ranges, 0)

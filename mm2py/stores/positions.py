@@ -22,6 +22,7 @@ from confluent_kafka import Producer
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import FormatError, KafkaError
 from mm2py.formats import SourceOffset
+from mm2py.kafka import rdclients
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.kafka.compacted import TopicReader, read_to_end
@@ -119,7 +120,7 @@ class PositionStore:
             # murmur2 as the Java producer uses, so keys land where Connect puts them
             conf.update({"partitioner": "murmur2_random", "acks": "all", "enable.idempotence": True,
                          "linger.ms": 5})
-            self._producer = Producer(conf)
+            self._producer = rdclients.producer(conf)
         return self._producer
 
     def save(self, positions: Mapping[TP, int], epochs: Mapping[TP, int] | None = None) -> None:

@@ -24,13 +24,14 @@ from mm2py.dev import cluster as devcluster
 from mm2py.dev import kerberos
 from mm2py.kafka import krb5login
 from mm2py.kafka.clientconf import kafka_python_config
-from mm2py.kafka.krb5conf import rdkafka_has_gssapi
 from mm2py.kafka.wire import RawClient
 from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import REPO, SINGLE_BROKER, Replicator, wait_for
 from tests.kafkautil import consume_all, list_topics
 
-pytestmark = pytest.mark.integration
+# every test here needs python-gssapi (kafka-python's GSSAPI), which only .venv-krb installs, and the
+# connect-mirror-maker one a librdkafka with GSSAPI: all run in the krb lane (tests/lanes.py)
+pytestmark = [pytest.mark.integration, pytest.mark.krb_clients]
 
 KRB_PORT = 32700 + PORT_OFFSET  # controller on +1, the KDC on +2
 _ENV = ("KRB5_CONFIG", "KRB5CCNAME", "KRB5_CLIENT_KTNAME", krb5login.LOGIN_ENV)
@@ -155,9 +156,6 @@ def mm2_file(krb_cluster: devcluster.DevCluster, target: devcluster.DevCluster, 
     return "\n".join(lines + [f"A.{k} = {v}" for k, v in props.items()]) + "\n" + SINGLE_BROKER
 
 
-@pytest.mark.skipif(not rdkafka_has_gssapi(), reason="confluent-kafka's bundled librdkafka is built without GSSAPI "
-                    "(its Linux wheels are); mm2py's admin, offset-syncs and checkpoint clients are librdkafka's: "
-                    "run with make kerberos-clients' .venv-krb/bin/python")
 def test_a_kerberos_only_source_mirrors_through_connect_mirror_maker(krb_cluster, cluster_b, unique_name, tmp_path):
     topic = f"{unique_name}-t"
     sent = kp_produce(krb_cluster, topic, 2, 200)

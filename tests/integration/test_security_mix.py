@@ -2,25 +2,32 @@
 
 A takes OAUTHBEARER tokens over TLS (SASL_SSL; RS256 tokens of mm2py.dev.oidc), B requires a
 client certificate (SSL, ``ssl.client.auth = required``; a PKCS12 key store and a JKS trust
-store), C takes SASL PLAIN (SASL_PLAINTEXT). Flows A->B (at-least-once) and B->C (exactly-once)
-run in ``connect-mirror-maker`` at debug level, with Spark's event log and the metrics endpoint
-on. The OAuth client secret is written literally; B's store passwords come from the file,
-directory and environment providers, C's password from the environment inside its JAAS line.
-Every record must reach C; ``mm2py status --json``, ``verify`` and a ``failover`` plan succeed
-on the same file; and no secret (nor the HTTP Basic form of the OAuth one) appears in the run's
-log, the event log, ``/metrics``, those commands' output, or the errors of a refused login.
+store), C takes Kerberos only (SASL_PLAINTEXT, GSSAPI; a KDC of its own, mm2py.dev.kerberos).
+Flows A->B (at-least-once) and B->C (exactly-once) run in ``connect-mirror-maker`` at debug
+level, with Spark's event log and the metrics endpoint on, while records are written to A (a
+second half once the first has reached C). Every secret comes through a provider: the OAuth
+client secret and B's key store password from the file provider, B's key password from the
+directory provider, its trust store password from the environment provider, C's keytab path
+from the file provider and its principal from the environment, inside its Krb5LoginModule JAAS
+line. Every record must reach B (at least once, in plain writes) and C (exactly once, in
+transactions); heartbeats reach B and C; ``mm2py status --json`` shows both flows running and
+caught up, ``verify --json`` finds every partition of both flows equal, and ``failover
+--execute`` commits on B the offsets the checkpoints and the records give; a wrong principal
+for the keytab is one error naming C's key; and no secret (nor the HTTP Basic form of the OAuth
+one) appears in the run's log, the event log, ``/metrics``, those commands' output, or the
+refused login's. Marked ``krb_clients``: C's librdkafka clients need ``.venv-krb``
+(tests/lanes.py), and on its confluent-kafka (2.12) A's OAuth clients get their tokens only from
+a poll (mm2py.kafka.rdclients).
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
-import re
 import secrets
-import signal
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,28 +35,33 @@ from pathlib import Path
 import pytest
 
 from mm2py.dev import cluster as devcluster
+from mm2py.dev import kerberos
 from mm2py.dev.oidc import OidcServer
+from mm2py.formats import Checkpoint
+from mm2py.kafka import krb5login
 from tests.conftest import PORT_OFFSET
-from tests.integration.mirror_helpers import REPO, SINGLE_BROKER, Replicator, wait_for
+from tests.integration.mirror_helpers import SINGLE_BROKER, Replicator, wait_for
+from tests.integration.security_helpers import committed_on, count, event_log, leaks, mm2py
 from tests.kafkautil import TS0, commit_offsets, consume_all, create_topic, produce
 
-pytestmark = [pytest.mark.integration, pytest.mark.long]
+pytestmark = [pytest.mark.integration, pytest.mark.krb_clients]
 
-# below the kernel's ephemeral range; each cluster takes port and port + 1
+# below the kernel's ephemeral range; each cluster takes port and port + 1, C's KDC C_PORT + 2
 A_PORT, B_PORT, C_PORT, METRICS_PORT = (p + PORT_OFFSET for p in (31240, 31250, 31260, 31270))
 JAVA = "org.apache.kafka.common.config.provider."
 # made per run, so no other text can hold them by chance
 OAUTH_SECRET = "oauth-" + secrets.token_hex(12)
 TRUST_PW = "trust-" + secrets.token_hex(12)
-C_PASSWORD = "plain-" + secrets.token_hex(12)
-WRONG_PASSWORD = "wrong-" + secrets.token_hex(12)
 RECORDS = 300
+# what kerberize and the Kerberos logins set in this process, put back when the module ends
+_KRB_ENV = ("KRB5_CONFIG", "KRB5CCNAME", "KRB5_CLIENT_KTNAME", krb5login.LOGIN_ENV)
 
 
 @pytest.fixture(scope="module")
 def clusters(cluster_workdir: Path) -> Iterator[dict[str, devcluster.DevCluster]]:
     oidc = OidcServer({"mm2": OAUTH_SECRET}, lifetime_s=60).start()
     login = devcluster.OAuthLogin(oidc.token_url, oidc.jwks_url, "mm2", OAUTH_SECRET)
+    saved = {name: os.environ.get(name) for name in _KRB_ENV}
     try:
         yield {
             "A": devcluster.start_cluster("mix-a", A_PORT, workdir=cluster_workdir, listeners_security="SASL_SSL",
@@ -57,22 +69,31 @@ def clusters(cluster_workdir: Path) -> Iterator[dict[str, devcluster.DevCluster]
             "B": devcluster.start_cluster("mix-b", B_PORT, workdir=cluster_workdir, listeners_security="SSL",
                                           client_auth=True),
             "C": devcluster.start_cluster("mix-c", C_PORT, workdir=cluster_workdir,
-                                          listeners_security="SASL_PLAINTEXT", sasl_users={"mm2": C_PASSWORD}),
+                                          listeners_security="SASL_PLAINTEXT", sasl_mechanism="GSSAPI",
+                                          kdc_port=C_PORT + 2),
         }
     finally:
         for name in ("mix-a", "mix-b", "mix-c"):
             with contextlib.suppress(Exception):
                 devcluster.stop_cluster(name, cluster_workdir)
         oidc.stop()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def mm2_file(c: dict[str, devcluster.DevCluster], folder: Path, topic: str, group: str) -> str:
-    """The MM2 file: literal OAuth secret on A, provider passwords on B and C."""
+    """The MM2 file: every secret by a provider (A's client secret, B's passwords, C's keytab and principal)."""
     b = c["B"].client_properties
     secret_dir = folder / "secrets"
     (secret_dir / "run").mkdir(parents=True, exist_ok=True)
+    (secret_dir / "a.properties").write_text(f"client.secret = {OAUTH_SECRET}\n")
     (secret_dir / "b.properties").write_text(f"keystore.password = {b['ssl.keystore.password']}\n")
     (secret_dir / "run" / "key.password").write_text(b["ssl.key.password"] + "\n")  # a mounted secret
+    kdc = kerberos.Kdc(c["C"].directory / "kdc", C_PORT + 2)
+    (secret_dir / "c.properties").write_text(f"keytab = {kdc.keytab(kerberos.CLIENT_PRINCIPAL)}\n")
     trust = folder / "b-trust.jks"
     if not trust.exists():  # a JKS trust store holding B's certificate, as a Java client is given it
         subprocess.run(["keytool", "-importcert", "-noprompt", "-alias", "b", "-file", b["ssl.truststore.location"],
@@ -90,7 +111,7 @@ def mm2_file(c: dict[str, devcluster.DevCluster], folder: Path, topic: str, grou
         *(f"{alias}.bootstrap.servers = {cluster.bootstrap}" for alias, cluster in c.items()),
         *(f"A.{k} = {v}" for k, v in a.items()),
         "A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
-        f'clientId="mm2" clientSecret="{OAUTH_SECRET}" scope="kafka";',
+        f'clientId="mm2" clientSecret="${{file:{secret_dir}/a.properties:client.secret}}" scope="kafka";',
         "B.security.protocol = SSL",
         f"B.ssl.keystore.location = {b['ssl.keystore.location']}",
         "B.ssl.keystore.type = PKCS12",
@@ -99,9 +120,10 @@ def mm2_file(c: dict[str, devcluster.DevCluster], folder: Path, topic: str, grou
         f"B.ssl.truststore.location = {trust}",  # no type: JKS, as for Java
         "B.ssl.truststore.password = ${env:MM2PY_TEST_TRUST_PW}",
         "C.security.protocol = SASL_PLAINTEXT",
-        "C.sasl.mechanism = PLAIN",
-        "C.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required "
-        'username="mm2" password="${env:MM2PY_TEST_C_PASSWORD}";',
+        "C.sasl.mechanism = GSSAPI",
+        f"C.sasl.kerberos.service.name = {kerberos.SERVICE}",
+        "C.sasl.jaas.config = com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true "
+        f'keyTab="${{file:{secret_dir}/c.properties:keytab}}" principal="${{env:MM2PY_TEST_C_PRINCIPAL}}";',
         f"A->B.enabled = true\nA->B.topics = {topic}\nA->B.groups = {group}",
         f"B->C.enabled = true\nB->C.topics = A.{topic}",
         "C.exactly.once.source.support = enabled",
@@ -118,123 +140,125 @@ def secret_forms() -> dict[str, str]:
     """Every secret of the file, and the HTTP Basic form the OAuth secret travels in."""
     basic = base64.b64encode(f"mm2:{OAUTH_SECRET}".encode()).decode()
     return {"OAuth client secret": OAUTH_SECRET, "its Basic header": basic, "trust store password": TRUST_PW,
-            "C's password": C_PASSWORD, "a refused password": WRONG_PASSWORD, "a private key": "PRIVATE KEY-----"}
+            "a private key": "PRIVATE KEY-----"}
 
 
-def mm2py(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """``mm2py ARGS`` in a session of its own: on a timeout its Spark JVM is killed with it."""
-    proc = subprocess.Popen([sys.executable, "-m", "mm2py", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=REPO, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        raise AssertionError(f"mm2py {' '.join(args)} still ran after {timeout} s:\n{err[-3000:]}") from None
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+def checkpoints(b: devcluster.DevCluster, group: str) -> dict[tuple[str, int], int]:
+    """The newest checkpoint of ``group`` on B, per (remote topic, partition): its downstream offset."""
+    got = consume_all(b.bootstrap, "A.checkpoints.internal", client=b.rdkafka_config())
+    found = sorted(((r.timestamp, r.offset), Checkpoint.from_record(r.key, r.value)) for p in got.values() for r in p)
+    return {cp.topic_partition: cp.downstream_offset for _, cp in found if cp.consumer_group_id == group}
 
 
-def leaks(where: str, text: str, extra: dict[str, str]) -> list[str]:
-    """The secrets ``text`` shows, as written or inside a base64 blob (a pickled config, a header)."""
-    values = {**secret_forms(), **extra}
-    found = [f"{name} in {where}" for name, value in values.items() if value in text]
-    for blob in re.findall(r"[A-Za-z0-9+/_-]{40,}={0,2}", text):
-        with contextlib.suppress(ValueError):
-            decoded = base64.b64decode(blob + "=" * (-len(blob) % 4), altchars=b"-_" if "-" in blob else None)
-            found += [f"{name} in a base64 blob in {where}" for name, value in values.items()
-                      if value.encode() in decoded]
-    return found
-
-
-def event_log(folder: Path) -> str:
-    """Every event Spark logged under ``folder``, decompressed (Spark 4 writes zstd by default)."""
-    import zstandard
-
-    texts = []
-    for file in sorted(f for f in folder.rglob("*") if f.is_file()):
-        data = file.read_bytes()
-        if file.name.endswith(".zstd") and data:
-            data = zstandard.ZstdDecompressor().stream_reader(data).read()
-        texts.append(data.decode(errors="replace"))
-    return "\n".join(texts)
+def translated(a: devcluster.DevCluster, b: devcluster.DevCluster, topic: str,
+               committed: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """Each committed A offset's record found by value in B's remote topic: its B offset."""
+    on_a = consume_all(a.bootstrap, topic, client=a.rdkafka_config())
+    on_b = {p: {r.value: r.offset for r in rs} for p, rs in
+            consume_all(b.bootstrap, f"A.{topic}", client=b.rdkafka_config()).items()}
+    at = {p: {r.offset: r.value for r in rs} for p, rs in on_a.items()}
+    return {(f"A.{t}", p): on_b[p][at[p][offset]] for (t, p), offset in committed.items()}
 
 
 def test_three_mechanisms_in_one_file_and_no_secret_in_any_output(
         clusters, unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     a, b, c = clusters["A"], clusters["B"], clusters["C"]
     monkeypatch.setenv("MM2PY_TEST_TRUST_PW", TRUST_PW)  # inherited by every command below
-    monkeypatch.setenv("MM2PY_TEST_C_PASSWORD", C_PASSWORD)
+    monkeypatch.setenv("MM2PY_TEST_C_PRINCIPAL", f"{kerberos.CLIENT_PRINCIPAL}@{kerberos.REALM}")
     extra = {"B's store password": b.client_properties["ssl.keystore.password"]}
     topic, group = f"{unique_name}-t", f"{unique_name}-g"
     text = mm2_file(clusters, tmp_path, topic, group)
-    assert all(v not in text for v in (TRUST_PW, C_PASSWORD, *extra.values())), "those come through providers"
+    assert all(v not in text for v in (OAUTH_SECRET, TRUST_PW, *extra.values())), "those come through providers"
+    assert ".keytab" not in text and f"@{kerberos.REALM}" not in text, "C's keytab and principal come by provider"
     config = tmp_path / "mm2.properties"
     config.write_text(text)
 
     create_topic(a.bootstrap, topic, 2, client=a.rdkafka_config())
     records = [(b"k%d" % i, b"v%d" % i, [("h", b"%d" % i)], TS0 + i) for i in range(RECORDS)]
-    produce(a.bootstrap, topic, records, client=a.rdkafka_config())
-    commit_offsets(a.bootstrap, group, {(topic, 0): 40, (topic, 1): 30}, client=a.rdkafka_config())
+    half = RECORDS // 2
+    produce(a.bootstrap, topic, records[:half], client=a.rdkafka_config())
+    committed = {(topic, 0): 40, (topic, 1): 30}
+    commit_offsets(a.bootstrap, group, committed, client=a.rdkafka_config())
     log = tmp_path / "replicator.log"
     replicator = Replicator(config, log, "--log-level", "debug", "--checkpoint-dir", str(tmp_path / "ckpt")).start()
     outputs: dict[str, str] = {}
+    final = f"B.A.{topic}"
     try:
-        final = f"B.A.{topic}"
-
-        def on_c() -> int:
-            try:
-                got = consume_all(c.bootstrap, final, isolation="read_committed", client=c.rdkafka_config())
-                return sum(len(p) for p in got.values())
-            except AssertionError:
-                return 0
-
-        wait_for(lambda: on_c() >= RECORDS, 420, f"{RECORDS} records in {final} on C", replicator)
-
-        def checkpointed() -> bool:
-            got = consume_all(b.bootstrap, "A.checkpoints.internal", client=b.rdkafka_config())
-            return any(group.encode() in r.key for p in got.values() for r in p)
-
-        wait_for(checkpointed, 120, "a checkpoint of the group on B", replicator)
+        wait_for(lambda: count(c, final, "read_committed") >= half, 420, f"{half} records in {final} on C",
+                 replicator)
+        produce(a.bootstrap, topic, records[half:], client=a.rdkafka_config())  # while both flows run
+        wait_for(lambda: count(c, final, "read_committed") >= RECORDS, 300, f"{RECORDS} records in {final} on C",
+                 replicator)
+        want = translated(a, b, topic, committed)
+        wait_for(lambda: checkpoints(b, group) == want, 120,
+                 f"checkpoints of the group on B equal to the translation the records give ({want})", replicator)
+        wait_for(lambda: count(b, "heartbeats") > 0 and count(c, "heartbeats") > 0, 120, "heartbeats on B and C",
+                 replicator)
         with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=30) as answer:
             outputs["/metrics"] = answer.read().decode()
         status = mm2py("status", "--json", str(config))
         outputs["status --json"] = status.stdout + status.stderr
         assert status.returncode == 0, outputs["status --json"]
         assert replicator.alive(), replicator.tail()
+        flows = {f["flow"]: f for f in json.loads(status.stdout)}
+        assert sorted(flows) == ["A->B", "B->C"], outputs["status --json"]
+        for name, flow in flows.items():
+            assert flow["error"] is None and flow["replicator_state"] == "running", (name, flow)
+            assert flow["last_heartbeat_age_s"] is not None, (name, flow)
+            data = [t for t in flow["topics"] if t["topic"] == {"A->B": topic, "B->C": f"A.{topic}"}[name]]
+            assert len(data) == 1 and data[0]["lag_records"] == 0, (name, flow)  # heartbeats keep coming
+        assert flows["A->B"]["last_checkpoint_age_s"] is not None, flows["A->B"]
     finally:
         code = replicator.stop()
     assert code == 0, replicator.tail()
+    sent = sorted((k, v, tuple(h), ts) for k, v, h, ts in records)
+    on_b = consume_all(b.bootstrap, f"A.{topic}", client=b.rdkafka_config())
+    assert sorted({(r.key, r.value, r.headers, r.timestamp) for p in on_b.values() for r in p}) == sent, (
+        "every record on B at least once, every field kept")
+    assert all([r.offset for r in p] == list(range(len(p))) for p in on_b.values()), "A->B writes no transactions"
     got = consume_all(c.bootstrap, final, isolation="read_committed", client=c.rdkafka_config())
-    assert sorted((r.key, r.value, r.headers, r.timestamp) for p in got.values() for r in p) == sorted(
-        (k, v, tuple(h), ts) for k, v, h, ts in records), "every record on C once, every field kept"
-    assert '"flow": "A->B"' in outputs["status --json"] and '"flow": "B->C"' in outputs["status --json"]
+    assert sorted((r.key, r.value, r.headers, r.timestamp) for p in got.values() for r in p) == sent, (
+        "every record on C once, every field kept")
+    assert any([r.offset for r in p] != list(range(len(p))) for p in got.values()), (
+        "B->C writes in transactions: their commit markers take offsets on C")
     assert "mm2_" in outputs["/metrics"] or "kafka_connect" in outputs["/metrics"], outputs["/metrics"][:500]
 
-    verify = mm2py("verify", str(config), timeout=600)
+    verify = mm2py("verify", "--json", str(config), timeout=600)
     outputs["verify"] = verify.stdout + verify.stderr
     assert verify.returncode == 0, outputs["verify"]
+    audited = json.loads(verify.stdout)
+    assert {(v["flow"], v["topic"]) for v in audited} >= {("A->B", topic), ("B->C", f"A.{topic}")}, audited
+    for flow in ("A->B", "B->C"):
+        checks = [v for v in audited if v["flow"] == flow and v["topic"].endswith(topic)]
+        assert all(v["ok"] for v in checks) and sum(v["target"]["count"] for v in checks) == RECORDS, checks
     failover = mm2py("failover", str(config), "--group", group, "--from", "A", "--to", "B")
     outputs["failover"] = failover.stdout + failover.stderr
     assert failover.returncode == 0 and "dry run" in failover.stdout, outputs["failover"]
     assert f"A.{topic}" in failover.stdout, outputs["failover"]
+    assert committed_on(b, group, list(want)) == {}, "the group has no offsets on B before the failover"
+    executed = mm2py("failover", str(config), "--group", group, "--from", "A", "--to", "B", "--execute")
+    outputs["failover --execute"] = executed.stdout + executed.stderr
+    assert executed.returncode == 0 and f"committed {len(want)} offsets" in executed.stdout, outputs[
+        "failover --execute"]
+    assert committed_on(b, group, list(want)) == want, "the group resumes on B where the checkpoints say"
 
-    # a refused login: C's password wrong, written literally; status names the failure, not the password
+    # a refused Kerberos login: a principal C's keytab holds no key of; one error naming C's key
     wrong = tmp_path / "wrong.properties"
-    wrong.write_text(text.replace("${env:MM2PY_TEST_C_PASSWORD}", WRONG_PASSWORD))
-    refused = mm2py("status", "--json", str(wrong))
-    outputs["status of a refused login"] = refused.stdout + refused.stderr
-    assert refused.returncode != 0 and "B->C" in refused.stdout, outputs["status of a refused login"]
-    started = mm2py("run", "--log-level", "debug", "--once", str(wrong), "--clusters", "C")
-    outputs["run with a refused login"] = started.stdout + started.stderr
-    assert started.returncode != 0 and "C" in started.stderr, outputs["run with a refused login"][-3000:]
+    wrong.write_text(text.replace("${env:MM2PY_TEST_C_PRINCIPAL}", f"nobody@{kerberos.REALM}"))
+    refused = mm2py("run", "--log-level", "debug", "--once", str(wrong), "--clusters", "C")
+    outputs["run with a refused login"] = refused.stdout + refused.stderr
+    problem = [line for line in refused.stderr.splitlines() if "key '" in line]
+    assert refused.returncode == 2 and len(problem) == 1, outputs["run with a refused login"][-3000:]
+    assert "key 'C.sasl.jaas.config'" in problem[0] and f"holds no key of nobody@{kerberos.REALM}" in problem[0], (
+        problem)
 
     outputs["replicator log (debug)"] = log.read_text(errors="replace")
     outputs["Spark event log"] = event_log(tmp_path / "events")
     assert "SparkListenerJobStart" in outputs["Spark event log"], "Spark wrote an event log of the jobs"
     for i, (where, out) in enumerate(outputs.items()):  # kept for a look after a failure
         (tmp_path / f"output-{i}.txt").write_text(f"{where}\n{out}")
-    print("verify:", verify.stdout.strip().splitlines()[-3:], "\nfailover plan:", failover.stdout.strip())
-    print("refused login:", [line for line in (refused.stderr + started.stderr).splitlines() if "C" in line][-2:])
-    print("characters read:", {where: len(out) for where, out in outputs.items()})
-    found = [leak for where, out in outputs.items() for leak in leaks(where, out, extra)]
+    print("verify:", [(v["flow"], v["topic"], v["partition"], v["target"]["count"]) for v in audited],
+          "\nfailover:", executed.stdout.strip())
+    print("refused login:", problem[0], "\ncharacters read:", {where: len(out) for where, out in outputs.items()})
+    found = [leak for where, out in outputs.items() for leak in leaks(where, out, {**secret_forms(), **extra})]
     assert not found, found

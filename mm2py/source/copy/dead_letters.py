@@ -17,6 +17,7 @@ from confluent_kafka import KafkaException, Producer
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError
 from mm2py.kafka import batches as rb
+from mm2py.kafka import rdclients
 from mm2py.kafka.clientconf import rdkafka_config
 
 
@@ -36,7 +37,7 @@ class DeadLetters:
             conf = rdkafka_config(self.target.bootstrap_servers, self.target.producer, self.target.alias, "producer")
             conf.setdefault("client.id", f"{self.client_id}-dead-letter")
             conf.update({"acks": "all", "enable.idempotence": True})
-            self.producer = Producer(conf)
+            self.producer = rdclients.producer(conf)
         return self.producer
 
     def _on_delivery(self, err: object, msg: object) -> None:

@@ -23,6 +23,7 @@ from confluent_kafka import KafkaException, Producer
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError
 from mm2py.kafka import batches as rb
+from mm2py.kafka import rdclients
 from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.source.copy.batch_writer import BatchWriter, owned_records
 from mm2py.source.copy.partition import PartitionCopy
@@ -80,7 +81,7 @@ class RehashWriter(BatchWriter):
         conf.setdefault("client.id", self.client_id)
         conf.setdefault("linger.ms", 5)
         conf.update({"acks": "all", "enable.idempotence": True})
-        self.producer = Producer(conf)
+        self.producer = rdclients.producer(conf)
 
     def _on_delivery(self, err: object, msg: object) -> None:
         if err is not None:

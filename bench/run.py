@@ -275,7 +275,7 @@ def mm2_properties(alias: str, w: Workload, tool: str, net: Network | None = Non
         lines += [f"{alias}.schema.registry.url = {registry_url('source')}",
                   f"tgt.schema.registry.url = {registry_url('target')}",
                   f"schemas.mode = {'off' if tool == 'mm2py-shallow' else 'translate'}"]
-    lines += chain_lines(transforms)
+    lines += chain_lines(transforms, f"{alias}->tgt")
     # BENCH_EXTRA: more properties for an experiment, e.g. "emit.heartbeats.enabled = false"
     return "\n".join(lines) + "\n" + os.environ.get("BENCH_EXTRA", "").replace(";", "\n") + "\n"
 

@@ -22,7 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 TRANSFORMS = ("none", "filter")
-# the chain of the filter variant, as an MM2 operator writes it (Connect's Filter and predicate)
+# the chain of the filter variant, as an MM2 operator writes it (Connect's Filter and predicate),
+# each line under the flow's prefix (chain_lines): MM2's dedicated mode keeps of the top-level keys
+# only those its connectors declare, so it drops ``transforms.<name>.type`` and refuses the chain
 FILTER_CHAIN = (
     "transforms = dropTombstones",
     "transforms.dropTombstones.type = org.apache.kafka.connect.transforms.Filter",
@@ -31,7 +33,8 @@ FILTER_CHAIN = (
     "predicates.isTombstone.type = org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
 )
 # results.md's and the published block's words for what the filter runs ran
-FILTER_SETTING = ("Every replicator's MM2 file holds the same chain, " + "; ".join(f"`{line}`" for line in FILTER_CHAIN)
+FILTER_SETTING = ("Every replicator's MM2 file holds the same chain on its flow (`<source>->tgt.`), "
+                  + "; ".join(f"`{line}`" for line in FILTER_CHAIN)
                   + ". The workload writes no tombstone, so every record runs through each tool's transform path "
                     "(mm2py: decoded, run through the chain, re-encoded in the batch's codec) and the target must "
                     "equal the source (verified as for the raw path). The floor has no replicator: its row is the "
@@ -99,12 +102,12 @@ def sequence(tools: list[str], variants: tuple[Variant, ...]) -> list[tuple[str,
     return runs
 
 
-def chain_lines(transforms: str) -> list[str]:
-    """The lines variant ``transforms`` adds to every replicator's MM2 file."""
+def chain_lines(transforms: str, flow: str) -> list[str]:
+    """The lines variant ``transforms`` adds to every replicator's MM2 file, on flow ``flow`` (``a->b``)."""
     if transforms == "none":
         return []
     if transforms == "filter":
-        return list(FILTER_CHAIN)
+        return [f"{flow}.{line}" for line in FILTER_CHAIN]
     raise ValueError(f"no transform chain named {transforms!r}; one of {', '.join(TRANSFORMS)}")
 
 

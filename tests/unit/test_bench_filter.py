@@ -30,8 +30,10 @@ def test_mm2_and_mm2py_get_the_same_filter_chain_and_the_raw_file_is_unchanged()
     w = workloads(0.01)["b"]
     mm2 = mm2_properties("r1mm2bf", w, "mm2", None, "filter").splitlines()
     assert mm2_properties("r1mm2bf", w, "mm2py", None, "filter").splitlines() == mm2
-    assert [line for line in mm2 if line.startswith(("transforms", "predicates"))] == list(FILTER_CHAIN)
-    assert "predicates.isTombstone.type = org.apache.kafka.connect.transforms.predicates.RecordIsTombstone" in mm2
+    flow = "r1mm2bf->tgt."
+    assert [line for line in mm2 if "transforms" in line or "predicates" in line] == [flow + x for x in FILTER_CHAIN]
+    assert flow + "predicates.isTombstone.type = org.apache.kafka.connect.transforms.predicates.RecordIsTombstone" \
+        in mm2
     raw = mm2_properties("r1mm2b", w, "mm2")
     assert mm2_properties("r1mm2b", w, "mm2", None, "none") == raw
     assert "transforms" not in raw and "predicates" not in raw

@@ -10,7 +10,7 @@ APICURIO_VERSION := 3.3.3
 APICURIO_STAMP := .cache/apicurio-registry-$(APICURIO_VERSION)/quarkus-run.jar
 PYTEST_ARGS ?=
 
-.PHONY: config-doc all demo test unit integration integration-krb bench bench-quick bench-quick-tls lint typecheck jars spark-kafka registry venv clean clean-var
+.PHONY: config-doc all demo test unit integration integration-krb bench bench-quick bench-quick-tls bench-quick-filter lint typecheck jars spark-kafka registry venv clean clean-var
 
 all: test
 
@@ -136,10 +136,12 @@ integration: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) $(SPARK_KAFKA_STAMP) 
 integration-krb: $(KRB_VENV_STAMP) $(JARS_STAMP) prometheus kerberos
 	$(KRB_VENV)/bin/python -m pytest -q -m krb_clients $(PYTEST_ARGS) tests/integration
 
-# workloads a-e, 3 alternating pairs, and b on TLS clusters beside plaintext (the cost of TLS);
+# workloads a-e, 3 alternating pairs, b on TLS clusters beside plaintext (the cost of TLS) and b
+# with a Filter chain in every tool's file beside its raw path (the cost of the chain);
 # each target writes docs/benchmarks.md's tables when every run verified
 bench: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP)
-	$(PY) -m bench.run --security plaintext,tls --tls-workloads b --publish
+	$(PY) -m bench.run --security plaintext,tls --tls-workloads b --transforms none,filter --transform-workloads b \
+		--publish
 
 # the quick subset: the 1 KiB catch-up at 6.5 GB (mm2py's copy window over 10 s), one pair after
 # one warm-up run of each tool (without it the first tool, MM2, runs on brokers whose JIT is
@@ -152,6 +154,12 @@ bench-quick: $(VENV_STAMP) $(JARS_STAMP)
 bench-quick-tls: $(VENV_STAMP) $(JARS_STAMP)
 	$(PY) -m bench.run --workloads b --scale 1.35 --pairs 1 --warmup-runs 1 --tools floor,mm2,mm2py --security tls \
 		--publish
+
+# bench-quick with the Filter chain beside the raw path, alternating in one invocation: the
+# filter block states the cost of the chain, and the plaintext block is rewritten from the same runs
+bench-quick-filter: $(VENV_STAMP) $(JARS_STAMP)
+	$(PY) -m bench.run --workloads b --scale 1.35 --pairs 1 --warmup-runs 1 --tools floor,mm2,mm2py \
+		--transforms none,filter --publish
 
 config-doc: $(VENV_STAMP)
 	$(PY) -c 'from mm2py.config.support import render; print(render(), end="")' > docs/configuration.md

@@ -1,10 +1,12 @@
 """What a bench run writes: bench/results.md while it runs, and with ``--publish`` the docs.
 
-docs/benchmarks.md holds one block per security mode between its markers: the plaintext
-tables between ``MARKERS`` (every run in docs/bench-results.json), the TLS tables between
-``TLS_MARKERS`` (docs/bench-results-tls.json). A run publishes the blocks of the modes it ran
-and leaves the other block as it was; the TLS block states the cost of TLS only when plaintext
-ran in the same invocation.
+docs/benchmarks.md holds one block per variant (bench.variants) between its markers: the
+plaintext tables between ``MARKERS`` (every run in docs/bench-results.json), the TLS tables
+between ``TLS_MARKERS`` (docs/bench-results-tls.json), the Filter chain's between
+``FILTER_MARKERS`` (docs/bench-results-filter.json, with the floor's plaintext runs). A run
+publishes the blocks of the variants it ran and leaves the others as they were; the TLS block
+states the cost of TLS only when plaintext ran in the same invocation, the filter block the
+cost of the chain only when the raw path did.
 
 Invariant: nothing is published when any run's target differed from its source; the page is
 rewritten only once every block found its markers, and then with the JSON files.
@@ -23,32 +25,54 @@ from pathlib import Path
 import psutil
 
 from bench.results import RunResult
-from bench.security import MODES, TLS_SETTING
-from bench.tables import summary_tables, tls_cost
+from bench.security import TLS_SETTING
+from bench.tables import chain_cost, summary_tables, tls_cost
+from bench.variants import FILTER_SETTING
 from mm2py.dev import cluster as devcluster
 
 MARKERS = ("<!-- bench:results:begin -->", "<!-- bench:results:end -->")
 TLS_MARKERS = ("<!-- bench:tls:begin -->", "<!-- bench:tls:end -->")
-# per security mode: the page's markers of its block, and the JSON file of its runs (in docs/)
-BLOCKS = {"plaintext": (MARKERS, "bench-results.json"), "tls": (TLS_MARKERS, "bench-results-tls.json")}
+FILTER_MARKERS = ("<!-- bench:filter:begin -->", "<!-- bench:filter:end -->")
+# per block: the page's markers, and the JSON file of its runs (in docs/)
+BLOCKS = {"plaintext": (MARKERS, "bench-results.json"), "tls": (TLS_MARKERS, "bench-results-tls.json"),
+          "filter": (FILTER_MARKERS, "bench-results-filter.json")}
 
 
-def mode_tables(results: list[RunResult], mode: str) -> list[str]:
-    """The tables of ``mode``'s runs among ``results``; the TLS ones with what TLS ran on and its cost."""
-    runs = [r for r in results if r.security == mode]
-    if mode == "plaintext":
+def block_runs(results: list[RunResult], block: str) -> list[RunResult]:
+    """The runs of ``block`` (a key of BLOCKS): the raw path's runs of a security mode, or the
+    filter chain's runs with the floor's plaintext ones (the floor runs no chain)."""
+    if block == "filter":
+        return [r for r in results if r.security == "plaintext" and (r.transforms == "filter" or r.tool == "floor")]
+    return [r for r in results if r.security == block and r.transforms == "none"]
+
+
+def has_block(results: list[RunResult], block: str) -> bool:
+    """Whether ``results`` hold a run of ``block`` itself (the floor alone makes no filter block)."""
+    return any(r.tool != "floor" or block != "filter" for r in block_runs(results, block))
+
+
+def mode_tables(results: list[RunResult], block: str) -> list[str]:
+    """The tables of ``block``'s runs among ``results``; the TLS and filter ones with what they ran
+    and their cost over the plaintext raw path."""
+    runs = block_runs(results, block)
+    if block == "plaintext":
         return summary_tables(runs)
+    if block == "filter":
+        return [f"{FILTER_SETTING}.", "", *summary_tables(runs), "", *chain_cost(results)]
     return [f"{TLS_SETTING}.", "", *summary_tables(runs), "", *tls_cost(results)]
 
 
 def summarize(results: list[RunResult], setting: str) -> str:
-    """bench/results.md: the plaintext tables (also when nothing ran yet), then the TLS ones."""
+    """bench/results.md: the plaintext tables (also when nothing ran yet), then the TLS ones, then
+    the filter chain's."""
     lines = ["# mm2py vs Apache MirrorMaker 2 (same machine, same run)", "", f"Setting: {setting}.", ""]
-    tls = any(r.security == "tls" for r in results)
-    if any(r.security == "plaintext" for r in results) or not tls:
+    tls, chain = has_block(results, "tls"), has_block(results, "filter")
+    if has_block(results, "plaintext") or not (tls or chain):
         lines += mode_tables(results, "plaintext")
     if tls:
         lines += ["", "## TLS on both clusters", "", *mode_tables(results, "tls")]
+    if chain:
+        lines += ["", "## Workload b with a Filter chain", "", *mode_tables(results, "filter")]
     return "\n".join(lines) + "\n"
 
 
@@ -65,7 +89,7 @@ def replace_marked(text: str, block: str, markers: tuple[str, str] = MARKERS) ->
 
 
 def publish(results: list[RunResult], setting: str, args: list[str], docs: Path, repo: Path) -> list[Path]:
-    """Each mode's runs into ``docs``: its JSON file (every run, the command, commit and machine)
+    """Each block's runs into ``docs``: its JSON file (every run, the command, commit and machine)
     and its block of ``docs``/benchmarks.md. Returns the files written, the page last."""
     differing = [f"{r.tool} {r.workload} ({r.security}, run {r.pair})" for r in results if r.differences]
     if differing:
@@ -78,13 +102,14 @@ def publish(results: list[RunResult], setting: str, args: list[str], docs: Path,
     page_file = docs / "benchmarks.md"
     page = page_file.read_text()
     files: dict[Path, str] = {}
-    for mode in (m for m in MODES if any(r.security == m for r in results)):
+    for mode in (b for b in BLOCKS if has_block(results, b)):
         markers, name = BLOCKS[mode]
         doc = {"command": command_line, "commit": commit, "uncommitted_changes": dirty, "finished": finished,
-               "security": mode,
+               "security": "plaintext" if mode == "filter" else mode,
+               "transforms": "filter" if mode == "filter" else "none",
                "machine": {"cores": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
                            "kafka": devcluster.KAFKA_VERSION, "setting": setting},
-               "results": [asdict(r) for r in results if r.security == mode]}
+               "results": [asdict(r) for r in block_runs(results, mode)]}
         files[docs / name] = json.dumps(doc, indent=1) + "\n"
         block = "\n".join([f"`{command_line}`, finished {finished}, at {commit[:7]}"
                            f"{' with uncommitted changes' if dirty else ''}; every run in [{name}]({name}).", "",

@@ -40,6 +40,8 @@ class RunResult:
     verify_s: float = 0.0
     # how the tool's clients reached both clusters: plaintext or tls (bench.security's MODES)
     security: str = "plaintext"
+    # the chain every replicator ran (bench.variants' TRANSFORMS): none (the raw path) or filter
+    transforms: str = "none"
 
     def verdict(self) -> str:
         return verdict([self])

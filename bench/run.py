@@ -70,6 +70,7 @@ from bench.measure import TreeSampler, percentile
 from bench.publish import publish, summarize
 from bench.results import RunResult, cpu_per_gb
 from bench.security import Network, TlsStores, broker_listeners, java_properties, make_stores, network, security_plan
+from bench.variants import Variant, chain_lines, require_no_tombstones, sequence, variant_plan
 from mm2py.config.model import ClusterConfig
 from mm2py.dev import cluster as devcluster
 from mm2py.kafka.admin import Admin
@@ -220,6 +221,7 @@ def load(w: Workload, bootstrap: str, brokers: Brokers) -> int:
             continue
         admin.create_topic(topic, w.partitions, 1)
         values = avro_values(topic, w.size) if w.avro else [value]
+        require_no_tombstones(w.name, values)  # the filter variant's target must equal its source
         for i in range(w.records):
             while True:
                 try:
@@ -238,9 +240,10 @@ def committed_total(tail: PositionTail, topics: list[str]) -> int:
     return sum(position + 1 for (topic, _), position in tail.refresh().items() if topic in topics)
 
 
-def mm2_properties(alias: str, w: Workload, tool: str, net: Network | None = None) -> str:
+def mm2_properties(alias: str, w: Workload, tool: str, net: Network | None = None, transforms: str = "none") -> str:
     """The MM2 file of one run; ``net`` (default plaintext) gives both clusters' ports and client
-    security settings, as an MM2 operator writes them for each cluster alias."""
+    security settings, as an MM2 operator writes them for each cluster alias; ``transforms`` the
+    chain every replicator runs (bench.variants: none adds nothing)."""
     net = net or network("plaintext", A_PORT, B_PORT, None)
     lines = [
         # a steady run mirrors its own topic only: earlier runs' steady topics stay on the source
@@ -272,6 +275,7 @@ def mm2_properties(alias: str, w: Workload, tool: str, net: Network | None = Non
         lines += [f"{alias}.schema.registry.url = {registry_url('source')}",
                   f"tgt.schema.registry.url = {registry_url('target')}",
                   f"schemas.mode = {'off' if tool == 'mm2py-shallow' else 'translate'}"]
+    lines += chain_lines(transforms, f"{alias}->tgt")
     # BENCH_EXTRA: more properties for an experiment, e.g. "emit.heartbeats.enabled = false"
     return "\n".join(lines) + "\n" + os.environ.get("BENCH_EXTRA", "").replace(";", "\n") + "\n"
 
@@ -434,12 +438,12 @@ def latency_of(samples: list[float]) -> dict[str, float]:
             "p99.9": percentile(samples, 0.999) / 1000, "max": max(samples) / 1000, "count": len(samples)}
 
 
-def run_alias(pair: int, short: str, w: Workload, net: Network) -> str:
+def run_alias(pair: int, short: str, w: Workload, net: Network, transforms: str = "none") -> str:
     """A run's source alias ([A-Za-z0-9]): r<pair> (w<n> for warm-up runs), the tool's short name,
-    the workload's key, and t for TLS. Unique per run, so runs never share remote topics, MM2's
-    internal topics or positions."""
+    the workload's key, t for TLS and f for the filter chain. Unique per run, so runs never share
+    remote topics, MM2's internal topics or positions."""
     run = f"r{pair}" if pair > 0 else f"w{1 - pair}"
-    return f"{run}{short}{w.name[0]}{'t' if net.tls else ''}"
+    return f"{run}{short}{w.name[0]}{'t' if net.tls else ''}{'f' if transforms == 'filter' else ''}"
 
 
 def run_floor(w: Workload, pair: int, data_bytes: int, brokers: Brokers, net: Network) -> RunResult:
@@ -503,19 +507,21 @@ def run_floor(w: Workload, pair: int, data_bytes: int, brokers: Brokers, net: Ne
                      security=net.mode)
 
 
-def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers, net: Network) -> RunResult:
-    """One run of ``tool`` on ``w``, its clients reaching both clusters in ``net``'s mode; the
-    bench's own observers (the target's count, positions, what landed) use the plaintext listeners."""
+def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers, net: Network,
+            transforms: str = "none") -> RunResult:
+    """One run of ``tool`` on ``w``, its clients reaching both clusters in ``net``'s mode and its file
+    holding chain ``transforms``; the bench's own observers (the target's count, positions, what
+    landed) use the plaintext listeners."""
     if tool == "floor":
         return run_floor(w, pair, data_bytes, brokers, net)
     short = (tool.replace('py', 'p').replace('-eos', 'e').replace('-shallow', 's').replace('-provenance', 'v')
              .replace('-lowlat', 'l').replace('@', '').replace('-', ''))  # a cluster alias: [A-Za-z0-9]
-    alias = run_alias(pair, short, w, net)
+    alias = run_alias(pair, short, w, net, transforms)
     remote = [f"{alias}.{t}" for t in topic_names(w)]
     dst = Admin(ClusterConfig("tgt", f"127.0.0.1:{B_PORT}"))
     total = w.records * w.topics
     config = WORK / f"{alias}.properties"
-    config.write_text(mm2_properties(alias, w, tool, net))
+    config.write_text(mm2_properties(alias, w, tool, net, transforms))
     warm = None
     if not w.steady_rate:
         size, seconds = warm_source(w, brokers)
@@ -626,7 +632,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
                      round(cpu / gb, 1) if gb else 0.0, round(sampler.result.peak_rss / 2**20), latency,
                      sampler.result.cpu_by_kind, cpu_per_gb(brokers_before, brokers_after, gb),
                      landed.records_target, landed.duplicates, len(landed.differing_partitions),
-                     list(landed.differing_partitions[:20]), landed.seconds, net.mode)
+                     list(landed.differing_partitions[:20]), landed.seconds, net.mode, transforms)
 
 
 def prime_mm2py() -> None:
@@ -681,9 +687,14 @@ def main(argv: list[str] | None = None) -> int:
                              "tls: an SSL client listener beside each broker's PLAINTEXT one (bench.security)")
     parser.add_argument("--tls-workloads", default=None,
                         help="with tls in --security: the workloads (a,b...) that also run on TLS; default all")
+    parser.add_argument("--transforms", default="none",
+                        help="none, filter or both (none,filter): the chain every replicator runs; filter: Connect's "
+                             "Filter with RecordIsTombstone in every tool's file, on plaintext (bench.variants)")
+    parser.add_argument("--transform-workloads", default=None,
+                        help="with filter in --transforms: the workloads (a,b...) that also run it; default all")
     parser.add_argument("--publish", action="store_true",
-                        help="when every run finished and verified, write each security mode's JSON "
-                             "(bench-results.json, bench-results-tls.json) and block of benchmarks.md in --docs")
+                        help="when every run finished and verified, write each variant's JSON (bench-results.json, "
+                             "bench-results-tls.json, bench-results-filter.json) and block of benchmarks.md in --docs")
     parser.add_argument("--docs", default=None,
                         help="the folder --publish writes to (its benchmarks.md with the markers); default docs/")
     argv = sys.argv[1:] if argv is None else argv
@@ -693,7 +704,8 @@ def main(argv: list[str] | None = None) -> int:
     if shape_too:
         keys.remove("e")
     try:
-        plan = security_plan(keys, args.security, args.tls_workloads, shape_too)
+        plan = variant_plan(security_plan(keys, args.security, args.tls_workloads, shape_too), args.transforms,
+                            args.transform_workloads, shape_too)
     except ValueError as e:
         parser.error(str(e))
     if shape_too:  # production shape: its own clusters, after the others stopped theirs
@@ -704,7 +716,7 @@ def main(argv: list[str] | None = None) -> int:
         return shape.main([])
     chosen = [workloads(args.scale)[key] for key in keys]
     workdir, where = choose_broker_dir(args.broker_dir, chosen)
-    tls = any("tls" in modes for modes in plan.values())
+    tls = any(v.mode == "tls" for variants in plan.values() for v in variants)
     setting = f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, Kafka " \
               f"{devcluster.KAFKA_VERSION}, {where}, {args.warmup_runs} unmeasured warm-up run(s) per tool and " \
               "workload, " \
@@ -733,15 +745,17 @@ def main(argv: list[str] | None = None) -> int:
             shift_target_ids()
         for key, w in zip(keys, chosen, strict=True):
             data = load(w, f"127.0.0.1:{A_PORT}", brokers) if not w.steady_rate else 0
-            # every tool in each of the workload's modes, alternating as one sequence
-            runs = [(tool, nets[mode]) for mode in plan[key] for tool in args.tools.split(",")]
+            # every tool in each of the workload's variants, alternating as one sequence
+            runs: list[tuple[str, Variant]] = sequence(args.tools.split(","), plan[key])
             for pair in range(1 - args.warmup_runs, args.pairs + 1):
-                for tool, net in (runs if pair % 2 else list(reversed(runs))):
-                    if tool == "copier" and w.steady_rate:
-                        continue  # it copies what is there and exits: no steady state to measure
-                    r = run_one(tool, w, pair, data, brokers, net)
+                for tool, variant in (runs if pair % 2 else list(reversed(runs))):
+                    if tool == "copier" and (w.steady_rate or variant.transforms != "none"):
+                        continue  # it copies what is there and exits, with no chain
+                    net = nets[variant.mode]
+                    r = run_one(tool, w, pair, data, brokers, net, variant.transforms)
                     if pair < 1:
-                        print(f"warm-up run, not counted: {tool} {w.name} ({net.mode}) {r.mb_per_s} MB/s, verified "
+                        print(f"warm-up run, not counted: {tool} {w.name} ({net.mode}, transforms "
+                              f"{variant.transforms}) {r.mb_per_s} MB/s, verified "
                               f"{r.verdict()}", flush=True)
                     else:
                         results.append(r)
@@ -750,7 +764,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                                 indent=1))
                         (REPO / "bench" / "results.md").write_text(summarize(results, setting))
                     if r.differences:  # duplicates alone are at-least-once delivery: reported, not fatal
-                        raise RuntimeError(f"{tool} {w.name} (run {pair}{', TLS' if net.tls else ''}): the "
+                        raise RuntimeError(f"{tool} {w.name} (run {pair}{', TLS' if net.tls else ''}"
+                                           f"{', ' + variant.transforms if variant.transforms != 'none' else ''}): the "
                                            "target's records differ from the "
                                            f"source's in {r.differences} partition(s), first "
                                            f"{', '.join(r.differing[:5])} (source topic:partition)")

@@ -1,9 +1,10 @@
-"""The tables of a bench run (bench.run): per tool and workload, the mm2py/MM2 ratios, and the cost of TLS.
+"""The tables of a bench run (bench.run): per tool and workload, the mm2py/MM2 ratios, the cost of
+TLS and the cost of a transform chain.
 
-Invariant: every figure is a median over the runs of one tool, workload and security mode; a
+Invariant: every figure is a median over the runs of one tool, workload and variant (security mode, chain); a
 throughput ratio comes only from copy windows of at least ``MIN_RATIO_WINDOW_S`` (shorter windows
-are one or two micro-batches, not a rate), and the cost of TLS only from runs of both modes in
-one invocation (the same brokers, data and machine state).
+are one or two micro-batches, not a rate), and the cost of TLS or of a chain only from runs of
+both variants in one invocation (the same brokers, data and machine state).
 """
 
 from __future__ import annotations
@@ -140,30 +141,49 @@ def _median(runs: list[RunResult], value: Callable[[RunResult], float]) -> float
 
 def tls_cost(results: list[RunResult]) -> list[str]:
     """One line per workload run in both modes: each tool's TLS MB/s over its plaintext MB/s
-    (steady: its p99 over plaintext's) and CPU per GB likewise, medians of this invocation's runs.
+    (steady: its p99 over plaintext's) and CPU per GB likewise, medians of this invocation's runs
+    without a transform chain (bench.variants)."""
+    raw = [r for r in results if r.transforms == "none"]
+    return variant_cost(raw, lambda r: r.security, ("plaintext", "tls"),
+                        "Cost of TLS: not stated, plaintext and TLS were not both measured in this invocation.",
+                        "Cost of TLS on {workload}, both modes in this invocation on the same brokers and data "
+                        "(TLS over plaintext, medians)")
 
-    A tool whose copy window is under ``MIN_RATIO_WINDOW_S`` in either mode is marked so: its
-    MB/s is one or two micro-batches, not a rate. Without runs of both modes: a line saying so.
-    """
+
+def chain_cost(results: list[RunResult]) -> list[str]:
+    """One line per workload run with and without the Filter chain (plaintext runs): each tool's
+    filter MB/s over its none MB/s and CPU per GB likewise, medians of this invocation's runs."""
+    plain = [r for r in results if r.security == "plaintext"]
+    return variant_cost(plain, lambda r: r.transforms, ("none", "filter"),
+                        "Cost of the chain: not stated, runs with and without it were not both measured in this "
+                        "invocation.",
+                        "Cost of the chain on {workload}, with and without it in this invocation on the same brokers "
+                        "and data (filter over none, medians)")
+
+
+def variant_cost(results: list[RunResult], variant: Callable[[RunResult], str], pair: tuple[str, str],
+                 missing: str, title: str) -> list[str]:
+    """One line per workload whose tools ran in both variants ``pair`` (base, other) by ``variant``:
+    each tool's other MB/s over its base MB/s (steady: p99) and CPU per GB likewise; ``missing``
+    alone when no tool ran both. A tool whose copy window is under ``MIN_RATIO_WINDOW_S`` in
+    either variant is marked so: its MB/s is one or two micro-batches, not a rate."""
     by: dict[tuple[str, str], dict[str, list[RunResult]]] = {}
     for r in results:
-        by.setdefault((r.workload, r.tool), {}).setdefault(r.security, []).append(r)
-    both = {key: modes for key, modes in by.items() if {"plaintext", "tls"} <= modes.keys()}
+        by.setdefault((r.workload, r.tool), {}).setdefault(variant(r), []).append(r)
+    both = {key: runs for key, runs in by.items() if set(pair) <= runs.keys()}
     if not both:
-        return ["Cost of TLS: not stated, plaintext and TLS were not both measured in this invocation."]
+        return [missing]
     lines = []
     for workload in sorted({w for w, _ in both}):
-        parts = []
-        for (w, tool), modes in sorted(both.items()):
-            if w == workload:
-                parts.append(_tls_part(tool, modes["plaintext"], modes["tls"]))
-        lines.append(f"Cost of TLS on {workload}, both modes in this invocation on the same brokers and data "
-                     f"(TLS over plaintext, medians): {'; '.join(parts)}.")
+        parts = [_cost_part(tool, runs[pair[0]], runs[pair[1]]) for (w, tool), runs in sorted(both.items())
+                 if w == workload]
+        lines.append(f"{title.format(workload=workload)}: {'; '.join(parts)}.")
     return lines
 
 
-def _tls_part(tool: str, plain: list[RunResult], tls: list[RunResult]) -> str:
-    """``tool``'s TLS figures over its plaintext ones: MB/s (steady: p99) and CPU per GB."""
+def _cost_part(tool: str, plain: list[RunResult], tls: list[RunResult]) -> str:
+    """``tool``'s figures in the other variant (``tls``) over the base one's (``plain``): MB/s
+    (steady: p99) and CPU per GB."""
     cpu = _median(tls, lambda r: r.cpu_s_per_gb) / max(_median(plain, lambda r: r.cpu_s_per_gb), 1e-9)
     if plain[0].latency_ms:
         before, after = (_median(runs, lambda r: r.latency_ms["p99"]) for runs in (plain, tls))

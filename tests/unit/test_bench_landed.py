@@ -126,7 +126,7 @@ def fake_bench(monkeypatch: pytest.MonkeyPatch, tmp_path):
     monkeypatch.setattr(bench_run, "prime_mm2py", lambda: None)
     monkeypatch.setattr(bench_run, "load", lambda *a: 0)
     runs: dict[str, RunResult] = {}
-    monkeypatch.setattr(bench_run, "run_one", lambda tool, w, pair, data, brokers, net: runs[tool])
+    monkeypatch.setattr(bench_run, "run_one", lambda tool, w, pair, data, brokers, net, transforms="none": runs[tool])
     return tmp_path, runs
 
 

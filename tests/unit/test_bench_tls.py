@@ -210,7 +210,7 @@ def test_a_plaintext_and_tls_bench_alternates_every_run_of_both_modes(monkeypatc
     monkeypatch.setattr(bench_run, "load", lambda *a: 0)
     order: list[tuple[str, str, int]] = []
 
-    def run_one(tool, w, pair, data, brokers, net):
+    def run_one(tool, w, pair, data, brokers, net, transforms="none"):
         order.append((tool, net.mode, pair))
         return result(tool, net.mode, 100.0 if net.mode == "plaintext" else 90.0)
 

@@ -19,6 +19,7 @@ from pyspark.sql.types import StructType
 
 from mm2py import worker
 from mm2py.flowspec import FlowSpec
+from mm2py.source.copy.continuous import fits, interval_ms, may_continue
 from mm2py.source.copy.stop_flag import StopFlag
 from mm2py.source.copy.tail import TailWindow, TaskSlots, may_tail, tail_ms, window_for
 from mm2py.source.copy.task import CopySpec, TaskRun, copy_ranges
@@ -82,6 +83,9 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             from mm2py.source.plan.planner import planner_for
 
             self._planner = planner_for(self.flow_spec)
+            # backlog micro-batches are copy intervals when the flow's tasks all fit in the slots
+            self._planner.continuous = (may_continue(self.flow, self.flow_spec.provenance)
+                                        and fits(self.tasks, self.share))
         return self._planner
 
     def initialOffset(self) -> dict:
@@ -109,8 +113,12 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         groups = assign(ranges, tasks, planner.estimated_bytes, MIN_TASK_BYTES)
         tail = tail_ms(self.flow, provenance=provenance, caught_up=planner.caught_up, tasks=len(groups),
                        share=self.share)
+        backlog = not (planner.caught_up or planner.once)
+        interval = 0 if tail else interval_ms(self.flow, provenance=provenance, backlog=backlog, tasks=len(groups),
+                                              share=self.share)
+        tail = tail or interval  # a copy interval (mm2py.source.copy.continuous) copies as a tail does
         if tail:  # every partition of the flow is tailed, those with nothing planned too
-            planner.tailing(tail / 1000)
+            planner.tailing(tail / 1000, interval=bool(interval))
             for i, idle in enumerate(planner.idle_ranges(start, end, ranges)):
                 groups[i % len(groups)].append(idle)
         registry = planner.provenance()  # after the ends were fixed

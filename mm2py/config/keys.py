@@ -18,6 +18,7 @@ _FLOW_DEFAULTS = flow_field_paths()  # "section.field" -> default
 # a key's name as a field name (dots and dashes as '_') -> the FlowConfig path it fills
 _PATHS = {path.rpartition(".")[2]: path for path in _FLOW_DEFAULTS} | {
     "copy_tail_ms": "copy.tail_ms", "copy_tail_commit_ms": "copy.tail_commit_ms",
+    "copy_continuous_enabled": "copy.continuous_enabled",
     **{f"schemas_{path.rpartition('.')[2]}": path for path in _FLOW_DEFAULTS if path.startswith("schemas.")}}
 _INT = re.compile(r"[+-]?\d+")
 # Java's Long/Double syntax, not Python's: no "1_000", "nan" or "inf"
@@ -218,6 +219,11 @@ FLOW_KEYS: tuple[Key, ...] = (
     _flow("copy.tail.commit.ms", Kind.INT, "While a copy task tails, how often it records what the target "
           "acknowledged (offset syncs, then positions), so that a crash costs at most this long copied again "
           "rather than the whole tail.", minimum=100, extension=True),
+    _flow("copy.continuous.enabled", Kind.BOOL, "On a backlog, copy tasks copy for the whole micro-batch "
+          "interval (batch.duration.ms from their start) rather than for their planned ranges: a task that "
+          "finished its ranges goes on copying its partitions to where they are when the interval closes, so no "
+          "task ends alone before the commit. At-least-once flows without provenance, only while the flow's "
+          "tasks fit in Spark's task slots at once.", extension=True),
     _flow("schemas.mode", Kind.ENUM, "Avro records in the Confluent wire format between clusters with a schema "
           "registry each: translate (sync subjects, rewrite every schema id to the target's), preserve (the "
           "registry's storage topic is mirrored too and ids stay), off (bytes as they are).",

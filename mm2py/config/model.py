@@ -126,6 +126,7 @@ class CopyConfig:
     trigger_interval_ms: int = 500  # minimum time between micro-batches
     tail_ms: int = 10000  # a caught-up copy task keeps copying new records this long (mm2py.source.copy.tail)
     tail_commit_ms: int = 2000  # a tailing task records its progress this often (mm2py.source.copy.tail_commit)
+    continuous_enabled: bool = False  # backlog tasks copy for the interval (mm2py.source.copy.continuous)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from mm2py.engine.supervisor import Supervisor
 from mm2py.engine.watch import QueryWatch
 from mm2py.flowspec import FlowSpec
 from mm2py.metrics import Metrics
+from mm2py.source.copy.continuous import may_continue
 from mm2py.source.copy.exactly_once import fence
 from mm2py.source.copy.exactly_once import prepare as prepare_exactly_once
 from mm2py.source.copy.stop_flag import StopFlag
@@ -195,9 +196,11 @@ class Engine:
 
         by_name: dict[str, RunningFlow] = {}
         flows = tuple(prepare_exactly_once(prepare_history(flow), self._tasks(flow)) for flow in flows)
-        # each tailing flow holds task slots for its tail window (mm2py.source.copy.tail)
+        # each tailing flow holds task slots for its tail window (mm2py.source.copy.tail), or its
+        # copy interval (mm2py.source.copy.continuous)
         self.tailing = frozenset() if until_caught_up else frozenset(
-            f.name for f in flows if may_tail(f, self.spec(f).provenance))
+            f.name for f in flows
+            if may_tail(f, self.spec(f).provenance) or may_continue(f, self.spec(f).provenance))
         # every source first: copying starts before the other connectors' queries are made
         for flow in flows:
             committer = committer_for(self.spec(flow), self.metrics)

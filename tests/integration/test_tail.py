@@ -4,12 +4,14 @@ A producer streams into A throughout; ``connect-mirror-maker`` (a real child pro
 to B with a trigger interval far longer than a fetch round trip, so records reach B between
 plans only because the copy tasks tail. The replicator is stopped with SIGTERM to its own
 process (its running micro-batch commits first) and started again, then SIGKILLed mid-tail
-and started again.
+and started again. A backlog copied in copy intervals (``copy.continuous.enabled``) is SIGKILLed
+at the handover between two intervals.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -98,3 +100,61 @@ def test_tailing_tasks_copy_a_stream_as_it_arrives_and_lose_nothing_across_resta
           f"at the end {final.duplicates}")
     assert final.missing == 0 and not final.out_of_order and final.on_target >= sent
     assert restarted.duplicates == 0, "a graceful stop waited for the tailing micro-batch to commit"
+
+
+def test_a_kill_at_the_handover_between_two_copy_intervals_loses_nothing_and_keeps_order(cluster_a, cluster_b,
+                                                                                       unique_name, tmp_path):
+    """Copy intervals on a backlog (copy.continuous.enabled, mm2py.source.copy.continuous): SIGKILL right
+    after an interval committed, while the next is planned and launched; the restart goes on from the
+    positions the target acknowledged.
+
+    ``copy.tail.ms = 0``, so every record copied past a planned end was copied by an interval; the
+    source consumer fetches one batch at a time (``fetch.max.bytes = 1``) and plans are cut at
+    ``max.batch.bytes``, so the stream's backlog from Spark's start-up lasts several intervals.
+    """
+    topic, remote = f"{unique_name}-backlog", f"A.{unique_name}-backlog"
+    create_topic(cluster_a.bootstrap, topic, 2)
+    config = tmp_path / "mm2.properties"
+    config.write_text(properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
+                                 {"A->B": {"topics": topic, "copy.continuous.enabled": "true", "copy.tail.ms": "0",
+                                           "batch.duration.ms": "1000", "max.batch.bytes": "50000",
+                                           "emit.checkpoints.enabled": "false"}},
+                                 "A.consumer.fetch.max.bytes = 1\n"))
+    log = tmp_path / "replicator.log"
+    stream = Stream(cluster_a.bootstrap, topic, 2, 2000).start()
+    replicator = Replicator(config, log).start()
+    store = PositionStore(ClusterConfig("B", cluster_b.bootstrap), "A")
+    try:
+        def intervals() -> int:
+            return sum(1 for b in batch_lines(log) if b["tailed"])
+
+        wait_for(lambda: intervals() >= 2, 180, "two copy intervals committed", replicator)
+        # the handover: the next commit's line is written, and the process dies as the next plan starts
+        seen = len(batch_lines(log))
+        deadline = time.monotonic() + 60
+        while len(batch_lines(log)) == seen and time.monotonic() < deadline and replicator.alive():
+            time.sleep(0.01)
+        assert len(batch_lines(log)) > seen, replicator.tail()
+        replicator.kill()
+        at_kill = intervals()
+        behind = sum(end_offsets(cluster_a.bootstrap, topic).values()) - sum(
+            at + 1 for tp, at in store.load().items() if tp[0] == topic)
+        replicator = Replicator(config, log).start()
+        wait_for(lambda: intervals() >= at_kill + 1, 180, "a copy interval after the restart", replicator)
+        sent = stream.stop()
+        assert not stream.failed, stream.failed[:3]
+        ends = end_offsets(cluster_a.bootstrap, topic)
+        wait_for(lambda: {tp: at for tp, at in store.load().items() if tp[0] == topic}
+                 == {(topic, p): end - 1 for p, end in ends.items()}, 180,
+                 "positions on B at the source's ends", replicator)
+        assert replicator.stop() == 0, replicator.tail()
+    finally:
+        stream.stop()
+        if replicator.alive():
+            replicator.kill()
+    final = compare(cluster_b.bootstrap, remote, stream.snapshot())
+    batches = batch_lines(log)
+    print(f"handover: {sent} records sent, {len(batches)} micro-batches, {at_kill} intervals before the kill, "
+          f"{intervals()} in all, {behind} records behind at the kill, {final.duplicates} duplicates")
+    assert behind > 0, "the kill fell while a backlog was copied, at an interval's handover"
+    assert final.missing == 0 and not final.out_of_order and final.on_target >= sent, final

@@ -16,6 +16,9 @@ Invariants:
 - only micro-batches that planned everything the source had, or all but less than one more
   byte budget, tail (``BatchPlanner.caught_up``): a backlog is cut into micro-batches by the
   budget, and a tailing micro-batch, which lasts the tail's window, is left out of its sizing;
+  with ``copy.continuous.enabled`` a backlog micro-batch copies past its ends too, with this
+  window for its interval (mm2py.source.copy.continuous: measured by what it copied, and
+  holding every slot its tasks need rather than leaving one free);
 - a micro-batch is given fewer copy tasks to tail only when it holds what arrived since the
   last plan (``BatchPlanner.only_arrivals``: every end reached with less than half the byte
   budget, or less than the whole budget after a plan that reached every end too); the last

@@ -30,7 +30,7 @@ from mm2py.source.plan.catalogue import TopicCatalogue
 from mm2py.source.plan.divergence import DivergenceCheck
 from mm2py.source.plan.listing import OffsetLister, SourceListing
 from mm2py.source.plan.reset_guard import ResetGuard, reset_sync_writer
-from mm2py.source.plan.sizing import BatchSizer
+from mm2py.source.plan.sizing import PLANNED_SHARE, BatchSizer, IntervalMeter
 from mm2py.source.plan.spark_offsets import Offsets
 from mm2py.source.plan.stalls import PlannedRange, StallBook
 from mm2py.source.provenance import REGISTRY_TOPIC, Provenance, RegistryTail
@@ -101,6 +101,9 @@ class BatchPlanner:
         # ... and holds only what arrived since the plan before (below half the budget, or the whole
         # one after a plan that reached every end): fewer tasks may take it and tail (copy.tail)
         self.only_arrivals = False
+        # backlog micro-batches are copy intervals (mm2py.source.copy.continuous), set by the reader
+        self.continuous = False
+        self.intervals = IntervalMeter()
 
     def recorded(self) -> dict[TP, int]:
         """The positions recorded on the target, as read at first need (once per run)."""
@@ -192,12 +195,21 @@ class BatchPlanner:
         return PartitionRange(topic, partition, begin, stop, known[0], exact=exact, target_partitions=known[1],
                               max_batch_bytes=known[2])
 
-    def tailing(self, seconds: float) -> None:
-        """The micro-batch just planned tails for ``seconds``: its duration says nothing of the flow's rate.
+    @property
+    def once(self) -> bool:
+        """A --once run: plans end at what the source had at its start."""
+        return self._available_now is not None
 
-        The topic refresh the next plan would do runs beside the tail instead (mm2py.source.plan.ahead).
+    def tailing(self, seconds: float, *, interval: bool = False) -> None:
+        """The micro-batch just planned tails for ``seconds``: its duration says nothing of what it planned.
+
+        ``interval``: it is a copy interval of a backlog (mm2py.source.copy.continuous), measured at the
+        next plan by what it copied. The topic refresh the next plan would do runs beside the tail
+        instead (mm2py.source.plan.ahead).
         """
         self.sizer.unmeasured()
+        if interval:
+            self.intervals.continuing()
         self._settle_ahead()  # one at a time, should Spark plan the same micro-batch again
         delay = ahead_delay(seconds, self.flow.selection)
         if delay is not None:
@@ -314,16 +326,21 @@ class BatchPlanner:
             latest = {tp: min(off, self._available_now.get(tp_key(*tp), 0)) for tp, off in latest.items()}
         lag = {k: 0 if k in held else max(0, latest[tp] - begin[k]) for k, tp in keys.items()}
         now = time.monotonic()
+        if (copied := self.intervals.measure(begin, self._bytes_per_offset)) is not None:
+            self.sizer.copied(*copied)
+        self.intervals.planned(now, begin)
         budget = min(self.sizer.next_budget(now), max_bytes) if max_bytes else None
-        ends, planned_bytes, total_bytes = self._cap(begin, lag, budget)
+        # a copy interval's tasks copy past their ranges: plan a share of what the interval copies
+        cap = int(budget * PLANNED_SHARE) if budget is not None and self.continuous else budget
+        ends, planned_bytes, total_bytes = self._cap(begin, lag, cap)
         nearly = budget is not None and total_bytes <= 2 * budget
         after_ends = self.reached_ends  # the plan before this one reached every end
         self.reached_ends = all(ends[k] == begin[k] + lag[k] for k in begin) and self._available_now is None
         self.caught_up = self.reached_ends or (nearly and self._available_now is None)
         self.only_arrivals = self.reached_ends and (
             budget is None or planned_bytes < (budget if after_ends else budget / 2))
-        if budget is not None:
-            self.sizer.planned(now, planned_bytes, budget)
+        if cap is not None:
+            self.sizer.planned(now, planned_bytes, cap)
         planned = {k for k in keys if ends[k] > begin[k]}
         restart = {k: v for k, v in restart.items() if k in planned}
         ends.update({k: start.positions[k] for k in ahead if k not in planned})

@@ -13,7 +13,8 @@ Invariants:
 - the budget stays within ``[MIN_BATCH_BYTES, ceiling]``;
 - only a batch that used its whole budget says what the flow can move (a caught-up flow's
   batches are as small as what arrived): the model is fitted on those alone, the first
-  batch of a run excepted;
+  batch of a run excepted; a copy interval (mm2py.source.copy.continuous) is measured by the
+  bytes it copied, as its tasks copy past what was planned;
 - until full batches of different sizes let the fixed cost be fitted, it counts as 0, and
   the budget is the measured rate times the duration;
 - until a batch is measured, the budget is ``FIRST_BATCH_BYTES`` (within the ceiling), so
@@ -25,6 +26,7 @@ Invariants:
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 MIN_BATCH_BYTES = 16 << 20
@@ -32,6 +34,9 @@ FIRST_BATCH_BYTES = 512 << 20
 FITTED_BATCHES = 8  # the most recent full batches the fixed cost is fitted on
 SPREAD = 1.3  # their sizes must differ by this factor for a fit
 DATA_PER_FIXED = 3.0  # a cycle's data part lasts at least this many times its fixed part
+# a copy interval (mm2py.source.copy.continuous) plans this share of what it is measured to copy:
+# its tasks reach their planned ends before it closes, and copy the rest past them
+PLANNED_SHARE = 0.75
 
 
 @dataclass
@@ -79,6 +84,12 @@ class BatchSizer:
         """The batch just planned is not measured (its tasks tail: it lasts the tail's window)."""
         self._last = None
 
+    def copied(self, when: float, copied_bytes: float) -> None:
+        """A copy interval planned at ``when`` (mm2py.source.copy.continuous) copied ``copied_bytes``
+        by the next plan: its tasks copied for the interval whatever was planned, so what they
+        copied, not what was planned, says what the flow can move. Call before ``next_budget``."""
+        self._last = (when, copied_bytes) if copied_bytes > 0 else None
+
     def _fit(self) -> None:
         """Least squares of seconds on bytes over the recent full batches, when their sizes spread."""
         sizes = [b for b, _ in self._full]
@@ -93,3 +104,31 @@ class BatchSizer:
             return  # bytes cost nothing measurable here: noise, keep the last fit
         fixed = mean_e - slope * mean_b
         self.fixed_s = min(max(fixed, 0.0), 0.9 * min(e for _, e in self._full))
+
+
+class IntervalMeter:
+    """What a copy interval (mm2py.source.copy.continuous) copied, measured at the next plan.
+
+    ``planned`` keeps each plan's time and partition starts; ``continuing`` marks the last one as
+    a copy interval; ``measure`` gives, at the next plan, the bytes between those starts and the
+    new ones (Spark's ends, or recorded positions a task copied past them) and forgets the
+    interval. A partition whose start went back (a reset) counts 0. Constructor does no I/O.
+    """
+
+    def __init__(self) -> None:
+        self._plan: tuple[float, dict[str, int]] | None = None
+        self._interval: tuple[float, dict[str, int]] | None = None
+
+    def planned(self, now: float, begin: dict[str, int]) -> None:
+        self._plan = (now, dict(begin))
+
+    def continuing(self) -> None:
+        self._interval = self._plan
+
+    def measure(self, begin: dict[str, int], bytes_per_offset: Callable[[str], float]) -> tuple[float, float] | None:
+        """(when the interval was planned, bytes it copied), or None when the last plan was no interval."""
+        interval, self._interval = self._interval, None
+        if interval is None:
+            return None
+        when, before = interval
+        return when, sum(max(0, begin[k] - at) * bytes_per_offset(k) for k, at in before.items() if k in begin)

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.variants import parse_choices
 from mm2py.config.model import ClusterConfig, frozen_map
 from mm2py.dev import cluster as devcluster
 from mm2py.kafka.clientconf import rdkafka_config
@@ -43,15 +44,7 @@ TLS_SETTING = ("Clients reach both clusters over TLS: an SSL listener beside eac
 
 def parse_modes(text: str) -> tuple[str, ...]:
     """``--security``'s value: a comma-separated list of ``MODES``, each once, in the order given."""
-    modes = tuple(m.strip().lower() for m in text.split(",") if m.strip())
-    if not modes:
-        raise ValueError(f"--security: no mode in {text!r}; one or more of {', '.join(MODES)}")
-    for mode in modes:
-        if mode not in MODES:
-            raise ValueError(f"--security: unknown mode {mode!r}; one or more of {', '.join(MODES)}")
-        if modes.count(mode) > 1:
-            raise ValueError(f"--security: mode {mode!r} given twice")
-    return modes
+    return parse_choices("--security", "mode", text, MODES)
 
 
 def modes_of(workload: str, modes: tuple[str, ...], tls_workloads: tuple[str, ...] | None) -> tuple[str, ...]:

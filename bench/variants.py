@@ -49,17 +49,22 @@ class Variant:
     transforms: str = "none"
 
 
-def parse_transforms(text: str) -> tuple[str, ...]:
-    """``--transforms``'s value: a comma-separated list of ``TRANSFORMS``, each once, in the order given."""
+def parse_choices(option: str, noun: str, text: str, choices: Sequence[str]) -> tuple[str, ...]:
+    """``option``'s value: a comma-separated list of ``choices`` (each a ``noun``), each once, in the order given."""
     chosen = tuple(t.strip().lower() for t in text.split(",") if t.strip())
     if not chosen:
-        raise ValueError(f"--transforms: no variant in {text!r}; one or more of {', '.join(TRANSFORMS)}")
+        raise ValueError(f"{option}: no {noun} in {text!r}; one or more of {', '.join(choices)}")
     for name in chosen:
-        if name not in TRANSFORMS:
-            raise ValueError(f"--transforms: unknown variant {name!r}; one or more of {', '.join(TRANSFORMS)}")
+        if name not in choices:
+            raise ValueError(f"{option}: unknown {noun} {name!r}; one or more of {', '.join(choices)}")
         if chosen.count(name) > 1:
-            raise ValueError(f"--transforms: variant {name!r} given twice")
+            raise ValueError(f"{option}: {noun} {name!r} given twice")
     return chosen
+
+
+def parse_transforms(text: str) -> tuple[str, ...]:
+    """``--transforms``'s value: a comma-separated list of ``TRANSFORMS``, each once, in the order given."""
+    return parse_choices("--transforms", "variant", text, TRANSFORMS)
 
 
 def variant_plan(security: dict[str, tuple[str, ...]], transforms: str, transform_workloads: str | None,

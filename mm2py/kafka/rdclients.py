@@ -30,6 +30,8 @@ import confluent_kafka
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from mm2py.errors import KafkaError
+
 # confluent-kafka 2.13.0 serves OAuth token refreshes on a background thread (its PR #2130)
 OAUTH_BACKGROUND_SINCE = (2, 13)
 _VERSION = re.compile(r"(\d+)\.(\d+)")
@@ -83,3 +85,19 @@ def serve_token(client: AdminClient, conf: Mapping[str, object]) -> None:
     only a poll serves it. An admin's poll takes nothing else: its results come by futures."""
     if needs_poll(conf):
         client.poll(0)
+
+
+def settle(producer: Producer | None, timeout_ms: int, failures: list[str], what: str, cluster: str,
+           topic: str) -> None:
+    """Every record ``producer`` was given written (its delivery reports' errors in ``failures``), or a
+    retriable ``KafkaError`` naming ``what`` was not all written, the cluster and the topic."""
+    if producer is None:
+        return
+    try:
+        left = producer.flush(timeout_ms / 1000)
+    except confluent_kafka.KafkaException as e:
+        failures.append(str(e))
+        left = -1
+    if left or failures:
+        raise KafkaError(f"{what} not all written ({left} unsent): {'; '.join(failures[:3])}", cluster=cluster,
+                         topic=topic, retriable=True)

@@ -12,10 +12,9 @@ and topic otherwise, so progress past a dead-lettered record is never recorded b
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 
 from mm2py.config.model import ClusterConfig
-from mm2py.errors import KafkaError
 from mm2py.kafka import batches as rb
 from mm2py.kafka import rdclients
 from mm2py.kafka.clientconf import rdkafka_config
@@ -57,14 +56,5 @@ class DeadLetters:
 
     def settle(self) -> None:
         """Every record sent written (acks=all); raises a retriable ``KafkaError`` otherwise."""
-        if self.producer is None:
-            return
-        try:
-            left = self.producer.flush(self.produce_timeout_ms / 1000)
-        except KafkaException as e:
-            self.failures.append(str(e))
-            left = -1
-        if left or self.failures:
-            raise KafkaError(f"dead-lettered records not all written ({left} unsent): "
-                             f"{'; '.join(self.failures[:3])}", cluster=self.target.alias,
-                             topic=self.topic, retriable=True)
+        rdclients.settle(self.producer, self.produce_timeout_ms, self.failures, "dead-lettered records",
+                         self.target.alias, self.topic)

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import itertools
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 
 from mm2py.config.model import ClusterConfig
-from mm2py.errors import KafkaError
 from mm2py.kafka import batches as rb
 from mm2py.kafka import rdclients
 from mm2py.kafka.clientconf import rdkafka_config
@@ -110,15 +109,5 @@ class RehashWriter(BatchWriter):
 
     def settle(self) -> None:
         """Every record produced is acknowledged (acks=all), or the task fails naming the remote topic."""
-        if self.producer is None:
-            return
-        try:
-            left = self.producer.flush(self.produce_timeout_ms / 1000)
-        except KafkaException as e:
-            self.failures.append(str(e))
-            left = -1
-        if left or self.failures:
-            raise KafkaError(
-                f"re-partitioned records not all written ({left} unsent): {'; '.join(self.failures[:3])}",
-                cluster=self.target.alias, topic=self.target_topic, retriable=True,
-            )
+        rdclients.settle(self.producer, self.produce_timeout_ms, self.failures, "re-partitioned records",
+                         self.target.alias, self.target_topic)

@@ -23,7 +23,7 @@ from mm2py.kafka import batches as rb
 from mm2py.kafka.batches import split_batches
 from mm2py.kafka.wire import RawClient, to_kafka_error
 from mm2py.source.copy.aborted import AbortedFilter
-from mm2py.transforms import Chain, LinkFailed
+from mm2py.transforms import Chain
 from mm2py.types import TP
 
 OFFSET_OUT_OF_RANGE = 1
@@ -66,13 +66,8 @@ class PartitionCounts:
         kept: list[rb.Record] = []
         failed = 0
         for rec in records:
-            try:
-                out = chain.apply(topic, rec)
-            except LinkFailed:
-                if not tolerate:
-                    raise
-                failed += 1
-                continue
+            out, failing = chain.replay(topic, rec, tolerate)
+            failed += failing
             if out is not None:
                 kept.append(out)
         if kept:

@@ -86,23 +86,25 @@ class Chain:
         probe = Record(0, 0, None, b"", ())
         return Chain(tuple(link for link in self.links if not link.topic_only or link.applies(topic, probe)))
 
-    def apply(self, topic: str, record: Record, counts: dict[str, list[int]] | None = None) -> Record | None:
+    def tallies(self, counts: dict[str, list[int]]) -> list[list[int]]:
+        """Per link, in order, its ``[in, out, dropped, failed]`` in ``counts`` (by link name, made at 0
+        where missing): resolved once per batch, then handed to ``apply`` for each of its records."""
+        return [counts.setdefault(link.name, [0, 0, 0, 0]) for link in self.links]
+
+    def apply(self, topic: str, record: Record, tallies: list[list[int]] | None = None) -> Record | None:
         """``record`` through every link (None: dropped).
 
-        ``counts``, when given, gains per link name ``[in, out, dropped, failed]``: a record is *in*
-        where it reaches the link (no earlier link dropped it), then exactly one of out (passed on:
-        the predicate did not hold, or a record came back), dropped (None) or failed (``LinkFailed``,
-        re-raised), so in = out + dropped + failed.
+        ``tallies`` (``Chain.tallies``), when given, counts per link ``[in, out, dropped, failed]``: a
+        record is *in* where it reaches the link (no earlier link dropped it), then exactly one of out
+        (passed on: the predicate did not hold, or a record came back), dropped (None) or failed
+        (``LinkFailed``, re-raised), so in = out + dropped + failed.
         """
         current: Record | None = record
-        for link in self.links:
+        for i, link in enumerate(self.links):
             if current is None:
                 return None
-            tally = None
-            if counts is not None:
-                tally = counts.get(link.name)
-                if tally is None:
-                    tally = counts[link.name] = [0, 0, 0, 0]
+            tally = tallies[i] if tallies is not None else None
+            if tally is not None:
                 tally[0] += 1
             if link.applies(topic, current):
                 try:
@@ -114,3 +116,16 @@ class Chain:
             if tally is not None:
                 tally[1 if current is not None else 2] += 1
         return current
+
+    def replay(self, topic: str, record: Record, tolerate: bool) -> tuple[Record | None, bool]:
+        """What the copy made of ``record``: (the record kept, or None, and whether a link failed on it).
+
+        A failure is left out only where the flow tolerates it (``errors.tolerance = all``: the copy
+        dead-lettered or skipped it); otherwise ``LinkFailed`` is raised, as the copy fails on it.
+        """
+        try:
+            return self.apply(topic, record), False
+        except LinkFailed:
+            if not tolerate:
+                raise
+            return None, True

@@ -16,7 +16,8 @@ from mm2py.config.model import MirrorMakerConfig
 from mm2py.dev import cluster as devcluster
 from mm2py.engine.driver import Engine
 from mm2py.ops.failover import plan_failover
-from tests.kafkautil import consume, create_topic, produce
+from mm2py.stores.positions import PositionStore
+from tests.kafkautil import Stream, consume, create_topic, end_offsets, produce
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -133,3 +134,17 @@ def a_group_on_a_mirrored_topic(spark, cluster_a, cluster_b, unique_name: str, t
     group = f"{unique_name}-g"
     consume(cluster_a.bootstrap, group, topic, limits={0: 333, 1: 1000, 2: 1})
     return topic, text, plan_failover(load_text(text), group, "A", "B")
+
+
+def stop_at_the_ends(stream: Stream, source: str, topic: str, store: PositionStore, replicator: Replicator,
+                     timeout: float) -> int:
+    """Stop ``stream``, wait for the flow's positions on the target at ``topic``'s ends on ``source``,
+    then stop ``replicator`` cleanly; the records sent."""
+    sent = stream.stop()
+    assert not stream.failed, stream.failed[:3]
+    ends = end_offsets(source, topic)
+    wait_for(lambda: {tp: at for tp, at in store.load().items() if tp[0] == topic}
+             == {(topic, p): end - 1 for p, end in ends.items()}, timeout,
+             "positions on B at the source's ends", replicator)
+    assert replicator.stop() == 0, replicator.tail()
+    return sent

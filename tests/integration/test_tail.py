@@ -18,7 +18,7 @@ import pytest
 
 from mm2py.config.model import ClusterConfig
 from mm2py.stores.positions import PositionStore
-from tests.integration.mirror_helpers import Replicator, properties, wait_for
+from tests.integration.mirror_helpers import Replicator, properties, stop_at_the_ends, wait_for
 from tests.kafkautil import Stream, compare, create_topic, end_offsets, producer_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
@@ -79,14 +79,8 @@ def test_tailing_tasks_copy_a_stream_as_it_arrives_and_lose_nothing_across_resta
         replicator = Replicator(config, log).start()
         wait_for(lambda: sum(1 for b in batch_lines(log) if b["tailed"]) >= tailing_before + 2, 180,
                  "two tailing micro-batches after the crash", replicator)
-        sent = stream.stop()
-        assert not stream.failed, stream.failed[:3]
-        ends = end_offsets(cluster_a.bootstrap, topic)
         store = PositionStore(ClusterConfig("B", cluster_b.bootstrap), "A")
-        wait_for(lambda: {tp: at for tp, at in store.load().items() if tp[0] == topic}
-                 == {(topic, p): end - 1 for p, end in ends.items()}, 120,
-                 "positions on B at the source's ends", replicator)
-        assert replicator.stop() == 0, replicator.tail()
+        sent = stop_at_the_ends(stream, cluster_a.bootstrap, topic, store, replicator, 120)
     finally:
         stream.stop()
         if replicator.alive():
@@ -141,13 +135,7 @@ def test_a_kill_at_the_handover_between_two_copy_intervals_loses_nothing_and_kee
             at + 1 for tp, at in store.load().items() if tp[0] == topic)
         replicator = Replicator(config, log).start()
         wait_for(lambda: intervals() >= at_kill + 1, 180, "a copy interval after the restart", replicator)
-        sent = stream.stop()
-        assert not stream.failed, stream.failed[:3]
-        ends = end_offsets(cluster_a.bootstrap, topic)
-        wait_for(lambda: {tp: at for tp, at in store.load().items() if tp[0] == topic}
-                 == {(topic, p): end - 1 for p, end in ends.items()}, 180,
-                 "positions on B at the source's ends", replicator)
-        assert replicator.stop() == 0, replicator.tail()
+        sent = stop_at_the_ends(stream, cluster_a.bootstrap, topic, store, replicator, 180)
     finally:
         stream.stop()
         if replicator.alive():

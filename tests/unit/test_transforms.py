@@ -273,7 +273,8 @@ def test_a_chain_counts_per_link_records_in_out_dropped_and_failed() -> None:
                        "transforms.drop.predicate": "dead", "predicates": "dead",
                        "predicates.dead.type": P + "RecordIsTombstone"})
     counts: dict[str, list[int]] = {}
+    tallies = chain.tallies(counts)
     for i in range(10):
-        chain.apply("A.t", rec(i, value=None if i % 5 == 0 else b"v"), counts)
+        chain.apply("A.t", rec(i, value=None if i % 5 == 0 else b"v"), tallies)
     # every record reaches the Filter; it drops the two tombstones its predicate holds on
     assert counts == {"strip": [10, 10, 0, 0], "drop": [10, 8, 2, 0]}

@@ -76,9 +76,10 @@ class TransformingWriter(BatchWriter):
         if part.first_owned < 0 and records:
             part.first_owned = records[0].offset
         kept: list[rb.Record] = []
+        tallies = chain.tallies(part.transformed)
         for rec in records:
             try:
-                out = chain.apply(topic, rec, part.transformed)
+                out = chain.apply(topic, rec, tallies)
             except LinkFailed as e:
                 self._failed(part.range, rec, e)
                 out = None

@@ -96,6 +96,9 @@ def test_tailing_tasks_copy_a_stream_as_it_arrives_and_lose_nothing_across_resta
     assert restarted.duplicates == 0, "a graceful stop waited for the tailing micro-batch to commit"
 
 
+BACKLOG_S = 20  # the stream's seconds before a start: 40,000 records waiting
+
+
 def test_a_kill_at_the_handover_between_two_copy_intervals_loses_nothing_and_keeps_order(cluster_a, cluster_b,
                                                                                        unique_name, tmp_path):
     """Copy intervals on a backlog (copy.continuous.enabled, mm2py.source.copy.continuous): SIGKILL right
@@ -104,7 +107,9 @@ def test_a_kill_at_the_handover_between_two_copy_intervals_loses_nothing_and_kee
 
     ``copy.tail.ms = 0``, so every record copied past a planned end was copied by an interval; the
     source consumer fetches one batch at a time (``fetch.max.bytes = 1``) and plans are cut at
-    ``max.batch.bytes``, so the stream's backlog from Spark's start-up lasts several intervals.
+    ``max.batch.bytes``. The stream runs ``BACKLOG_S`` before each start (a warm Spark starts in
+    seconds, and a flow that keeps up has no interval to kill), so each start finds a backlog that
+    lasts several intervals.
     """
     topic, remote = f"{unique_name}-backlog", f"A.{unique_name}-backlog"
     create_topic(cluster_a.bootstrap, topic, 2)
@@ -116,6 +121,7 @@ def test_a_kill_at_the_handover_between_two_copy_intervals_loses_nothing_and_kee
                                  "A.consumer.fetch.max.bytes = 1\n"))
     log = tmp_path / "replicator.log"
     stream = Stream(cluster_a.bootstrap, topic, 2, 2000).start()
+    time.sleep(BACKLOG_S)
     replicator = Replicator(config, log).start()
     store = PositionStore(ClusterConfig("B", cluster_b.bootstrap), "A")
     try:
@@ -130,6 +136,7 @@ def test_a_kill_at_the_handover_between_two_copy_intervals_loses_nothing_and_kee
             time.sleep(0.01)
         assert len(batch_lines(log)) > seen, replicator.tail()
         replicator.kill()
+        time.sleep(BACKLOG_S / 2)
         at_kill = intervals()
         behind = sum(end_offsets(cluster_a.bootstrap, topic).values()) - sum(
             at + 1 for tp, at in store.load().items() if tp[0] == topic)

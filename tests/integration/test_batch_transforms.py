@@ -14,9 +14,8 @@ from mm2py.config import load_text
 from mm2py.transforms import Record as Rec
 from mm2py.transforms.batch import from_arrow, to_arrow
 from mm2py.transforms.tolerance import create_dead_letter_topics
-from tests.integration.mirror_helpers import mirror_once, properties
+from tests.integration.mirror_helpers import card_records, mirror_once, properties
 from tests.integration.target_checks import assert_verify_replays
-from tests.integration.test_transforms import card_records
 from tests.kafkautil import consume_all, create_topic, produce
 from tests.plugins import MaskDigitsArrow
 

@@ -175,10 +175,6 @@ class Chain:
             for j, _ in alive:
                 tally[1 if isinstance(out[j], Record) else 3 if isinstance(out[j], LinkFailed) else 2] += 1
 
-    def replay(self, topic: str, record: Record, tolerate: bool) -> tuple[Record | None, bool]:
-        """What the copy made of ``record``: ``replay_all`` of it alone (batch links: a batch of one)."""
-        return self.replay_all(topic, [record], tolerate)[0]
-
     def replay_all(self, topic: str, records: Sequence[Record], tolerate: bool) -> list[tuple[Record | None, bool]]:
         """What the copy made of each of ``records``: (the record kept, or None, and whether a link failed on it).
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from mm2py.policy import ReplicationPolicy
 from mm2py.transforms import Record
 
@@ -121,3 +124,33 @@ class MaskDigits:
         for i in positions[:max(len(positions) - self.keep, 0)]:
             masked[i] = ord("*")
         return replace(record, value=bytes(masked), headers=(*record.headers, ("masked-by", self.by)))
+
+
+class MaskDigitsArrow:
+    """Batch transform (``mm2py.transforms.BatchTransform``, Arrow), vectorised with ``pyarrow.compute``:
+    each value's digits masked with ``*`` but those in its last ``keep`` bytes (default 4), and rows
+    whose value holds ``drop`` (default ``DROP``) or that are tombstones dropped. Row-wise: a row's
+    output depends on that row alone.
+
+    ``fail.offset`` (optional): raise when the batch holds a record at one of these source offsets (a
+    comma-separated list), as a transform failing on one bad row of its batch would.
+    """
+
+    batch_format = "arrow"
+
+    def __init__(self, config: dict[str, str]) -> None:
+        self.keep = int(config.get("keep", "4"))
+        self.drop = config.get("drop", "DROP").encode()
+        self.fail_offsets = pa.array([int(o) for o in config.get("fail.offset", "").split(",") if o.strip()],
+                                     pa.int64())
+
+    def __call__(self, topic: str, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if pc.any(pc.is_in(batch.column("offset"), value_set=self.fail_offsets)).as_py():
+            raise ValueError(f"cannot mask the batch at offsets {batch.column('offset').to_pylist()[:3]}...")
+        value = batch.column("value")
+        keep = pc.and_(pc.is_valid(value), pc.invert(pc.fill_null(pc.match_substring(value, self.drop), True)))
+        value = value if self.keep == 0 else pc.binary_join_element_wise(
+            pc.replace_substring_regex(pc.binary_slice(value, 0, -self.keep), "[0-9]", "*"),
+            pc.binary_slice(value, -self.keep), b"")
+        masked = batch.set_column(batch.schema.get_field_index("value"), "value", value)
+        return masked.filter(keep)

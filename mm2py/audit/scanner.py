@@ -7,7 +7,7 @@ partition is read again from its new log start, so records removed behind mm2py'
 longer count.
 
 On a source topic the flow transforms (``mm2py.transforms``), the chain is replayed over each
-batch's records (transforms are pure functions of the record): ``counts`` then holds what the
+batch's records, the batch as one (transforms are pure functions of the record): ``counts`` then holds what the
 target should hold, bucketed by the newest kept record as the rebuilt batch on the target is, and
 ``dropped`` what the chain dropped, by the source batch's bucket. A dropped record is never
 counted missing.
@@ -65,8 +65,7 @@ class PartitionCounts:
         records = [rec for rec in rb.decode(buf, view) if rec.offset >= self.log_start]
         kept: list[rb.Record] = []
         failed = 0
-        for rec in records:
-            out, failing = chain.replay(topic, rec, tolerate)
+        for out, failing in chain.replay_all(topic, records, tolerate):
             failed += failing
             if out is not None:
                 kept.append(out)

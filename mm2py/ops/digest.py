@@ -55,8 +55,9 @@ class PartitionCheck:
 # (key, value, headers) -> the same in the form compared (verify --decode: mm2py.schemas.decode)
 Normalize = Callable[[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]],
                      tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]]
-# a record as read -> the record the target should hold, or None where none should be (a transform chain)
-Replay = Callable[[Record], Record | None]
+# consecutive records of one partition as read -> per record, the record the target should hold, or None
+# where none should be (a transform chain; any grouping gives the same: its batch links are row-wise)
+Replay = Callable[[Sequence[Record]], Sequence[Record | None]]
 
 
 def _fold(h: hashlib._Hash, key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]],
@@ -74,8 +75,9 @@ def digest_ranges(cluster: ClusterConfig, topic: str, ranges: dict[int, tuple[in
                   replay: Replay | None = None) -> dict[int, PartitionDigest]:
     """Digest of the records of each partition ``p`` of ``topic`` in ``[start, end)`` of ``ranges[p]``.
 
-    ``replay``: each record is digested as it returns it, or counted ``dropped`` where it returns
-    None; then ``normalize``: each record's key, value and headers are digested as it returns them.
+    ``replay``: each poll's records of a partition are digested as it returns them, or counted
+    ``dropped`` where it returns None; then ``normalize``: each record's key, value and headers are
+    digested as it returns them.
     """
     conf = rdkafka_config(cluster.bootstrap_servers, cluster.consumer, cluster.alias)
     # "error": a range whose records left the log (retention, DeleteRecords) after it was planned
@@ -96,25 +98,27 @@ def digest_ranges(cluster: ClusterConfig, topic: str, ranges: dict[int, tuple[in
             if time.monotonic() > deadline:
                 raise KafkaError(f"reading did not finish within {timeout:.0f} s", cluster=cluster.alias,
                                  topic=topic, retriable=True)
+            read: dict[int, list[Record]] = {}  # this poll's records per partition, in offset order
             for msg in consumer.consume(10000, timeout=0.5):
                 if msg.error():
                     raise _read_error(msg, cluster, topic, ranges)
                 p, offset = _position(msg)
                 if p not in remaining or offset >= remaining[p]:
                     continue
-                kept: Record | None = Record(offset, msg.timestamp()[1], msg.key(), msg.value(), tuple(_headers(msg)))
-                if replay is not None and kept is not None:
-                    kept = replay(kept)
-                if kept is None:
-                    dropped[p] += 1
-                else:
+                read.setdefault(p, []).append(Record(offset, msg.timestamp()[1], msg.key(), msg.value(),
+                                                     tuple(_headers(msg))))
+            for p, records in read.items():
+                for kept in (replay(records) if replay is not None else records):
+                    if kept is None:
+                        dropped[p] += 1
+                        continue
                     key, value = kept.key, kept.value
                     headers: Sequence[tuple[str, bytes | None]] = kept.headers
                     if normalize is not None:
                         key, value, headers = normalize(key, value, headers)
                     _fold(hashes[p], key, value, headers, kept.timestamp)
                     counts[p] += 1
-                if offset + 1 >= remaining[p]:
+                if records[-1].offset + 1 >= remaining[p]:
                     remaining.pop(p)
             for p in list(remaining):  # transaction markers leave the position past the last record
                 if consumer.position([TopicPartition(topic, p)])[0].offset >= remaining[p]:

@@ -9,7 +9,9 @@ a large topic takes as long as its largest partition.
 
 On a topic the flow transforms (``transforms``), the source side is what the target should hold:
 the chain is replayed over each source record under its remote topic name, as the copy ran it
-(transforms are pure functions of the record), and a record the chain drops, or fails on under
+(transforms are pure functions of the record; a batch transform gets the records of one poll of a
+partition as its batch, which gives what the copy's source batches gave because a batch transform
+is row-wise, ``mm2py.transforms.BatchTransform``), and a record the chain drops, or fails on under
 ``errors.tolerance = all`` (left out of the remote topic as the copy left it out), is counted
 dropped, never compared; under ``none`` a transform that fails on a record fails the check naming it.
 """
@@ -17,6 +19,7 @@ dropped, never compared; under ``none`` a transform that fails on a record fails
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -97,14 +100,14 @@ def plan_audit(flow: FlowConfig, topics: str | None = None, decode: bool = False
     return out
 
 
-def _replayed(chain: Chain, tolerate: bool, r: AuditRange, record: Record) -> Record | None:
+def _replayed(chain: Chain, tolerate: bool, r: AuditRange, records: Sequence[Record]) -> list[Record | None]:
     try:
-        return chain.replay(r.remote_topic, record, tolerate)[0]
+        return [out for out, _ in chain.replay_all(r.remote_topic, records, tolerate)]
     except LinkFailed as e:
         reason = " ".join(e.reason.split())
         raise TransformFailedError(
             f"flow {r.flow.name}: transform {e.link!r} ({e.path}) {reason} on the record at topic {r.topic} "
-            f"partition {r.partition} offset {record.offset} (remote topic {r.remote_topic}), replayed by verify"
+            f"partition {r.partition} offset {e.offset} (remote topic {r.remote_topic}), replayed by verify"
         ) from e.__cause__
 
 

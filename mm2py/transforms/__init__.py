@@ -11,7 +11,9 @@ for the remote topic (so ``TopicNameMatches`` sees ``A.orders``), headers as the
 A ``transforms.<name>.type`` outside ``org.apache.kafka.`` is a Python class by dotted path
 (``mypkg.module.ClassName``): the contract is ``RecordTransform``. It is imported and constructed
 at start, so a path that does not import, a missing class or a constructor that refuses its keys
-stops the start naming the key.
+stops the start naming the key. A class with ``batch_format = "arrow"`` (or ``"pandas"``) is a batch
+transform (``BatchTransform``): it gets a source batch's records of one partition as one Arrow
+batch (or DataFrame) and returns them dropped or changed, offsets kept; it must be row-wise.
 
 Invariants:
 - a chain runs its links in the order ``transforms`` lists them; a link with a predicate runs
@@ -21,11 +23,12 @@ Invariants:
   (``TransformError``): never skipped;
 - transforms are pure functions of the record: no I/O, no state across records (Connect's
   built-ins are; a Python transform promises it, ``RecordTransform``);
-- a Python transform that raises, or returns anything but a ``Record`` or None, fails the copy
-  with ``LinkFailed`` (the writer names the flow and the record: ``TransformFailedError``),
-  never a skipped record.
+- a Python transform that raises, or returns anything but a ``Record`` or None (a batch transform:
+  a batch of its contract), fails the copy with ``LinkFailed`` (the writer names the flow and the
+  record: ``TransformFailedError``), never a skipped record.
 """
 
+from mm2py.transforms.batch import BATCH_SCHEMA, BatchTransform
 from mm2py.transforms.build import chain_for, check_flows, refusal, transform_keys
 from mm2py.transforms.chain import (
            Chain,
@@ -38,5 +41,5 @@ from mm2py.transforms.chain import (
            TransformError,
 )
 
-__all__ = ["Chain", "Link", "LinkFailed", "Predicate", "Record", "RecordTransform", "Transform", "TransformError",
-           "chain_for", "check_flows", "refusal", "transform_keys"]
+__all__ = ["BATCH_SCHEMA", "BatchTransform", "Chain", "Link", "LinkFailed", "Predicate", "Record", "RecordTransform",
+           "Transform", "TransformError", "chain_for", "check_flows", "refusal", "transform_keys"]

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from mm2py.config.model import FlowConfig
 from mm2py.errors import ConfigError, ConfigProblem
 from mm2py.routing import REGEX_ROUTER, routers_of
+from mm2py.transforms.batch import BatchLink
 from mm2py.transforms.chain import Chain, Link, Predicate, Transform, TransformError
 from mm2py.transforms.connect import (
     CONNECT,
@@ -121,7 +122,8 @@ def chain_for(raw: Mapping[str, str]) -> Chain:
             key = f"transforms.{name}.predicate" if topic_only else f"transforms.{name}.type"
             raise TransformError(key, "a link before a RegexRouter that reads the topic name (TopicNameMatches, a "
                                  "Python transform): mm2py hands every link the routed name; list it after the router")
-        links.append(Link(name, transform, predicate, negate == "true", topic_only))
+        batch = transform.run if isinstance(transform, BatchLink) else None
+        links.append(Link(name, transform, predicate, negate == "true", topic_only, batch))
     return Chain(tuple(links))
 
 

@@ -2,11 +2,13 @@
 
 Invariants: links run in the order ``transforms`` lists them; a link with a predicate runs only
 where the predicate holds (``negate`` inverts it); a record dropped by a link reaches no later link.
+A batch link (``Link.batch``, ``mm2py.transforms.batch``) gets the records that reach it and its
+predicate holds on as one batch (``Chain.run``); alone, a record is a batch of one (``Chain.apply``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -43,10 +45,12 @@ class RecordTransform(Protocol):
 
 
 class LinkFailed(Exception):
-    """A Python transform raised or returned what is not a record; ``link`` its name, ``path`` its class."""
+    """A Python transform raised or returned what is not a record; ``link`` its name, ``path`` its class;
+    ``offset`` the record's source offset where the raiser knows it (``Chain.replay_all``)."""
 
     def __init__(self, link: str, path: str, reason: str):
         self.link, self.path, self.reason = link, path, reason
+        self.offset: int | None = None
         super().__init__(f"transform {link!r} ({path}) {reason}")
 
 
@@ -59,15 +63,24 @@ class TransformError(ConfigError):
         super().__init__(ConfigProblem(key, message))
 
 
+# a batch link over records: per record, in order, the record it made, None (dropped) or its failure
+BatchRun = Callable[[str, Sequence[Record]], list["Record | LinkFailed | None"]]
+
+
 @dataclass(frozen=True)
 class Link:
-    """One transform of a chain, with its predicate (None: every record) and ``negate``."""
+    """One transform of a chain, with its predicate (None: every record) and ``negate``.
+
+    ``batch``: set for a batch transform (``BatchLink.run``); ``transform`` is then the same
+    transform over a batch of one record.
+    """
 
     name: str
     transform: Transform
     predicate: Predicate | None = None
     negate: bool = False
     topic_only: bool = False  # the predicate looks at the topic alone (decidable per topic)
+    batch: BatchRun | None = None
 
     def applies(self, topic: str, record: Record) -> bool:
         if self.predicate is None:
@@ -117,15 +130,64 @@ class Chain:
                 tally[1 if current is not None else 2] += 1
         return current
 
-    def replay(self, topic: str, record: Record, tolerate: bool) -> tuple[Record | None, bool]:
-        """What the copy made of ``record``: (the record kept, or None, and whether a link failed on it).
+    def run(self, topic: str, records: Sequence[Record],
+            tallies: list[list[int]] | None = None) -> list[Record | LinkFailed | None]:
+        """Per record of ``records`` (one source batch's, in offset order): the record the chain kept,
+        None (dropped) or the ``LinkFailed`` of the link that failed on it (reaching no later link).
+
+        Record links run per record (``apply``); a batch link once over the records that reach it and
+        on which its predicate holds, the others passing it untouched. ``tallies`` as in ``apply``.
+        """
+        out: list[Record | LinkFailed | None] = list(records)
+        start = 0
+        while start < len(self.links):
+            if self.links[start].batch is not None:
+                self._run_batch(start, topic, out, tallies)
+                start += 1
+                continue
+            end = next((i for i in range(start, len(self.links)) if self.links[i].batch is not None), len(self.links))
+            part, part_tallies = Chain(self.links[start:end]), tallies[start:end] if tallies is not None else None
+            out = [part._caught(topic, r, part_tallies) if isinstance(r, Record) else r for r in out]
+            start = end
+        return out
+
+    def _caught(self, topic: str, record: Record, tallies: list[list[int]] | None) -> Record | LinkFailed | None:
+        try:
+            return self.apply(topic, record, tallies)
+        except LinkFailed as e:
+            return e
+
+    def _run_batch(self, i: int, topic: str, out: list[Record | LinkFailed | None],
+                   tallies: list[list[int]] | None) -> None:
+        """Batch link ``i`` over the records of ``out`` that reach it, in place."""
+        link, batch = self.links[i], self.links[i].batch
+        assert batch is not None, "called for a batch link"
+        alive = [(j, r) for j, r in enumerate(out) if isinstance(r, Record)]
+        touched = [(j, r) for j, r in alive if link.applies(topic, r)]
+        if touched:
+            results = batch(topic, [r for _, r in touched])
+            assert len(results) == len(touched), "a batch link gives one outcome per record"
+            for (j, _), result in zip(touched, results, strict=True):
+                out[j] = result
+        if tallies is not None:
+            tally = tallies[i]
+            tally[0] += len(alive)
+            for j, _ in alive:
+                tally[1 if isinstance(out[j], Record) else 3 if isinstance(out[j], LinkFailed) else 2] += 1
+
+    def replay_all(self, topic: str, records: Sequence[Record], tolerate: bool) -> list[tuple[Record | None, bool]]:
+        """What the copy made of each of ``records``: (the record kept, or None, and whether a link failed on it).
 
         A failure is left out only where the flow tolerates it (``errors.tolerance = all``: the copy
-        dead-lettered or skipped it); otherwise ``LinkFailed`` is raised, as the copy fails on it.
+        dead-lettered or skipped it); otherwise the first ``LinkFailed`` is raised (its ``offset`` the
+        record's), as the copy fails on it.
+        Batch links are row-wise (``BatchTransform``), so any grouping of the records gives what the
+        copy's source batches gave.
         """
-        try:
-            return self.apply(topic, record), False
-        except LinkFailed:
-            if not tolerate:
-                raise
-            return None, True
+        outs = self.run(topic, records)
+        failed = next(((rec, out) for rec, out in zip(records, outs, strict=True) if isinstance(out, LinkFailed)),
+                      None)
+        if failed is not None and not tolerate:
+            failed[1].offset = failed[0].offset
+            raise failed[1]
+        return [(None, True) if isinstance(out, LinkFailed) else (out, False) for out in outs]

@@ -1,10 +1,12 @@
-"""Python transforms by dotted path (``RecordTransform``): imported and built at start, their returns checked."""
+"""Python transforms by dotted path (``RecordTransform``, ``BatchTransform``): imported and built at start,
+their returns checked."""
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
 
+from mm2py.transforms.batch import ARROW, PANDAS, BatchLink
 from mm2py.transforms.chain import LinkFailed, Record, RecordTransform, Transform, TransformError
 
 # a link's own keys that configure the chain, not the transform (left out of a Python transform's config)
@@ -12,7 +14,8 @@ CHAIN_KEYS = ("type", "predicate", "negate")
 
 
 def python_transform(own: Mapping[str, str], name: str, path: str) -> Transform:
-    """The ``RecordTransform`` at ``path``, constructed with the link's keys, its returns checked."""
+    """The ``RecordTransform`` at ``path``, constructed with the link's keys, its returns checked; a class
+    with ``batch_format`` is a ``BatchTransform``, given as its ``BatchLink``."""
     key = f"transforms.{name}.type"
     module_name, _, attr = path.rpartition(".")
     if not module_name or not attr:
@@ -37,9 +40,15 @@ def python_transform(own: Mapping[str, str], name: str, path: str) -> Transform:
         # the keys, not their values: a value may be a secret
         raise TransformError(key, f"{path} built with the keys {sorted(config)} raised "
                              f"{type(e).__name__}: {e}") from None
+    kind = getattr(instance, "batch_format", None)
+    if kind is not None and kind not in (ARROW, PANDAS):
+        raise TransformError(key, f"{path}: batch_format = {kind!r}: {ARROW!r} or {PANDAS!r} "
+                             "(mm2py.transforms.BatchTransform)")
     if not callable(instance):
         raise TransformError(key, f"{path}: its instances are not callable as (topic, record) "
                              "(mm2py.transforms.RecordTransform)")
+    if kind is not None:
+        return BatchLink(name, path, instance, kind)
     return checked(name, path, instance)
 
 

@@ -148,3 +148,17 @@ def stop_at_the_ends(stream: Stream, source: str, topic: str, store: PositionSto
              "positions on B at the source's ends", replicator)
     assert replicator.stop() == 0, replicator.tail()
     return sent
+
+
+def card_records(n: int) -> list[tuple]:
+    """Values with digits to mask; every 9th holds DROP, every 11th a tombstone; recent timestamps."""
+    now = int(time.time() * 1000)
+    out = []
+    for i in range(n):
+        value: bytes | None = b"order %d card 4%015d" % (i, i * 7919)
+        if i % 9 == 0:
+            value = b"DROP %d" % i
+        if i % 11 == 0:
+            value = None
+        out.append((b"k%d" % (i % 30), value, [("id", b"%d" % i)], now + i))
+    return out

@@ -21,7 +21,7 @@ from mm2py.config import load_text
 from mm2py.errors import ConfigError, TransformFailedError
 from mm2py.transforms import Record as Rec
 from mm2py.transforms import check_flows
-from tests.integration.mirror_helpers import mirror_once, properties, wait_for
+from tests.integration.mirror_helpers import card_records, mirror_once, properties, wait_for
 from tests.integration.target_checks import MM2_WORKER, assert_verify_replays
 from tests.kafkautil import Record, consume_all, create_topic, end_offsets, list_topics, produce
 from tests.plugins import MaskDigits
@@ -166,20 +166,6 @@ def test_insert_header_with_a_value_fails_apache_mm2_and_mm2py_refuses_it(cluste
     remote = f"A.{topic}"
     copied = sum(end_offsets(cluster_c.bootstrap, remote).values()) if remote in list_topics(cluster_c.bootstrap) else 0
     assert copied == 0
-
-
-def card_records(n: int) -> list[tuple]:
-    """Values with digits to mask; every 9th holds DROP, every 11th a tombstone; recent timestamps."""
-    now = int(time.time() * 1000)
-    out = []
-    for i in range(n):
-        value: bytes | None = b"order %d card 4%015d" % (i, i * 7919)
-        if i % 9 == 0:
-            value = b"DROP %d" % i
-        if i % 11 == 0:
-            value = None
-        out.append((b"k%d" % (i % 30), value, [("id", b"%d" % i)], now + i))
-    return out
 
 
 def test_a_python_transform_gives_on_b_what_it_gives_on_a_records(spark, cluster_a, cluster_b, unique_name,

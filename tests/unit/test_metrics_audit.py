@@ -140,10 +140,12 @@ def test_records_a_transform_dropped_are_counted_dropped_never_missing():
     assert (f.buckets, f.missing, f.dropped, f.source_records) == (1, 0, 10, 0)
 
 
-def test_records_a_transform_failed_on_are_counted_failed_never_missing():
+@pytest.mark.parametrize("mask", ["tests.plugins.MaskDigits", "tests.plugins.MaskDigitsArrow"])
+def test_records_a_transform_failed_on_are_counted_failed_never_missing(mask: str):
     """errors.tolerance = all: a record a transform raised on is left out like a dropped one and
-    counted as failed; without tolerance the audit round fails as the flow does."""
-    raw = {"transforms": "mask", "transforms.mask.type": "tests.plugins.MaskDigits", "transforms.mask.drop": "none",
+    counted as failed; without tolerance the audit round fails as the flow does. A batch transform
+    gets each source batch whole and fails exactly the records it fails on alone, as in the copy."""
+    raw = {"transforms": "mask", "transforms.mask.type": mask, "transforms.mask.drop": "none",
            "transforms.mask.fail.offset": "4,12,13"}
     chain = chain_for(raw)
     log = FakeLog([(0, 10, T0 + 5), (10, 10, T0 + 61_000), (20, 10, T0 + 125_000)], log_start=0)

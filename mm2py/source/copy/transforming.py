@@ -3,11 +3,12 @@
 Invariants:
 - a remote topic no link can touch keeps the raw path (``BatchWriter``), coalescing included;
 - on a transformed topic each owned batch becomes at most one batch of the records the chain
-  kept, in source order, in the source batch's codec; a dropped record leaves an offset gap that
-  the rebuilt batch's offset list carries (``Pending.rebuilt``), so offset syncs, checkpoints and
+  kept (``Chain.run``: a batch link gets the batch's records that reach it as one batch), in
+  source order, in the source batch's codec; a dropped record leaves an offset gap that the
+  rebuilt batch's offset list carries (``Pending.rebuilt``), so offset syncs, checkpoints and
   failover stay exact across it; records dropped before the copy's first kept one are mapped
   onto it through ``PartitionCopy.first_owned``; dropped records are counted in ``dropped``, and
-  per link in ``PartitionCopy.transformed`` (in, out, dropped, failed: ``Chain.apply``);
+  per link in ``PartitionCopy.transformed`` (in, out, dropped, failed: ``Chain.run``);
 - the chain sees each record under its remote topic name, as MM2's connector hands it to Connect;
 - a Python transform failing on a record (``LinkFailed``), under ``errors.tolerance = none``,
   fails the task with ``TransformFailedError`` naming the flow, the transform, and the record's
@@ -76,12 +77,9 @@ class TransformingWriter(BatchWriter):
         if part.first_owned < 0 and records:
             part.first_owned = records[0].offset
         kept: list[rb.Record] = []
-        tallies = chain.tallies(part.transformed)
-        for rec in records:
-            try:
-                out = chain.apply(topic, rec, tallies)
-            except LinkFailed as e:
-                self._failed(part.range, rec, e)
+        for rec, out in zip(records, chain.run(topic, records, chain.tallies(part.transformed)), strict=True):
+            if isinstance(out, LinkFailed):
+                self._failed(part.range, rec, out)
                 out = None
             if out is None:
                 part.dropped += 1

@@ -38,3 +38,17 @@ def test_unreachable_flow_and_json_shape() -> None:
     assert out["topics"][0] | {"partition_lags": None} == {
         "topic": "orders", "remote_topic": "A.orders", "partitions": 3, "source_end": 1000, "mirrored": 400,
         "lag_records": 600, "lag_seconds": 4.5, "partition_lags": None}
+
+
+def test_live_next_maps_the_targets_end_through_the_newest_sync() -> None:
+    from mm2py.ops.live_positions import live_next
+
+    # position 99 recorded; the newest sync says source 100 lands at target 500; the target holds 540
+    assert live_next(100, (100, 500), 540, 1000) == 140
+    # gaps in the source (compaction, markers) make the mapped offset a lower bound: never past the source's end
+    assert live_next(100, (100, 500), 2000, 1000) == 1000
+    # a target behind the sync (re-created) or a sync older than the position: the position stands
+    assert live_next(100, (100, 500), 400, 1000) == 100
+    assert live_next(300, (100, 500), 540, 1000) == 300
+    # a source whose end is below the position (truncated): the position stands, lag is clamped at 0 by status
+    assert live_next(100, (100, 500), 540, 50) == 100

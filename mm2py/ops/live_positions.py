@@ -23,7 +23,8 @@ Invariants:
   partition: at-least-once flows (an exactly-once target's transaction markers take offsets
   too), a remote topic named apart from its source topic (identity replication: local producers
   write there too) with at least the source's partitions (fewer: records are rehashed);
-  elsewhere ``live_next`` is the recorded position's next offset;
+  elsewhere, and where the syncs or the target's ends cannot be read (logged once per flow and
+  error), ``live_next`` is the recorded position's next offset;
 - a sync is read from the last ``SYNCS_TAIL`` records of the syncs topic (the newest per
   partition wins, as ``SyncIndex`` supersedes); a partition without one there keeps its position.
 """
@@ -33,14 +34,20 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+import structlog
+
 from mm2py.config.model import FlowConfig
+from mm2py.errors import KafkaError
 from mm2py.flow_policy import offset_syncs_location, policy_for
 from mm2py.formats import FormatError, OffsetSync
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import TopicReader, read_to_end
 from mm2py.types import TP
 
+log = structlog.get_logger(__name__)
+
 SYNCS_TAIL = 20_000  # records read back from each end of the syncs topic
+_warned: set[tuple[str, str]] = set()  # (flow, error) already logged: each read failure is logged once
 
 
 def mapped(flow: FlowConfig) -> bool:
@@ -83,15 +90,18 @@ def live_nexts(flow: FlowConfig, topics: Mapping[str, int], positions: Mapping[T
         return nexts
     policy = policy_for(flow)
     remote = {t: policy.format_remote_topic(flow.source.alias, t) for t in topics}
-    on_target = Admin(flow.target, timeout_ms=flow.admin_timeout_ms).topics()
-    alone = {t for t, n in topics.items() if remote[t] != t and on_target.get(remote[t], 0) >= n}
-    if not alone:
+    try:
+        target = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
+        on_target = target.topics()
+        alone = {t for t, n in topics.items() if remote[t] != t and on_target.get(remote[t], 0) >= n}
+        syncs = newest_syncs(flow, alone) if alone else {}
+        target_ends = target.list_offsets([(remote[t], p) for t, p in syncs], "latest")
+    except KafkaError as e:  # e.g. no read ACL on the syncs topic: the positions still tell the lag
+        if (flow.name, str(e)) not in _warned:
+            _warned.add((flow.name, str(e)))
+            log.warning("lag is shown from the recorded positions only: the syncs or the target's ends "
+                        "could not be read", flow=flow.name, error=str(e))
         return nexts
-    syncs = newest_syncs(flow, alone)
-    if not syncs:
-        return nexts
-    target_ends = Admin(flow.target, timeout_ms=flow.admin_timeout_ms).list_offsets(
-        [(remote[t], p) for t, p in syncs if t in alone], "latest")
     for tp, sync in syncs.items():
         end = target_ends.get((remote[tp[0]], tp[1]))
         if end is not None and tp in nexts:

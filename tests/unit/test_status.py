@@ -52,3 +52,27 @@ def test_live_next_maps_the_targets_end_through_the_newest_sync() -> None:
     assert live_next(300, (100, 500), 540, 1000) == 300
     # a source whose end is below the position (truncated): the position stands, lag is clamped at 0 by status
     assert live_next(100, (100, 500), 540, 50) == 100
+
+
+def test_live_positions_keep_the_recorded_ones_where_the_target_cannot_be_read(monkeypatch) -> None:
+    import structlog
+
+    from mm2py.config.model import ClusterConfig, FlowConfig
+    from mm2py.errors import KafkaError
+    from mm2py.ops import live_positions
+
+    class Refused:
+        def __init__(self, *_args: object, **_kwargs: object) -> None:
+            pass
+
+        def topics(self) -> dict[str, int]:
+            raise KafkaError("Topic authorization failed", cluster="B")
+
+    monkeypatch.setattr(live_positions, "Admin", Refused)
+    flow = FlowConfig(source=ClusterConfig("A", "a:9092"), target=ClusterConfig("B", "b:9092"))
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(2):
+            assert live_positions.live_nexts(flow, {"orders": 2}, {("orders", 0): 9}, {("orders", 0): 50}) == {
+                ("orders", 0): 10, ("orders", 1): 0}
+    [warned] = [e for e in logs if e["log_level"] == "warning"]
+    assert warned["flow"] == "A->B" and "authorization" in warned["error"], "logged once, naming the flow"

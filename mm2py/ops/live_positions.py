@@ -14,9 +14,11 @@ offset ``d``) and ``target_end`` the remote partition's end now. Every record th
 past ``d`` was written in order from source offsets at or after ``u``, each taking at least one
 source offset (compaction gaps, transaction markers and records a transform dropped take more),
 so ``u + (target_end - d)`` is at most where the copy truly is: the lag shown is never lower
-than the truth, and never negative. The one exception is a copy written again after a failed
-task (at-least-once): until the re-copy's first sync is written (its first progress record,
-within ``FIRST_S`` of its start) the duplicates count as progress.
+than the truth when the source's ends were read (they are read first, the target's ends last,
+so what arrived in between is the most it can be short by), and never negative. The one
+exception is a copy written again after a failed task (at-least-once): until the re-copy's first
+sync is written (its first progress record, within ``FIRST_S`` of its start) the duplicates
+count as progress.
 
 Invariants:
 - only where one flow alone writes the remote partition, one source partition to one remote

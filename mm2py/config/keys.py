@@ -222,8 +222,9 @@ FLOW_KEYS: tuple[Key, ...] = (
     _flow("copy.continuous.enabled", Kind.BOOL, "On a backlog, copy tasks copy for the whole micro-batch "
           "interval (batch.duration.ms from their start) rather than for their planned ranges: a task that "
           "finished its ranges goes on copying its partitions to where they are when the interval closes, so no "
-          "task ends alone before the commit. At-least-once flows without provenance, only while the flow's "
-          "tasks fit in Spark's task slots at once.", extension=True),
+          "task ends alone before the commit. At-least-once flows only (with exactly-once it is refused at "
+          "start), without provenance, only while the flow's tasks fit in Spark's task slots at once.",
+          extension=True),
     _flow("schemas.mode", Kind.ENUM, "Avro records in the Confluent wire format between clusters with a schema "
           "registry each: translate (sync subjects, rewrite every schema id to the target's), preserve (the "
           "registry's storage topic is mirrored too and ids stay), off (bytes as they are).",

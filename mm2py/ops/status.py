@@ -2,8 +2,9 @@
 
 Everything is read from the clusters, so it works from any machine, with the replicator
 running or not: source end offsets (read_committed), the positions the flow recorded on
-the target (MM2's source-offset format), the first unmirrored record's timestamp for the lag
-in seconds, and the newest checkpoint and heartbeat records of the flow.
+the target (MM2's source-offset format), advanced to where the copy is now by the target's
+ends and the offset syncs (mm2py.ops.live_positions), the first unmirrored record's timestamp
+for the lag in seconds, and the newest checkpoint and heartbeat records of the flow.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from mm2py.flow_policy import policy_for
 from mm2py.formats import FormatError, Heartbeat
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import TopicReader
+from mm2py.ops.live_positions import live_nexts
 from mm2py.ops.replicator import replicator_health
 from mm2py.stores.ledger import ledger_entries
 from mm2py.stores.positions import PositionStore
@@ -166,7 +168,7 @@ def flow_status(flow: FlowConfig, now_ms: int | None = None) -> FlowStatus:
     tps = [(t, p) for t, n in topics.items() for p in range(n)]
     ends = src.list_offsets(tps, "latest")
     positions = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms).load()
-    nexts = {tp: positions[tp] + 1 if tp in positions else 0 for tp in tps}
+    nexts = live_nexts(flow, topics, positions, ends)  # where the copy is now, not at its last record
     lagging = {tp: nexts[tp] for tp in tps if ends.get(tp, 0) > nexts[tp]}
     stamps = first_timestamps(flow.source, lagging)
     rows = []

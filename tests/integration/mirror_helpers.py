@@ -11,6 +11,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
+
 from mm2py.config import load_text
 from mm2py.config.model import MirrorMakerConfig
 from mm2py.dev import cluster as devcluster
@@ -120,6 +122,22 @@ def wait_for(predicate, timeout: float, message: str, replicator: Replicator | N
         time.sleep(1)
     extra = f"\nreplicator log:\n{replicator.tail()}" if replicator else ""
     raise AssertionError(f"timed out after {timeout} s waiting for: {message}{extra}")
+
+
+def python_workers(root: int) -> list[psutil.Process]:
+    """Spark's Python workers under process ``root``: children of the worker daemon (mm2py.connectors.daemon)."""
+    try:
+        tree = psutil.Process(root).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    def command(p: psutil.Process) -> str:
+        try:
+            return " ".join(p.cmdline())
+        except psutil.Error:  # gone, or a zombie
+            return ""
+
+    daemons = [p for p in tree if "mm2py.connectors.daemon" in command(p)]
+    return [w for d in daemons for w in d.children()]
 
 
 def a_group_on_a_mirrored_topic(spark, cluster_a, cluster_b, unique_name: str, tmp_path):

@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 from confluent_kafka import Producer
 
@@ -34,7 +33,7 @@ from mm2py.source.copy.exactly_once import prepare, spec_for
 from mm2py.source.copy.transactional import HOLD_AFTER_COMMIT, HOLD_BEFORE_COMMIT, TaskTransaction
 from mm2py.source.ranges import PartitionRange
 from tests.conftest import PORT_OFFSET, own_clusters
-from tests.integration.mirror_helpers import REPO, Replicator, properties, wait_for
+from tests.integration.mirror_helpers import REPO, Replicator, properties, python_workers, wait_for
 from tests.kafkautil import consume, consume_all, create_topic, end_offsets, list_topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
@@ -142,22 +141,6 @@ def config_text(clusters: dict[str, devcluster.DevCluster], topic: str, extra: s
                       {"A->B": {"topics": topic, "trigger.interval.ms": "200",
                                 "emit.checkpoints.interval.seconds": "2", "admin.timeout.ms": "15000"}},
                       "B.exactly.once.source.support = required\n" + extra)
-
-
-def python_workers(root: int) -> list[psutil.Process]:
-    """Spark's Python workers under process ``root``: children of the worker daemon (mm2py.connectors.daemon)."""
-    try:
-        tree = psutil.Process(root).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-    def command(p: psutil.Process) -> str:
-        try:
-            return " ".join(p.cmdline())
-        except psutil.Error:  # gone, or a zombie
-            return ""
-
-    daemons = [p for p in tree if "mm2py.connectors.daemon" in command(p)]
-    return [w for d in daemons for w in d.children()]
 
 
 def held_restart(rep: Replicator, variable: str, marker: Path) -> Replicator:

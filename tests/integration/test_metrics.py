@@ -2,40 +2,18 @@
 
 from __future__ import annotations
 
-import socket
 import time
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from mm2py.config import load_text
+from tests.integration.metrics_helpers import free_port, scrape, total
 from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.integration.target_checks import assert_verify_replays, verify_left_out
 from tests.kafkautil import consume_all, create_topic, produce
 
 pytestmark = pytest.mark.integration
 P = "kafka_connect_mirror_mirrorsourceconnector_"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def scrape(port: int) -> dict[tuple[str, frozenset], float]:
-    try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    except OSError:
-        return {}
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for f in text_string_to_metric_families(text) for s in f.samples}
-
-
-def total(metrics: dict, name: str, topic: str, **labels: str) -> float:
-    return sum(v for (n, ls), v in metrics.items()
-               if n == name and ("topic", topic) in ls and all((k, v2) in ls for k, v2 in labels.items()))
 
 
 T = "org.apache.kafka.connect.transforms."

@@ -5,12 +5,15 @@ to B with a trigger interval far longer than a fetch round trip, so records reac
 plans only because the copy tasks tail. The replicator is stopped with SIGTERM to its own
 process (its running micro-batch commits first) and started again, then SIGKILLed mid-tail
 and started again. A backlog copied in copy intervals (``copy.continuous.enabled``) is SIGKILLed
-at the handover between two intervals.
+at the handover between two intervals, and its Python workers are SIGKILLed at three handovers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -18,7 +21,7 @@ import pytest
 
 from mm2py.config.model import ClusterConfig
 from mm2py.stores.positions import PositionStore
-from tests.integration.mirror_helpers import Replicator, properties, stop_at_the_ends, wait_for
+from tests.integration.mirror_helpers import Replicator, properties, python_workers, stop_at_the_ends, wait_for
 from tests.kafkautil import Stream, compare, create_topic, end_offsets, producer_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
@@ -99,6 +102,24 @@ def test_tailing_tasks_copy_a_stream_as_it_arrives_and_lose_nothing_across_resta
 BACKLOG_S = 20  # the stream's seconds before a start: 40,000 records waiting
 
 
+def interval_config(bootstrap_a: str, bootstrap_b: str, topic: str) -> str:
+    """Copy intervals of 1 s on a backlog cut into plans of 50,000 bytes, fetched a batch at a time."""
+    return properties({"A": bootstrap_a, "B": bootstrap_b},
+                      {"A->B": {"topics": topic, "copy.continuous.enabled": "true", "copy.tail.ms": "0",
+                                "batch.duration.ms": "1000", "max.batch.bytes": "50000",
+                                "emit.checkpoints.enabled": "false"}},
+                      "A.consumer.fetch.max.bytes = 1\n")
+
+
+def next_commit(log: Path, replicator: Replicator) -> None:
+    """Return as the next micro-batch's commit line is written: its handover to the next plan and launch."""
+    seen = len(batch_lines(log))
+    deadline = time.monotonic() + 60
+    while len(batch_lines(log)) == seen and time.monotonic() < deadline and replicator.alive():
+        time.sleep(0.01)
+    assert len(batch_lines(log)) > seen, replicator.tail()
+
+
 def test_a_kill_at_the_handover_between_two_copy_intervals_loses_nothing_and_keeps_order(cluster_a, cluster_b,
                                                                                        unique_name, tmp_path):
     """Copy intervals on a backlog (copy.continuous.enabled, mm2py.source.copy.continuous): SIGKILL right
@@ -114,11 +135,7 @@ def test_a_kill_at_the_handover_between_two_copy_intervals_loses_nothing_and_kee
     topic, remote = f"{unique_name}-backlog", f"A.{unique_name}-backlog"
     create_topic(cluster_a.bootstrap, topic, 2)
     config = tmp_path / "mm2.properties"
-    config.write_text(properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
-                                 {"A->B": {"topics": topic, "copy.continuous.enabled": "true", "copy.tail.ms": "0",
-                                           "batch.duration.ms": "1000", "max.batch.bytes": "50000",
-                                           "emit.checkpoints.enabled": "false"}},
-                                 "A.consumer.fetch.max.bytes = 1\n"))
+    config.write_text(interval_config(cluster_a.bootstrap, cluster_b.bootstrap, topic))
     log = tmp_path / "replicator.log"
     stream = Stream(cluster_a.bootstrap, topic, 2, 2000).start()
     time.sleep(BACKLOG_S)
@@ -130,11 +147,7 @@ def test_a_kill_at_the_handover_between_two_copy_intervals_loses_nothing_and_kee
 
         wait_for(lambda: intervals() >= 2, 180, "two copy intervals committed", replicator)
         # the handover: the next commit's line is written, and the process dies as the next plan starts
-        seen = len(batch_lines(log))
-        deadline = time.monotonic() + 60
-        while len(batch_lines(log)) == seen and time.monotonic() < deadline and replicator.alive():
-            time.sleep(0.01)
-        assert len(batch_lines(log)) > seen, replicator.tail()
+        next_commit(log, replicator)
         replicator.kill()
         time.sleep(BACKLOG_S / 2)
         at_kill = intervals()
@@ -152,4 +165,55 @@ def test_a_kill_at_the_handover_between_two_copy_intervals_loses_nothing_and_kee
     print(f"handover: {sent} records sent, {len(batches)} micro-batches, {at_kill} intervals before the kill, "
           f"{intervals()} in all, {behind} records behind at the kill, {final.duplicates} duplicates")
     assert behind > 0, "the kill fell while a backlog was copied, at an interval's handover"
+    assert final.missing == 0 and not final.out_of_order and final.on_target >= sent, final
+
+
+def test_python_workers_killed_at_handovers_between_copy_intervals_lose_nothing_and_keep_order(
+        cluster_a, cluster_b, unique_name, tmp_path):
+    """Copy intervals on a backlog, as above; at three handovers (an interval's commit line written,
+    the next interval planned and launched) every Spark Python worker is SIGKILLed: the one whose
+    task just returned, or the one already running the next interval's task (and the heartbeat
+    flow's). The failed task fails its query; the replicator rides through (its supervisor restarts
+    the query), and the copy goes on from the positions the target acknowledged (at-least-once:
+    duplicates allowed, no loss, order kept per partition).
+    """
+    topic, remote = f"{unique_name}-workers", f"A.{unique_name}-workers"
+    create_topic(cluster_a.bootstrap, topic, 2)
+    config = tmp_path / "mm2.properties"
+    config.write_text(interval_config(cluster_a.bootstrap, cluster_b.bootstrap, topic))
+    log = tmp_path / "replicator.log"
+    stream = Stream(cluster_a.bootstrap, topic, 2, 2000).start()
+    time.sleep(BACKLOG_S)
+    replicator = Replicator(config, log).start()
+    store = PositionStore(ClusterConfig("B", cluster_b.bootstrap), "A")
+    killed: list[tuple[int, int]] = []  # (workers killed, records behind) at each handover
+    try:
+        def intervals() -> int:
+            return sum(1 for b in batch_lines(log) if b["tailed"])
+
+        wait_for(lambda: intervals() >= 2, 180, "two copy intervals committed", replicator)
+        for _ in range(3):
+            next_commit(log, replicator)
+            hit = 0
+            for w in python_workers(replicator.proc.pid) if replicator.proc else []:
+                with contextlib.suppress(ProcessLookupError):  # a worker may end between the listing and the kill
+                    os.kill(w.pid, signal.SIGKILL)
+                    hit += 1
+            killed.append((hit, sum(end_offsets(cluster_a.bootstrap, topic).values()) - sum(
+                at + 1 for tp, at in store.load().items() if tp[0] == topic)))
+        at_kills = intervals()
+        wait_for(lambda: intervals() >= at_kills + 2, 180, "two copy intervals after the kills", replicator)
+        sent = stop_at_the_ends(stream, cluster_a.bootstrap, topic, store, replicator, 180)
+    finally:
+        stream.stop()
+        if replicator.alive():
+            replicator.kill()
+    final = compare(cluster_b.bootstrap, remote, stream.snapshot())
+    # a killed worker fails its task, and with it the query; the supervisor restarts the flow from its positions
+    restarts = sum(1 for line in log.read_text(errors="replace").splitlines()
+                   if "source A->B failed" in line and "flow stalled" in line)
+    print(f"worker kills: {sent} records sent, (workers killed, records behind) at each handover {killed}, "
+          f"{restarts} restarts of the flow's source query, {intervals()} intervals, {final.duplicates} duplicates")
+    assert all(n > 0 for n, _ in killed) and any(behind > 0 for _, behind in killed), killed
+    assert restarts >= 1, "a kill failed a copy task"
     assert final.missing == 0 and not final.out_of_order and final.on_target >= sent, final

@@ -38,3 +38,41 @@ def test_unreachable_flow_and_json_shape() -> None:
     assert out["topics"][0] | {"partition_lags": None} == {
         "topic": "orders", "remote_topic": "A.orders", "partitions": 3, "source_end": 1000, "mirrored": 400,
         "lag_records": 600, "lag_seconds": 4.5, "partition_lags": None}
+
+
+def test_live_next_maps_the_targets_end_through_the_newest_sync() -> None:
+    from mm2py.ops.live_positions import live_next
+
+    # position 99 recorded; the newest sync says source 100 lands at target 500; the target holds 540
+    assert live_next(100, (100, 500), 540, 1000) == 140
+    # gaps in the source (compaction, markers) make the mapped offset a lower bound: never past the source's end
+    assert live_next(100, (100, 500), 2000, 1000) == 1000
+    # a target behind the sync (re-created) or a sync older than the position: the position stands
+    assert live_next(100, (100, 500), 400, 1000) == 100
+    assert live_next(300, (100, 500), 540, 1000) == 300
+    # a source whose end is below the position (truncated): the position stands, lag is clamped at 0 by status
+    assert live_next(100, (100, 500), 540, 50) == 100
+
+
+def test_live_positions_keep_the_recorded_ones_where_the_target_cannot_be_read(monkeypatch) -> None:
+    import structlog
+
+    from mm2py.config.model import ClusterConfig, FlowConfig
+    from mm2py.errors import KafkaError
+    from mm2py.ops import live_positions
+
+    class Refused:
+        def __init__(self, *_args: object, **_kwargs: object) -> None:
+            pass
+
+        def topics(self) -> dict[str, int]:
+            raise KafkaError("Topic authorization failed", cluster="B")
+
+    monkeypatch.setattr(live_positions, "Admin", Refused)
+    flow = FlowConfig(source=ClusterConfig("A", "a:9092"), target=ClusterConfig("B", "b:9092"))
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(2):
+            assert live_positions.live_nexts(flow, {"orders": 2}, {("orders", 0): 9}, {("orders", 0): 50}) == {
+                ("orders", 0): 10, ("orders", 1): 0}
+    [warned] = [e for e in logs if e["log_level"] == "warning"]
+    assert warned["flow"] == "A->B" and "authorization" in warned["error"], "logged once, naming the flow"

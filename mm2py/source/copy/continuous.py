@@ -19,7 +19,8 @@ interval's micro-batch need not be caught up, and its tasks need not leave a slo
 - one writer per partition: a partition is in one task of an interval (every partition of the
   flow, ``BatchPlanner.idle_ranges``), and Spark starts the next interval's tasks only after all
   of this one's returned, each with nothing in flight;
-- only at-least-once flows without provenance (as tails), never in a --once run (it copies
+- only at-least-once flows without provenance (as tails; with exactly-once the setting is refused
+  at start, mm2py.config.delivery), never in a --once run (it copies
   what was there at its start), and only while every task of the flows that hold slots runs at
   once (``tasks * flows <= slots``): a task waiting for a slot would start its interval when
   another ended it;

@@ -154,3 +154,20 @@ class MaskDigitsArrow:
             pc.binary_slice(value, -self.keep), b"")
         masked = batch.set_column(batch.schema.get_field_index("value"), "value", value)
         return masked.filter(keep)
+
+
+class MaskAvroField:
+    """Record transform on decoded Avro values (``mm2py.transforms.DecodedTransform``, ``decoded = True``):
+    the value's field ``field`` (default ``email``) replaced with ``mask`` (default ``***``); a value
+    without that field raises, as a transform written for one schema would."""
+
+    decoded = True
+
+    def __init__(self, config: dict[str, str]) -> None:
+        self.field = config.get("field", "email")
+        self.mask = config.get("mask", "***")
+
+    def __call__(self, topic: str, record: Record, value: dict) -> dict | None:
+        if self.field not in value:
+            raise KeyError(f"no field {self.field!r} in {sorted(value)}")
+        return {**value, self.field: self.mask}

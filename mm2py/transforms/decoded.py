@@ -7,6 +7,8 @@ it with the same source id, and the id translation that follows in the writer
 (``mm2py.source.copy.translating_writer``) names the target registry's id for that schema. So the
 value is decoded with the source registry and encoded with the target's, and what the transform
 returns must fit the schema the value was written with. Keys are handed as they are (bytes).
+An Arrow batch transform with ``decoded = True`` gets the decoded values as a struct column
+(``DecodedBatchLink``); a pandas one is refused at start.
 
 Invariants:
 - a value is decoded with the schema its frame names: the Confluent wire format (magic 0, 4-byte
@@ -19,21 +21,25 @@ Invariants:
   schema is ``LinkFailed`` naming the link and why (``errors.tolerance`` decides: the flow fails,
   or the record is dead-lettered or skipped); a registry that does not answer raises
   ``SchemaRegistryError`` (the task fails and is retried: no record is at fault);
-- parsed schemas are kept per id for the life of the link, built once per copy task.
+- parsed schemas are kept per id for the life of the link, built once per copy task;
+- a decoded link is refused at start outside a ``schemas.mode = translate`` flow: only that has
+  the source registry (``mm2py.transforms.build.source_registry``).
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol
 
+import pyarrow as pa
 from fastavro import schemaless_reader, schemaless_writer
 from fastavro.validation import ValidationError, validate
 
 from mm2py.schemas import frames
 from mm2py.schemas.decode import RecordDecoder
+from mm2py.transforms.batch import BatchLink, to_arrow
 from mm2py.transforms.chain import LinkFailed, Record, Transform
 
 # the source cluster's alias and its registry client settings ({alias}.schema.registry.*)
@@ -118,3 +124,49 @@ def decoded_transform(name: str, path: str, transform: DecodedTransform, values:
             raise LinkFailed(name, path, str(e)) from e
 
     return run
+
+
+class DecodedBatchLink(BatchLink):
+    """An Arrow batch transform with ``decoded = True``: the batch's ``value`` column holds the decoded
+    values as a struct column (the type pyarrow infers from the batch's dicts: every field any of
+    them has, null where a row's schema lacks it), and must come back of that same type. Each row
+    it keeps is written back with its record's writer schema, framed as it came. Tombstones pass
+    untouched, never in the batch (as with a record transform). A record that does not decode, or
+    a row that does not fit its schema, fails the batch, which ``BatchLink.run`` then runs row by
+    row: exactly those records fail.
+    """
+
+    def __init__(self, name: str, path: str, transform: Any, kind: str, values: AvroValues):
+        super().__init__(name, path, transform, kind)
+        self.values = values
+
+    def _whole(self, topic: str, records: Sequence[Record]) -> list[Record | LinkFailed | None]:
+        framed = [r for r in records if r.value is not None]
+        if not framed:
+            return list(records)
+        schemas: dict[int, Any] = {}  # offset -> writer schema
+        datums: list[object] = []
+        for r in framed:
+            try:
+                schemas[r.offset], datum = self.values.decoded(r)
+            except ValueError as e:
+                raise self._fail(f"cannot decode the value at offset {r.offset}: {e}") from e
+            datums.append(datum)
+        plain = to_arrow(framed)
+        try:
+            batch = plain.set_column(plain.schema.get_field_index("value"), "value", pa.array(datums))
+        except (pa.ArrowException, ValueError, TypeError) as e:
+            raise self._fail(f"cannot hold the decoded values as one Arrow column: {type(e).__name__}: {e}") from e
+        try:
+            out = self.transform(topic, batch)
+        except Exception as e:
+            raise self._fail(f"raised {type(e).__name__}: {e}") from e
+        got: dict[int, Record | None] = dict(self._checked(self._as_arrow(out), framed, batch.schema))
+        by_offset = {r.offset: r for r in framed}
+        for offset, kept in got.items():
+            try:
+                assert kept is not None, "a kept row"
+                got[offset] = replace(kept, value=self.values.encoded(by_offset[offset], schemas[offset], kept.value))
+            except ValueError as e:
+                raise self._fail(f"at offset {offset}: {e}") from e
+        return [r if r.value is None else got.get(r.offset) for r in records]

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from mm2py.transforms.batch import ARROW, PANDAS, BatchLink
 from mm2py.transforms.chain import LinkFailed, Record, RecordTransform, Transform, TransformError
-from mm2py.transforms.decoded import AvroValues, SourceRegistry, decoded_transform
+from mm2py.transforms.decoded import AvroValues, DecodedBatchLink, SourceRegistry, decoded_transform
 
 # a link's own keys that configure the chain, not the transform (left out of a Python transform's config)
 CHAIN_KEYS = ("type", "predicate", "negate")
@@ -56,9 +56,12 @@ def python_transform(own: Mapping[str, str], name: str, path: str, registry: Sou
     if decoded and registry is None:
         raise TransformError(key, f"{path}: decoded = True takes Avro values decoded with the source registry, "
                              "which only a flow with schemas.mode = translate has")
+    if decoded and kind not in (None, ARROW):
+        raise TransformError(key, f"{path}: decoded = True takes batch_format = {ARROW!r} (values as a struct "
+                             "column) or a record transform")
     if decoded and kind is not None:
-        raise TransformError(key, f"{path}: decoded = True is for record transforms; a batch transform gets "
-                             "values as bytes")
+        assert registry is not None, "refused above"
+        return DecodedBatchLink(name, path, instance, kind, AvroValues(registry))
     if kind is not None:
         return BatchLink(name, path, instance, kind)
     if decoded:

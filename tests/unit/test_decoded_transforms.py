@@ -114,3 +114,35 @@ def test_decoded_is_refused_without_a_translate_flow_naming_the_key() -> None:
     translate = text + ("A.schema.registry.url = http://reg-a:8081\nB.schema.registry.url = http://reg-b:8081\n"
                         "A->B.schemas.mode = translate\n")
     check_flows(load_text(translate).enabled_flows, lambda flow: False)  # runs: transforms with translate
+
+
+ARROW = {"transforms": "mask", "transforms.mask.type": "tests.plugins.MaskAvroFieldArrow"}
+
+
+def test_an_arrow_batch_gets_the_values_as_a_struct_column_and_writes_them_back() -> None:
+    chain = chain_for(ARROW, SOURCE)
+    records = [Record(0, 0, b"k0", framed({"id": 0, "email": "a@b"}), ()), Record(1, 0, b"k1", None, ()),
+               Record(2, 0, b"k2", b"not framed", ()), Record(3, 0, b"k3", framed({"id": 3, "email": "c@d"}), ())]
+    out = chain.run("A.orders", records)
+    assert isinstance(out[0], Record) and out[0].value is not None and read(out[0].value) == {"id": 0, "email": "***"}
+    assert out[1] == records[1], "a tombstone stays one"
+    assert isinstance(out[2], LinkFailed) and "offset 2" in out[2].reason and "not registry-framed" in out[2].reason
+    assert isinstance(out[3], Record) and out[3].value is not None and read(out[3].value)["email"] == "***"
+    assert frames.schema_id(out[3].value) == 7 and out[3].key == b"k3"
+
+
+class PandasDecoded:
+    batch_format = "pandas"
+    decoded = True
+
+    def __init__(self, config: dict[str, str]) -> None:
+        pass
+
+    def __call__(self, topic: str, batch: object) -> object:
+        return batch
+
+
+def test_decoded_pandas_batches_are_refused_naming_the_key() -> None:
+    with pytest.raises(TransformError, match="decoded = True takes batch_format = 'arrow'") as refused:
+        chain_for({"transforms": "p", "transforms.p.type": f"{__name__}.PandasDecoded"}, SOURCE)
+    assert refused.value.key == "transforms.p.type"

@@ -33,7 +33,7 @@ from mm2py.flow_policy import policy_for
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.wire import RawClient
 from mm2py.stores.positions import PositionStore
-from mm2py.transforms import Chain, LinkFailed, chain_for
+from mm2py.transforms import Chain, LinkFailed, flow_chain
 from mm2py.transforms.tolerance import error_policy
 from mm2py.types import TP
 
@@ -60,7 +60,7 @@ class FlowAudit:
     def chain(self, remote_topic: str) -> Chain | None:
         """The flow's transform links that may touch ``remote_topic`` (None: it is copied as it is)."""
         if remote_topic not in self.chains:
-            links = chain_for(self.flow.raw).for_topic(remote_topic)
+            links = flow_chain(self.flow).for_topic(remote_topic)
             self.chains[remote_topic] = links if links.links else None
         return self.chains[remote_topic]
 

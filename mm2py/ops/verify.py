@@ -14,6 +14,12 @@ partition as its batch, which gives what the copy's source batches gave because 
 is row-wise, ``mm2py.transforms.BatchTransform``), and a record the chain drops, or fails on under
 ``errors.tolerance = all`` (left out of the remote topic as the copy left it out), is counted
 dropped, never compared; under ``none`` a transform that fails on a record fails the check naming it.
+
+A ``schemas.mode = translate`` flow's target names its registry's ids, so its records compare by
+value (``--decode``: each side decoded with its own registry; without it they differ byte for
+byte, transformed or not). A decoded transform (``mm2py.transforms.decoded``) is replayed as the
+copy ran it, values written back under the source's ids, which ``--decode`` reads with the source
+registry: what the chain made compares equal to what the target holds under the target's ids.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from mm2py.ops.digest import PartitionCheck, Replay, digest_ranges
 from mm2py.schemas.check import require_registries
 from mm2py.schemas.decode import RecordDecoder
 from mm2py.stores.positions import PositionStore
-from mm2py.transforms import Chain, LinkFailed, Record, chain_for
+from mm2py.transforms import Chain, LinkFailed, Record, flow_chain
 from mm2py.transforms.tolerance import error_policy
 
 
@@ -113,7 +119,7 @@ def _replayed(chain: Chain, tolerate: bool, r: AuditRange, records: Sequence[Rec
 
 def replay_for(r: AuditRange) -> Replay | None:
     """The flow's transform chain over ``r``'s source records, as the copy ran it (None: no link touches it)."""
-    chain = chain_for(r.flow.raw).for_topic(r.remote_topic)
+    chain = flow_chain(r.flow).for_topic(r.remote_topic)
     return partial(_replayed, chain, error_policy(r.flow.raw).tolerate, r) if chain.links else None
 
 

@@ -1,5 +1,5 @@
 """Records decoded with their own cluster's registry, for comparing two clusters by value
-(``mm2py verify --decode``).
+(``mm2py verify --decode``); its parsed schemas also serve decoded transforms (``mm2py.transforms.decoded``).
 
 A framed key or value (the Confluent wire format; the key only when it starts with magic byte 0,
 as ``mm2py.schemas.translate`` decides) becomes the fastavro fingerprint of its writer schema
@@ -45,6 +45,12 @@ class RecordDecoder:
     def __init__(self, alias: str, settings: Mapping[str, str]):
         self.registry: Registry = registry_for(alias, settings)
         self.schemas: dict[int, tuple[str, Any] | None] = {}  # id -> (fingerprint, parsed), None: not Avro
+
+    def parsed(self, schema_id: int) -> Any | None:
+        """The fastavro-parsed schema of ``schema_id`` (references resolved), None where the registry holds
+        no Avro schema under it; a registry that does not answer raises ``SchemaRegistryError``."""
+        known = self._schema(schema_id)
+        return None if known is None else known[1]
 
     def _schema(self, schema_id: int) -> tuple[str, Any] | None:
         if schema_id not in self.schemas:

@@ -13,7 +13,10 @@ A ``transforms.<name>.type`` outside ``org.apache.kafka.`` is a Python class by 
 at start, so a path that does not import, a missing class or a constructor that refuses its keys
 stops the start naming the key. A class with ``batch_format = "arrow"`` (or ``"pandas"``) is a batch
 transform (``BatchTransform``): it gets a source batch's records of one partition as one Arrow
-batch (or DataFrame) and returns them dropped or changed, offsets kept; it must be row-wise.
+batch (or DataFrame) and returns them dropped or changed, offsets kept; it must be row-wise. In a
+``schemas.mode = translate`` flow a record transform with ``decoded = True`` (``DecodedTransform``)
+gets each Avro value decoded with the source registry and returns the new value, written back with
+the same schema and carried to the target registry's id (``mm2py.transforms.decoded``).
 
 Invariants:
 - a chain runs its links in the order ``transforms`` lists them; a link with a predicate runs
@@ -29,7 +32,7 @@ Invariants:
 """
 
 from mm2py.transforms.batch import BATCH_SCHEMA, BatchTransform
-from mm2py.transforms.build import chain_for, check_flows, refusal, transform_keys
+from mm2py.transforms.build import chain_for, check_flows, flow_chain, refusal, source_registry, transform_keys
 from mm2py.transforms.chain import (
            Chain,
            Link,
@@ -40,6 +43,8 @@ from mm2py.transforms.chain import (
            Transform,
            TransformError,
 )
+from mm2py.transforms.decoded import DecodedTransform
 
-__all__ = ["BATCH_SCHEMA", "BatchTransform", "Chain", "Link", "LinkFailed", "Predicate", "Record", "RecordTransform",
-           "Transform", "TransformError", "chain_for", "check_flows", "refusal", "transform_keys"]
+__all__ = ["BATCH_SCHEMA", "BatchTransform", "Chain", "DecodedTransform", "Link", "LinkFailed", "Predicate", "Record",
+           "RecordTransform", "Transform", "TransformError", "chain_for", "check_flows", "flow_chain", "refusal",
+           "source_registry", "transform_keys"]

@@ -150,9 +150,11 @@ class BatchLink:
         except (pa.ArrowException, ValueError, TypeError, KeyError) as e:
             raise self._fail(f"returned a DataFrame that is not of the batch schema: {type(e).__name__}: {e}") from e
 
-    def _checked(self, out: pa.RecordBatch, records: Sequence[Record]) -> dict[int, Record]:
-        """``out``'s records by offset, once it keeps the contract (``LinkFailed`` otherwise)."""
-        if not out.schema.equals(BATCH_SCHEMA):
+    def _checked(self, out: pa.RecordBatch, records: Sequence[Record],
+                 schema: pa.Schema = BATCH_SCHEMA) -> dict[int, Record]:
+        """``out``'s records by offset, once it keeps the contract (``LinkFailed`` otherwise); ``schema`` the
+        batch's it was given (``BATCH_SCHEMA``, or with decoded values ``mm2py.transforms.decoded``)."""
+        if not out.schema.equals(schema):
             got = ", ".join(f"{f.name}: {f.type}" for f in out.schema)
             raise self._fail(f"returned a batch of schema ({got}), not the input's")
         headers = out.column("headers")

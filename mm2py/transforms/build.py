@@ -22,6 +22,7 @@ from mm2py.transforms.connect import (
     tombstone,
     topic_matches,
 )
+from mm2py.transforms.decoded import SourceRegistry
 from mm2py.transforms.python import python_transform
 from mm2py.transforms.tolerance import error_policy
 
@@ -56,7 +57,7 @@ def _predicate(raw: Mapping[str, str], name: str) -> tuple[Predicate, bool]:
                          "RecordIsTombstone (org.apache.kafka.connect.transforms.predicates)")
 
 
-def _transform(own: Mapping[str, str], name: str) -> Transform:
+def _transform(own: Mapping[str, str], name: str, registry: SourceRegistry | None) -> Transform:
     kind = own.get("type", "")
     key = f"transforms.{name}.type"
     short = kind.removeprefix(CONNECT).split("$")[0]
@@ -72,7 +73,7 @@ def _transform(own: Mapping[str, str], name: str) -> Transform:
     if not kind:
         raise TransformError(key, f"missing: transform {name!r} is listed in 'transforms'")
     if not kind.startswith(JAVA):
-        return python_transform(own, name, kind)
+        return python_transform(own, name, kind, registry)
     if kind.startswith(CONNECT) and short in NEED_SCHEMA:
         raise TransformError(key, f"{kind} needs a schema, and MM2 copies bytes (ByteArrayConverter): "
                              "it fails on every record in MM2 too")
@@ -96,8 +97,11 @@ def _routers(raw: Mapping[str, str]) -> int:
     return max((names.index(r.name) + 1 for r in routers), default=0)
 
 
-def chain_for(raw: Mapping[str, str]) -> Chain:
+def chain_for(raw: Mapping[str, str], registry: SourceRegistry | None = None) -> Chain:
     """The chain ``raw`` (a flow's merged keys, ``FlowConfig.raw``) configures; raises ``TransformError``.
+
+    ``registry``: the flow's source registry, for Python transforms on decoded values
+    (``mm2py.transforms.decoded``): a ``schemas.mode = translate`` flow's (``source_registry``).
 
     RegexRouter links rename the remote topic (``mm2py.flow_policy``) and are not in the chain:
     every link sees the routed name. A link before a router that could tell names apart (a
@@ -110,7 +114,7 @@ def chain_for(raw: Mapping[str, str]) -> Chain:
         own = _keys_of(raw, f"transforms.{name}.")
         if own.get("type") == REGEX_ROUTER:
             continue
-        transform = _transform(own, name)
+        transform = _transform(own, name, registry)
         predicate_name = own.get("predicate", "")
         if predicate_name and predicate_name not in predicates:
             raise TransformError(f"transforms.{name}.predicate", f"{predicate_name} is not listed in 'predicates'")
@@ -127,20 +131,32 @@ def chain_for(raw: Mapping[str, str]) -> Chain:
     return Chain(tuple(links))
 
 
+def source_registry(flow: FlowConfig) -> SourceRegistry | None:
+    """The source registry decoded transforms of ``flow`` read with: a ``schemas.mode = translate`` flow's."""
+    return (flow.source.alias, flow.source.schema_registry) if flow.schemas.mode == "translate" else None
+
+
+def flow_chain(flow: FlowConfig) -> Chain:
+    """``flow``'s chain (``chain_for`` of its keys and its source registry), as its copy tasks build it."""
+    return chain_for(flow.raw, source_registry(flow))
+
+
 def transform_keys(raw: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The keys of ``raw`` that configure transforms and predicates: what a copy task rebuilds its chain from."""
     return tuple(sorted((k, v) for k, v in raw.items()
                         if k in ("transforms", "predicates") or k.startswith(("transforms.", "predicates."))))
 
 
-def refusal(raw: Mapping[str, str], *, provenance: bool, translate: bool, rehash: bool) -> str | None:
-    """Why a flow's transforms cannot run with its other settings (None: they can, or there are none)."""
+def refusal(raw: Mapping[str, str], *, provenance: bool, rehash: bool) -> str | None:
+    """Why a flow's transforms cannot run with its other settings (None: they can, or there are none).
+
+    ``schemas.mode = translate`` runs them: the chain first, then the kept records' ids translated
+    (``mm2py.source.copy.translating_writer``).
+    """
     if not _names(raw, "transforms"):
         return None
     if provenance:
         return "transforms on a flow of an identity cycle (provenance) are not supported"
-    if translate:
-        return "transforms with schemas.mode = translate are not supported"
     if rehash:
         return "transforms with partition.mismatch = hash are not supported"
     return None
@@ -169,7 +185,7 @@ def check_flows(flows: Iterable[FlowConfig], provenance: Callable[[FlowConfig], 
     flows = list(flows)
     for flow in flows:
         try:
-            chain_for(flow.raw)
+            flow_chain(flow)
             error_policy(flow.raw)
         except TransformError as e:
             problems.append(ConfigProblem(e.key, f"{e.reason} (flow {flow.name})"))
@@ -179,8 +195,7 @@ def check_flows(flows: Iterable[FlowConfig], provenance: Callable[[FlowConfig], 
             problems.append(ConfigProblem(f"transforms.{routers[0].name}.type", "a RegexRouter on a flow of a cycle: "
                                           "a routed name may lose the source alias that cycle detection reads, so "
                                           f"the flows back would copy it home again (flow {flow.name})"))
-        why = refusal(flow.raw, provenance=provenance(flow), translate=flow.schemas.mode == "translate",
-                      rehash=flow.delivery.partition_mismatch == "hash")
+        why = refusal(flow.raw, provenance=provenance(flow), rehash=flow.delivery.partition_mismatch == "hash")
         if why is not None:
             problems.append(ConfigProblem("transforms", f"{why} (flow {flow.name})"))
     if problems:

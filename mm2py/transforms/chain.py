@@ -39,6 +39,10 @@ class RecordTransform(Protocol):
     or a flow restarted hands the same records again. An exception, or a return that is not a
     ``Record`` or None, fails the flow naming it, the transform and the record (flow, topic,
     partition, offset): the record is never skipped.
+
+    Decoded values: a class with ``decoded = True`` is called ``transform(topic, record, value)``
+    with the Avro value decoded with the source registry (a dict) and returns the new value or None
+    (``mm2py.transforms.DecodedTransform``; only in a ``schemas.mode = translate`` flow).
     """
 
     def __call__(self, topic: str, record: Record) -> Record | None: ...

@@ -8,14 +8,17 @@ from collections.abc import Mapping
 
 from mm2py.transforms.batch import ARROW, PANDAS, BatchLink
 from mm2py.transforms.chain import LinkFailed, Record, RecordTransform, Transform, TransformError
+from mm2py.transforms.decoded import AvroValues, DecodedBatchLink, SourceRegistry, decoded_transform
 
 # a link's own keys that configure the chain, not the transform (left out of a Python transform's config)
 CHAIN_KEYS = ("type", "predicate", "negate")
 
 
-def python_transform(own: Mapping[str, str], name: str, path: str) -> Transform:
+def python_transform(own: Mapping[str, str], name: str, path: str, registry: SourceRegistry | None = None) -> Transform:
     """The ``RecordTransform`` at ``path``, constructed with the link's keys, its returns checked; a class
-    with ``batch_format`` is a ``BatchTransform``, given as its ``BatchLink``."""
+    with ``batch_format`` is a ``BatchTransform``, given as its ``BatchLink``; one with ``decoded = True``
+    gets Avro values decoded with ``registry``, the flow's source registry (``mm2py.transforms.decoded``;
+    refused without one: only a ``schemas.mode = translate`` flow has it)."""
     key = f"transforms.{name}.type"
     module_name, _, attr = path.rpartition(".")
     if not module_name or not attr:
@@ -47,8 +50,23 @@ def python_transform(own: Mapping[str, str], name: str, path: str) -> Transform:
     if not callable(instance):
         raise TransformError(key, f"{path}: its instances are not callable as (topic, record) "
                              "(mm2py.transforms.RecordTransform)")
+    decoded = getattr(instance, "decoded", False)
+    if decoded is not False and decoded is not True:
+        raise TransformError(key, f"{path}: decoded = {decoded!r}: True or False (mm2py.transforms.DecodedTransform)")
+    if decoded and registry is None:
+        raise TransformError(key, f"{path}: decoded = True takes Avro values decoded with the source registry, "
+                             "which only a flow with schemas.mode = translate has")
+    if decoded and kind not in (None, ARROW):
+        raise TransformError(key, f"{path}: decoded = True takes batch_format = {ARROW!r} (values as a struct "
+                             "column) or a record transform")
+    if decoded and kind is not None:
+        assert registry is not None, "refused above"
+        return DecodedBatchLink(name, path, instance, kind, AvroValues(registry))
     if kind is not None:
         return BatchLink(name, path, instance, kind)
+    if decoded:
+        assert registry is not None, "refused above"
+        return decoded_transform(name, path, instance, AvroValues(registry))
     return checked(name, path, instance)
 
 

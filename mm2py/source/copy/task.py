@@ -154,7 +154,8 @@ def _transactional(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges:
 
 def _copier(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges: list[PartitionRange], run: TaskRun,
             mode: CopyMode = PLAIN) -> Copier:
-    """The raw copier, or for a ``schemas.mode = translate`` flow the one rewriting schema ids.
+    """The raw copier; with transforms the one running the chain; for a ``schemas.mode = translate`` flow
+    the one rewriting schema ids, after the chain if any (its decoded links read the source registry).
 
     ``mode`` gives the task transaction's producer and the origins' producer ids, if any; the
     principals, provenance, tail and kept producer id come from ``spec`` and ``run`` here.
@@ -169,18 +170,20 @@ def _copier(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges: list[P
         slot = kept_state(("producer", target.alias, target.bootstrap_servers), ProducerSlot)
     mode = replace(mode, principals=spec.principals, provenance=provenance,
                    tail=run.tail if provenance is None else None, producer_slot=slot)
+    chain = chain_for(dict(spec.transforms), (schemas.source_alias, schemas.source_registry)
+                      if schemas is not None and schemas.translates else None) if spec.transforms else None
+    dead_letters = (DeadLetters(target, spec.errors.dead_letter_topic, run.client_id, settings.produce_timeout_ms)
+                    if spec.errors.dead_letter_topic else None)
+    writer: TransformingWriter | None = None
     if schemas is not None and schemas.translates:
         if provenance is not None:
             raise ValueError("schemas.mode = translate has no provenance mode (refused at start)")
-        translating = TranslatingWriter(settings.coalesce_bytes, target=target, schemas=schemas,
-                                        client_id=run.client_id, produce_timeout_ms=settings.produce_timeout_ms)
-        return Copier(src, dst, ranges, settings, replace(mode, writer=translating))
-    writer = None
-    if spec.transforms:
-        dead_letters = (DeadLetters(target, spec.errors.dead_letter_topic, run.client_id, settings.produce_timeout_ms)
-                        if spec.errors.dead_letter_topic else None)
-        writer = TransformingWriter(chain_for(dict(spec.transforms)), settings.coalesce_bytes,
-                                    f"{spec.source.alias}->{target.alias}", spec.errors, dead_letters)
+        writer = TranslatingWriter(settings.coalesce_bytes, target=target, schemas=schemas, client_id=run.client_id,
+                                   produce_timeout_ms=settings.produce_timeout_ms, chain=chain, errors=spec.errors,
+                                   dead_letters=dead_letters)
+    elif chain is not None:
+        writer = TransformingWriter(chain, settings.coalesce_bytes, f"{spec.source.alias}->{target.alias}",
+                                    spec.errors, dead_letters)
     return Copier(src, dst, ranges, settings, replace(mode, writer=writer))
 
 

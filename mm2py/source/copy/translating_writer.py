@@ -1,5 +1,12 @@
 """The copier of a ``schemas.mode = translate`` flow: raw fetches, records rewritten, batches rebuilt.
 
+The flow's transforms run first (this writer is a ``TransformingWriter``): on a topic a link may
+touch, each owned batch goes through the chain with the ids the source wrote (a decoded link,
+``mm2py.transforms.decoded``, reads values with the source registry and writes them back under the
+same source id), then the records it kept have their ids translated as below and are rebuilt as
+one batch, so the target holds the target registry's ids for what the chain made. Heartbeats
+topics go through the chain as bytes and are never translated.
+
 Fetching, range ownership, aborted and control records, ordering and acknowledgement are the raw
 copier's (this is the ``BatchWriter`` a translating flow's copier writes with): each source batch becomes one
 target batch with the same records in the same order, each key/value/header id rewritten to the
@@ -9,8 +16,11 @@ byte for byte the same otherwise; a batch whose ids all map to themselves passes
 and any batch holding an untranslatable record, take the record path (decoded, rewritten, rebuilt).
 
 Invariants:
-- one record out for one record in (a dead-lettered record leaves a gap that the rebuilt batch's
-  offset list carries), so offset syncs stay exact and checkpoints and failover work unchanged;
+- one record out for each record in that the chain kept (a dropped or dead-lettered record leaves
+  a gap that the rebuilt batch's offset list carries), so offset syncs stay exact and checkpoints
+  and failover work unchanged;
+- runs of small batches of topics carrying schema ids are never merged (``batch.coalesce.bytes``):
+  a merged run would keep the source's ids;
 - no record reaches the remote topic with an id the target cannot resolve to the same schema;
   under ``schemas.on.error = pass`` an untranslatable record is written as its bytes were,
   and under ``dead-letter`` it goes to the dead-letter topic on the target instead, which is
@@ -32,10 +42,14 @@ from mm2py.schemas.registry import registry_for
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.schemas.subjects import SubjectSync, Untranslatable
 from mm2py.schemas.translate import IdTranslator
-from mm2py.source.copy.batch_writer import BatchWriter, owned_records
+from mm2py.source.copy.batch_writer import owned_records
 from mm2py.source.copy.dead_letters import DeadLetters
 from mm2py.source.copy.partition import PartitionCopy, Pending
+from mm2py.source.copy.small_run import SmallRun
+from mm2py.source.copy.transforming import TransformingWriter
 from mm2py.source.ranges import PartitionRange, RangeResult
+from mm2py.transforms import Chain
+from mm2py.transforms.tolerance import ErrorPolicy
 
 _translators: dict[tuple[str, str, tuple, tuple], IdTranslator] = {}
 
@@ -51,12 +65,17 @@ def translator_for(schemas: SchemaSettings) -> IdTranslator:
     return _translators[key]
 
 
-class TranslatingWriter(BatchWriter):
-    """Queues batches with their schema ids rewritten to the target registry's. Constructor does no I/O."""
+class TranslatingWriter(TransformingWriter):
+    """Queues batches with their schema ids rewritten to the target registry's, after the flow's
+    transform chain (``chain``, none by default; ``errors`` and ``dead_letters`` as for
+    ``TransformingWriter``). Constructor does no I/O.
+    """
 
     def __init__(self, coalesce_bytes: int = 0, *, target: ClusterConfig, schemas: SchemaSettings, client_id: str,
-                 produce_timeout_ms: int = 30000):
-        super().__init__(coalesce_bytes)
+                 produce_timeout_ms: int = 30000, chain: Chain | None = None, errors: ErrorPolicy | None = None,
+                 dead_letters: DeadLetters | None = None):
+        super().__init__(chain or Chain(), coalesce_bytes, f"{schemas.source_alias}->{schemas.target_alias}", errors,
+                         dead_letters)
         self.target = target
         self.schemas = schemas
         self.client_id = client_id
@@ -65,14 +84,15 @@ class TranslatingWriter(BatchWriter):
         self.translator = translator_for(schemas)
         self.id_maps: dict[str, inplace.IdMap] = {}  # by source topic
         self.framed_keys: dict[str, bool] = {}  # by source topic: schemas.keys decided
-        self.dead_letters = DeadLetters(target, schemas.dead_letter_topic, client_id, produce_timeout_ms)
+        self.schema_dead_letters = DeadLetters(target, schemas.dead_letter_topic, client_id, produce_timeout_ms)
         self.passed: dict[tuple[str, int], int] = {}  # per source partition
         self.dead_lettered: dict[tuple[str, int], int] = {}
 
     def _dead_letter(self, rec: rb.Record, r: PartitionRange, reason: str) -> None:
-        self.dead_letters.send(rec, [*rec.headers, ("mm2py.error", reason.encode()), ("mm2py.topic", r.topic.encode()),
-                                     ("mm2py.partition", str(r.partition).encode()),
-                                     ("mm2py.offset", str(rec.offset).encode())])
+        self.schema_dead_letters.send(rec, [*rec.headers, ("mm2py.error", reason.encode()),
+                                            ("mm2py.topic", r.topic.encode()),
+                                            ("mm2py.partition", str(r.partition).encode()),
+                                            ("mm2py.offset", str(rec.offset).encode())])
 
     def _id_map(self, r: PartitionRange) -> inplace.IdMap:
         """Source id -> the target id's bytes, for records of ``r``'s topic (subjects follow topic names)."""
@@ -98,11 +118,16 @@ class TranslatingWriter(BatchWriter):
                 mode == "auto" and bool(self.translator.sync.source.versions(f"{topic}-key")))
         return self.framed_keys[topic]
 
+    def small_run(self, r: PartitionRange) -> SmallRun | None:
+        """No coalescing on topics carrying schema ids: a merged run would keep its source ids."""
+        return None if self.schemas.carries_schemas(r.topic) else super().small_run(r)
+
     def enqueue(self, part: PartitionCopy, buf: bytes | memoryview, view: rb.BatchView,
                 trim_before: int | None) -> None:
         r = part.range
-        if not self.schemas.carries_schemas(r.topic):
-            super().enqueue(part, buf, view, trim_before)  # heartbeats: the raw copier's path
+        if not self.schemas.carries_schemas(r.topic) or self._chain(r.target_topic).links:
+            # heartbeats pass as bytes; a transformed topic's kept records reach enqueue_rebuilt
+            super().enqueue(part, buf, view, trim_before)
             return
         if view.passes_unchanged and trim_before is None:
             try:
@@ -113,7 +138,17 @@ class TranslatingWriter(BatchWriter):
                 part.enqueue(self.stamp(batch, rewritten, part),  # the source's batch when no id changed
                              Pending(view.base_offset, view.record_count, rewritten.size), rebuilt=batch is not buf)
                 return
-        records = owned_records(buf, view, trim_before)
+        self.enqueue_rebuilt(part, owned_records(buf, view, trim_before), rb.codec_of(buf, view))
+
+    def enqueue_rebuilt(self, part: PartitionCopy, records: list[rb.Record], codec: int) -> None:
+        """``records`` (what the chain kept, or a batch's owned records) with their ids translated, as one batch."""
+        if self.schemas.carries_schemas(part.range.topic):
+            records = self._translated(part, records)
+        super().enqueue_rebuilt(part, records, codec)
+
+    def _translated(self, part: PartitionCopy, records: list[rb.Record]) -> list[rb.Record]:
+        """``records`` naming the target's ids; an untranslatable one as ``schemas.on.error`` says."""
+        r = part.range
         out: list[rb.Record] = []
         for rec in records:
             try:
@@ -131,15 +166,13 @@ class TranslatingWriter(BatchWriter):
                     raise SchemaError(f"record not translatable to {self.schemas.target_alias}'s registry "
                                       f"(schemas.on.error = fail): {e}", cluster=self.source_alias, topic=r.topic,
                                       partition=r.partition, offset=rec.offset) from None
-        rebuilt = rb.rebuild(out, rb.codec_of(buf, view), self.producer_id, self.epoch, part.sequence,
-                             self.transactional)
-        if rebuilt is None:
-            return
-        part.enqueue((rebuilt,), Pending.rebuilt([rec.offset for rec in out], len(rebuilt)), rebuilt=True)
+        return out
 
     def settle(self) -> None:
-        """Every dead-lettered record written (acks=all) before progress past it is recorded."""
-        self.dead_letters.settle()
+        """Every dead-lettered record (a transform's, an untranslatable one) written (acks=all) before progress
+        past it is recorded."""
+        super().settle()
+        self.schema_dead_letters.settle()
 
     def finish(self, results: list[RangeResult]) -> list[RangeResult]:
         return [replace(r, schema_passed=self.passed.get((r.topic, r.partition), 0),

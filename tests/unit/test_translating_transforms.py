@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 import pytest
 
@@ -11,6 +12,7 @@ from mm2py.kafka import batches as rb
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.schemas.subjects import Untranslatable
 from mm2py.source.copy import translating_writer
+from mm2py.source.copy.dead_letters import DeadLetters
 from mm2py.source.copy.partition import PartitionCopy
 from mm2py.source.copy.translating_writer import TranslatingWriter
 from mm2py.source.ranges import PartitionRange
@@ -45,8 +47,9 @@ def translator(monkeypatch: pytest.MonkeyPatch) -> FakeTranslator:
 
 
 def _writer(coalesce: int = 0) -> TranslatingWriter:
-    writer = TranslatingWriter(coalesce, target=ClusterConfig("B", "b:9092"), schemas=SCHEMAS, client_id="t",
-                               chain=chain_for(MASK), errors=ErrorPolicy(tolerate=True))
+    letters = partial(DeadLetters, ClusterConfig("B", "b:9092"), client_id="t")
+    writer = TranslatingWriter(coalesce, schemas=SCHEMAS, letters=letters, chain=chain_for(MASK),
+                               errors=ErrorPolicy(tolerate=True))
     writer.schema_dead_letters.send = lambda rec, headers: None  # type: ignore[method-assign]
     return writer
 

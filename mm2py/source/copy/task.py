@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 
 import structlog
 
@@ -172,18 +173,17 @@ def _copier(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges: list[P
                    tail=run.tail if provenance is None else None, producer_slot=slot)
     chain = chain_for(dict(spec.transforms), (schemas.source_alias, schemas.source_registry)
                       if schemas is not None and schemas.translates else None) if spec.transforms else None
-    dead_letters = (DeadLetters(target, spec.errors.dead_letter_topic, run.client_id, settings.produce_timeout_ms)
-                    if spec.errors.dead_letter_topic else None)
+    letters = partial(DeadLetters, target, client_id=run.client_id, produce_timeout_ms=settings.produce_timeout_ms)
     writer: TransformingWriter | None = None
     if schemas is not None and schemas.translates:
         if provenance is not None:
             raise ValueError("schemas.mode = translate has no provenance mode (refused at start)")
-        writer = TranslatingWriter(settings.coalesce_bytes, target=target, schemas=schemas, client_id=run.client_id,
-                                   produce_timeout_ms=settings.produce_timeout_ms, chain=chain, errors=spec.errors,
-                                   dead_letters=dead_letters)
+        writer = TranslatingWriter(settings.coalesce_bytes, schemas=schemas, letters=letters, chain=chain,
+                                   errors=spec.errors)
     elif chain is not None:
         writer = TransformingWriter(chain, settings.coalesce_bytes, f"{spec.source.alias}->{target.alias}",
-                                    spec.errors, dead_letters)
+                                    spec.errors, letters(spec.errors.dead_letter_topic)
+                                    if spec.errors.dead_letter_topic else None)
     return Copier(src, dst, ranges, settings, replace(mode, writer=writer))
 
 

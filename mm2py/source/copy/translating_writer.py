@@ -32,9 +32,9 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
-from mm2py.config.model import ClusterConfig
 from mm2py.errors import SchemaError
 from mm2py.kafka import batches as rb
 from mm2py.schemas import inplace
@@ -67,24 +67,22 @@ def translator_for(schemas: SchemaSettings) -> IdTranslator:
 
 class TranslatingWriter(TransformingWriter):
     """Queues batches with their schema ids rewritten to the target registry's, after the flow's
-    transform chain (``chain``, none by default; ``errors`` and ``dead_letters`` as for
-    ``TransformingWriter``). Constructor does no I/O.
+    transform chain (``chain``, none by default; ``errors`` as for ``TransformingWriter``).
+    ``letters(topic)`` gives the dead-letter writer of a topic on the target, for
+    ``schemas.dead.letter.topic`` and ``errors.deadletterqueue.topic.name``. Constructor does no I/O.
     """
 
-    def __init__(self, coalesce_bytes: int = 0, *, target: ClusterConfig, schemas: SchemaSettings, client_id: str,
-                 produce_timeout_ms: int = 30000, chain: Chain | None = None, errors: ErrorPolicy | None = None,
-                 dead_letters: DeadLetters | None = None):
+    def __init__(self, coalesce_bytes: int = 0, *, schemas: SchemaSettings, letters: Callable[[str], DeadLetters],
+                 chain: Chain | None = None, errors: ErrorPolicy | None = None):
+        errors = errors or ErrorPolicy()
         super().__init__(chain or Chain(), coalesce_bytes, f"{schemas.source_alias}->{schemas.target_alias}", errors,
-                         dead_letters)
-        self.target = target
+                         letters(errors.dead_letter_topic) if errors.dead_letter_topic else None)
         self.schemas = schemas
-        self.client_id = client_id
         self.source_alias = schemas.source_alias  # the flow's source, named in a SchemaError
-        self.produce_timeout_ms = produce_timeout_ms
         self.translator = translator_for(schemas)
         self.id_maps: dict[str, inplace.IdMap] = {}  # by source topic
         self.framed_keys: dict[str, bool] = {}  # by source topic: schemas.keys decided
-        self.schema_dead_letters = DeadLetters(target, schemas.dead_letter_topic, client_id, produce_timeout_ms)
+        self.schema_dead_letters = letters(schemas.dead_letter_topic)
         self.passed: dict[tuple[str, int], int] = {}  # per source partition
         self.dead_lettered: dict[tuple[str, int], int] = {}
 

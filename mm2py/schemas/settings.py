@@ -32,9 +32,8 @@ class SchemaSettings:
         return self.mode == "translate"
 
     def carries_schemas(self, topic: str) -> bool:
-        """False for heartbeats topics (``heartbeats``, ``A.heartbeats`` ...): MM2's own binary records,
-        whose key starts with a 0 byte (a string's length) without being a frame; they pass as bytes."""
-        return topic != self.heartbeats_topic and not topic.endswith(self.separator + self.heartbeats_topic)
+        """``carries_schemas`` of ``topic`` with this flow's heartbeats topic and separator."""
+        return carries_schemas(topic, heartbeats=self.heartbeats_topic, separator=self.separator)
 
     @classmethod
     def for_flow(cls, spec: FlowSpec) -> SchemaSettings | None:
@@ -50,3 +49,10 @@ class SchemaSettings:
             heartbeats_topic=spec.policy.heartbeats_topic(), separator=flow.naming.replication_policy_separator,
             keys=flow.schemas.keys,
         )
+
+
+def carries_schemas(topic: str, *, heartbeats: str = "heartbeats", separator: str = ".") -> bool:
+    """False for heartbeats topics (``heartbeats``, ``A.heartbeats`` ...): MM2's own binary records,
+    whose key starts with a 0 byte (a string's length) without being a frame; they pass as bytes,
+    untranslated and untouched by a decoded transform."""
+    return topic != heartbeats and not topic.endswith(separator + heartbeats)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 
 from mm2py.config.model import FlowConfig
 from mm2py.errors import ConfigError, ConfigProblem
+from mm2py.flow_policy import policy_for
 from mm2py.routing import REGEX_ROUTER, routers_of
+from mm2py.schemas.settings import carries_schemas
 from mm2py.transforms.batch import BatchLink
 from mm2py.transforms.chain import Chain, Link, Predicate, Transform, TransformError
 from mm2py.transforms.connect import (
@@ -133,7 +136,11 @@ def chain_for(raw: Mapping[str, str], registry: SourceRegistry | None = None) ->
 
 def source_registry(flow: FlowConfig) -> SourceRegistry | None:
     """The source registry decoded transforms of ``flow`` read with: a ``schemas.mode = translate`` flow's."""
-    return (flow.source.alias, flow.source.schema_registry) if flow.schemas.mode == "translate" else None
+    if flow.schemas.mode != "translate":
+        return None
+    heartbeats, separator = policy_for(flow).heartbeats_topic(), flow.naming.replication_policy_separator
+    return SourceRegistry(flow.source.alias, flow.source.schema_registry,
+                          partial(carries_schemas, heartbeats=heartbeats, separator=separator))
 
 
 def flow_chain(flow: FlowConfig) -> Chain:

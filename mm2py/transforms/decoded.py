@@ -29,8 +29,8 @@ Invariants:
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
 import pyarrow as pa
@@ -42,8 +42,15 @@ from mm2py.schemas.decode import RecordDecoder
 from mm2py.transforms.batch import BatchLink, to_arrow
 from mm2py.transforms.chain import LinkFailed, Record, Transform
 
-# the source cluster's alias and its registry client settings ({alias}.schema.registry.*)
-SourceRegistry = tuple[str, Mapping[str, str]]
+
+@dataclass(frozen=True)
+class SourceRegistry:
+    """The source cluster's alias, its registry client settings (``{alias}.schema.registry.*``), and
+    which remote topics carry schema-framed records (``SchemaSettings.carries_schemas``: not heartbeats)."""
+
+    alias: str
+    settings: Mapping[str, str]
+    carries_schemas: Callable[[str], bool] = field(default=lambda topic: True)
 
 
 class DecodedTransform(Protocol):
@@ -64,8 +71,9 @@ class AvroValues:
     """Values of one source registry decoded and encoded again; schemas parsed once per id. No I/O here."""
 
     def __init__(self, registry: SourceRegistry):
-        self.alias = registry[0]
-        self.decoder = RecordDecoder(*registry)
+        self.alias = registry.alias
+        self.carries_schemas = registry.carries_schemas
+        self.decoder = RecordDecoder(registry.alias, registry.settings)
 
     def decoded(self, record: Record) -> tuple[Any, Any]:
         """(writer schema, datum) of ``record``'s value; raises ``ValueError`` saying why it is not Avro."""
@@ -106,7 +114,7 @@ def decoded_transform(name: str, path: str, transform: DecodedTransform, values:
     """``transform`` as a chain link over framed records: values decoded, its return encoded back."""
 
     def run(topic: str, record: Record) -> Record | None:
-        if record.value is None:
+        if record.value is None or not values.carries_schemas(topic):
             return record
         try:
             parsed, datum = values.decoded(record)
@@ -131,7 +139,7 @@ class DecodedBatchLink(BatchLink):
     values as a struct column (the type pyarrow infers from the batch's dicts: every field any of
     them has, null where a row's schema lacks it), and must come back of that same type. Each row
     it keeps is written back with its record's writer schema, framed as it came. Tombstones pass
-    untouched, never in the batch (as with a record transform). A record that does not decode, or
+    untouched, never in the batch (as with a record transform), and so do heartbeats. A record that does not decode, or
     a row that does not fit its schema, fails the batch, which ``BatchLink.run`` then runs row by
     row: exactly those records fail.
     """
@@ -141,7 +149,7 @@ class DecodedBatchLink(BatchLink):
         self.values = values
 
     def _whole(self, topic: str, records: Sequence[Record]) -> list[Record | LinkFailed | None]:
-        framed = [r for r in records if r.value is not None]
+        framed = [r for r in records if r.value is not None] if self.values.carries_schemas(topic) else []
         if not framed:
             return list(records)
         schemas: dict[int, Any] = {}  # offset -> writer schema

@@ -12,12 +12,14 @@ from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from mm2py.config import load_text
 from mm2py.schemas import decode as schema_decode
 from mm2py.schemas import frames
+from mm2py.schemas.settings import carries_schemas
 from mm2py.transforms import LinkFailed, Record, TransformError, chain_for, check_flows
+from mm2py.transforms.decoded import SourceRegistry
 
 ORDER = ('{"type":"record","name":"Order","fields":[{"name":"id","type":"long"},'
          '{"name":"email","type":"string"}]}')
 MASK = {"transforms": "mask", "transforms.mask.type": "tests.plugins.MaskAvroField", "transforms.mask.field": "email"}
-SOURCE = ("A", {"url": "http://reg-a:8081"})
+SOURCE = SourceRegistry("A", {"url": "http://reg-a:8081"})
 
 
 class FakeRegistry:
@@ -129,6 +131,17 @@ def test_an_arrow_batch_gets_the_values_as_a_struct_column_and_writes_them_back(
     assert isinstance(out[2], LinkFailed) and "offset 2" in out[2].reason and "not registry-framed" in out[2].reason
     assert isinstance(out[3], Record) and out[3].value is not None and read(out[3].value)["email"] == "***"
     assert frames.schema_id(out[3].value) == 7 and out[3].key == b"k3"
+
+
+@pytest.mark.parametrize("transforms", [MASK, ARROW])
+def test_heartbeats_pass_a_decoded_link_untouched_as_they_pass_translation(transforms: dict) -> None:
+    """MM2 mirrors heartbeats through every transform; their binary records are never schema-framed."""
+    chain = chain_for(transforms, SourceRegistry("A", {"url": "http://reg-a:8081"}, carries_schemas))
+    beat = Record(5, 0, b"\0\0\0\1A\0\0\0\1B", b"\0\0\0\0\1\xa2%\x81\x85Z", ())
+    assert [chain.apply(t, beat) for t in ("heartbeats", "A.heartbeats")] == [beat, beat]
+    assert chain.run("A.heartbeats", [beat]) == [beat]
+    masked = chain.apply("A.orders", Record(6, 0, None, framed({"id": 6, "email": "e"}), ()))
+    assert masked is not None and masked.value is not None and read(masked.value)["email"] == "***"
 
 
 class PandasDecoded:

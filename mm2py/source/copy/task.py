@@ -34,6 +34,7 @@ from mm2py.source.provenance import ProducerIds, Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.stores.positions import PositionStore
 from mm2py.transforms import chain_for, transform_keys
+from mm2py.transforms.decoded import SourceRegistry
 from mm2py.transforms.tolerance import ErrorPolicy, error_policy
 from mm2py.types import TP
 from mm2py.worker import kept_state, kept_writer, task_clients
@@ -171,7 +172,8 @@ def _copier(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges: list[P
         slot = kept_state(("producer", target.alias, target.bootstrap_servers), ProducerSlot)
     mode = replace(mode, principals=spec.principals, provenance=provenance,
                    tail=run.tail if provenance is None else None, producer_slot=slot)
-    chain = chain_for(dict(spec.transforms), (schemas.source_alias, schemas.source_registry)
+    chain = chain_for(dict(spec.transforms), SourceRegistry(schemas.source_alias, schemas.source_registry,
+                                                            schemas.carries_schemas)
                       if schemas is not None and schemas.translates else None) if spec.transforms else None
     letters = partial(DeadLetters, target, client_id=run.client_id, produce_timeout_ms=settings.produce_timeout_ms)
     writer: TransformingWriter | None = None

@@ -31,11 +31,14 @@ def two_registries(workdir: Path) -> Iterator[tuple[devregistry.DevRegistry, dev
 
     ``reg-b`` holds three unrelated schemas first, so the same schema gets other ids on B than on A
     (and A's low ids name different schemas on B: a byte-for-byte copy decodes wrongly there).
+    Each call starts empty registries; ``client`` forgets clients of registries stopped before.
     """
     with ThreadPoolExecutor(2) as pool:
         futures = [pool.submit(devregistry.start_registry, f"reg-{k}", port, workdir=workdir)
                    for k, port in REGISTRY_PORTS.items()]
         started = [f.result() for f in futures]
+    for r in started:  # a client cached for an earlier registry on these ports would answer from its cache
+        _clients.pop(r.url, None)
     try:
         for i in range(3):
             client(started[1].url).register_schema("decoys-value", Schema(DECOY % i, "AVRO"))

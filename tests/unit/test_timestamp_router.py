@@ -149,3 +149,17 @@ def test_records_go_in_order_to_their_window_same_partition_and_later_links_see_
     # a link whose topic predicate cannot hold on a window is left out there, and counts nothing
     assert {n: (i, o, d, f) for n, i, o, d, f in part.result().transformed} == {
         "f": (6, 5, 1, 0), "r": (5, 5, 0, 0), "g": (2, 0, 2, 0)}
+
+
+def test_failover_and_failback_refuse_time_routed_topics_naming_router_and_topic() -> None:
+    from mm2py.errors import Mm2pyError
+    from mm2py.ops.failover import refuse_time_routed
+
+    [flow] = load_text(FILE + "transforms.r.predicate = o\npredicates = o\npredicates.o.type = " + P
+                       + "TopicNameMatches\npredicates.o.pattern = A\\\\.orders\n").enabled_flows
+    refuse_time_routed(flow, ["A.audit"])  # not routed: its syncs translate it
+    with pytest.raises(Mm2pyError, match=r"TimestampRouter 'r' \(transforms.r.type\).*A\.orders.*no offset syncs"):
+        refuse_time_routed(flow, ["A.audit", "A.orders"])
+    refuse_time_routed(flow, ["A.orders", "local"], windows=True)  # failback: no window topic committed
+    with pytest.raises(Mm2pyError, match=r"A\.orders-20231114"):
+        refuse_time_routed(flow, ["A.orders-20231114", "A.audit-20231114"], windows=True)

@@ -163,3 +163,41 @@ def test_failover_and_failback_refuse_time_routed_topics_naming_router_and_topic
     refuse_time_routed(flow, ["A.orders", "local"], windows=True)  # failback: no window topic committed
     with pytest.raises(Mm2pyError, match=r"A\.orders-20231114"):
         refuse_time_routed(flow, ["A.orders-20231114", "A.audit-20231114"], windows=True)
+
+
+class FakeAdmin:
+    """The target's admin as ``WindowTopics`` uses it: one remote topic of 3 partitions, 1 broker."""
+
+    alias = "B"
+
+    def __init__(self) -> None:
+        self.created: list[tuple] = []
+
+    def topics(self) -> dict[str, int]:
+        return {"A.t": 3}
+
+    def topic_configs(self, topics: list[str]) -> dict:
+        from mm2py.kafka.resources import TopicConfigEntry
+        return {"A.t": [TopicConfigEntry("retention.ms", "123", False), TopicConfigEntry("segment.ms", "9", True),
+                        TopicConfigEntry("log.dirs", "/x", False, static_broker=True)]}
+
+    def broker_count(self) -> int:
+        return 1
+
+    def create_topics(self, specs: list[tuple]) -> dict[str, bool]:
+        self.created += specs
+        return {specs[0][0]: False}  # another task made it first: taken as it is
+
+
+def test_window_topics_take_the_remote_topics_partitions_and_set_configs_once() -> None:
+    from mm2py.errors import KafkaError
+    from mm2py.source.copy.window_topics import WindowTopics
+
+    admin = FakeAdmin()
+    topics = WindowTopics(admin, replication_factor=3)  # type: ignore[arg-type]
+    topics.ensure("A.t-2023111422", "A.t")
+    topics.ensure("A.t-2023111422", "A.t")
+    assert admin.created == [("A.t-2023111422", 3, 1, {"retention.ms": "123"})], "rf capped by the brokers"
+    with pytest.raises(KafkaError, match="remote topic is missing") as e:
+        topics.ensure("A.gone-2023111422", "A.gone")
+    assert e.value.topic == "A.gone"

@@ -201,3 +201,21 @@ def test_window_topics_take_the_remote_topics_partitions_and_set_configs_once() 
     with pytest.raises(KafkaError, match="remote topic is missing") as e:
         topics.ensure("A.gone-2023111422", "A.gone")
     assert e.value.topic == "A.gone"
+
+
+def test_a_copy_task_builds_the_time_routing_writer_from_the_flows_keys_without_io() -> None:
+    from mm2py.source.copy.copy_settings import CopySettings
+    from mm2py.source.copy.task import CopySpec, TaskRun, _time_router
+    from mm2py.transforms import transform_keys
+    from mm2py.transforms.tolerance import error_policy
+
+    [flow] = load_text(FILE + "transforms = f, r\ntransforms.f.type = " + T + "Filter\n"
+                       "errors.tolerance = all\nerrors.deadletterqueue.topic.name = dlq\n").enabled_flows
+    spec = CopySpec(flow.source, flow.target, CopySettings.for_flow(flow), transforms=transform_keys(flow.raw),
+                    errors=error_policy(flow.raw), replication_factor=2)
+    router = timestamp_router_of(dict(spec.transforms))
+    assert router is not None
+    writer = _time_router(spec, TaskRun("task-1"), router)
+    assert [link.name for link in writer.before.links] == ["f"] and writer.after.links == ()
+    assert writer.dead_letters is not None and writer.dead_letters.topic == "dlq" and writer.flow == "A->B"
+    assert writer.output.topics.replication_factor == 2 and writer.output.sender.producer is None, "no I/O yet"

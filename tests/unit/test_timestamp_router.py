@@ -221,3 +221,31 @@ def test_a_copy_task_builds_the_time_routing_writer_from_the_flows_keys_without_
     assert [link.name for link in writer.before.links] == ["f"] and writer.after.links == ()
     assert writer.dead_letters is not None and writer.dead_letters.topic == "dlq" and writer.flow == "A->B"
     assert writer.output.topics.replication_factor == 2 and writer.output.sender.producer is None, "no I/O yet"
+
+
+def test_a_copier_with_the_router_finishes_its_ranges_with_every_record_routed_and_no_syncs() -> None:
+    from mm2py.source.copy.copier import Copier
+    from mm2py.source.copy.copy_mode import CopyMode
+    from mm2py.source.copy.copy_settings import CopySettings
+    from tests.fakes.copy_path import FakeSource, FakeTarget
+
+    raw = {"transforms": "r", "transforms.r.type": TR, "transforms.r.timestamp.format": "yyyyMMddHH"}
+    chain, router = chain_for(raw), timestamp_router_of(raw)
+    assert router is not None
+    base = 1700000000000 - 1700000000000 % HOUR
+    logs = {("t", p): [batch(o, [base + (o // 5 % 2) * HOUR + i for i in range(5)], set()) for o in range(0, 20, 5)]
+            for p in (0, 1)}
+    sent, target = Sent(), FakeTarget()
+    writer = TimeRoutingWriter(chain, router, WindowOutput(sent, sent), TransformingWriter(chain))  # type: ignore[arg-type]
+    ranges = [PartitionRange("t", p, 0, 20, "A.t") for p in (0, 1)]
+    c = Copier(FakeSource(logs), target, ranges, CopySettings(), CopyMode(writer=writer))  # type: ignore[arg-type]
+    c._target_leaders = lambda topics: {("A.t", p): 2 for p in (0, 1)}  # type: ignore[method-assign]
+    results = c.run()
+    assert {r.partition: (r.next_offset, r.records, r.syncs) for r in results} == {0: (20, 20, ()), 1: (20, 20, ())}
+    assert not target.logs, "nothing through the produce window"
+    for p in (0, 1):
+        got = [(w, o) for w, part, o, _ in sent.records if part == p]
+        assert [o for _, o in got] == list(range(20)), "source order per partition"
+        assert {w for w, o in got if o // 5 % 2} == {"A.t-2023111423"} and \
+            {w for w, o in got if not o // 5 % 2} == {"A.t-2023111422"}
+    assert sent.settled, "settled before the results (the copier records progress after settle)"

@@ -14,7 +14,9 @@ Runs in the replicator (a thread of ``mm2py.engine.metrics_server.MetricsServer`
 
 Duplicates are reported only when two rounds in a row see them (records copied but not yet
 recorded in the positions look like duplicates for one round). Compacted topics are not
-audited: compaction removes different records on each side at different times.
+audited: compaction removes different records on each side at different times. Nor are topics
+a TimestampRouter routes (``mm2py.source.copy.time_routing``): their records are spread over
+window topics, so the remote partition holds none of them (logged once per topic).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from mm2py.kafka.admin import Admin
 from mm2py.kafka.wire import RawClient
 from mm2py.stores.positions import PositionStore
 from mm2py.transforms import Chain, LinkFailed, flow_chain
+from mm2py.transforms.timestamp_router import timestamp_router_of
 from mm2py.transforms.tolerance import error_policy
 from mm2py.types import TP
 
@@ -56,6 +59,7 @@ class FlowAudit:
     known: set[str] = field(default_factory=set)  # source topics the configs above cover
     configs_at: float = -CONFIG_REFRESH_SECONDS
     chains: dict[str, Chain | None] = field(default_factory=dict)  # remote topic -> its links (None: none)
+    time_routed: set[str] = field(default_factory=set)  # source topics a TimestampRouter routes: not audited
 
     def chain(self, remote_topic: str) -> Chain | None:
         """The flow's transform links that may touch ``remote_topic`` (None: it is copied as it is)."""
@@ -101,17 +105,18 @@ class Auditor:
             return []
         remote = {t: policy.format_remote_topic(flow.source.alias, t) for t, _ in positions}
         self._refresh_configs(audit, remote)
+        self._leave_out_time_routed(audit, remote)
         src = RawClient(flow.source, client_id=f"mm2py-audit-{flow.name}", timeout_ms=timeout)
         dst = RawClient(flow.target, client_id=f"mm2py-audit-{flow.name}", timeout_ms=timeout)
         try:
-            topics = sorted(t for t in remote if t not in audit.compacted)
+            topics = sorted(t for t in remote if t not in audit.compacted and t not in audit.time_routed)
             # a topic deleted since its position was saved is not audited (missing_ok)
             src_leaders = src.leaders(topics, missing_ok=True)
             dst_leaders = dst.leaders((remote[t] for t in topics), missing_ok=True)
             now_ms = int(self.wall() * 1000)
             findings = []
             for (topic, partition), last in sorted(positions.items()):
-                if topic in audit.compacted or (topic, partition) not in src_leaders:
+                if topic in audit.compacted or topic in audit.time_routed or (topic, partition) not in src_leaders:
                     continue
                 rtp = (remote[topic], partition)
                 if rtp not in dst_leaders:
@@ -138,6 +143,18 @@ class Auditor:
         finally:
             src.close()
             dst.close()
+
+    @staticmethod
+    def _leave_out_time_routed(audit: FlowAudit, remote: dict[str, str]) -> None:
+        """Topics a TimestampRouter spreads over window topics are not audited: logged once each, by name."""
+        router = timestamp_router_of(audit.flow.raw)
+        if router is None:
+            return
+        for topic in sorted(t for t, r in remote.items() if t not in audit.time_routed and router.routes(r)):
+            log.info("audit: a topic a TimestampRouter routes is not audited (its records are spread over window "
+                     "topics)", flow=audit.flow.name, topic=topic, transform=router.name,
+                     windows=router.pattern(remote[topic]))
+            audit.time_routed.add(topic)
 
     def _refresh_configs(self, audit: FlowAudit, remote: dict[str, str]) -> None:
         """Which source topics are compacted, and the remote topics' retention.ms (every 10 minutes)."""

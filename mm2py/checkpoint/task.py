@@ -33,6 +33,7 @@ from mm2py.flow_policy import policy_for
 from mm2py.formats import Checkpoint
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import ensure_compacted_topic
+from mm2py.transforms.timestamp_router import timestamp_router_of
 from mm2py.types import TP
 from mm2py.worker import kept_writer
 
@@ -94,18 +95,21 @@ def run_checkpoints(flow: FlowConfig, groups: Sequence[str] | None = None,
     for name in sorted(held):
         log.warning(REASON, flow=flow.name, topic=name)
     previous = dict(checkpoints.refresh())
+    router = timestamp_router_of(flow.raw)
     emitted: list[Checkpoint] = []
     for group in groups:
         for (upstream_topic, partition), upstream in sorted(offsets[group].items()):
             if upstream_topic in held or not policy.should_replicate_topic(
                     upstream_topic, flow.target.alias, topic_filter, flow.selection.heartbeats_replication_enabled):
                 continue
+            remote = policy.format_remote_topic(flow.source.alias, upstream_topic)
+            if router is not None and router.routes(remote):
+                continue  # records in window topics: no single remote offset to checkpoint (time_routing)
             downstream = translate(upstream_topic, partition, upstream)
             if downstream is None:
                 if upstream != 0:
                     continue  # nothing of this partition mirrored yet
                 downstream = 0  # a group at the very start resumes at the very start
-            remote = policy.format_remote_topic(flow.source.alias, upstream_topic)
             prev = previous.get((group, remote, partition))
             if prev is not None:
                 if (prev.upstream_offset, prev.downstream_offset) == (upstream, downstream):

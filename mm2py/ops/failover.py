@@ -10,7 +10,7 @@ back to the first offsets at or after a timestamp for partitions with neither. F
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import structlog
@@ -30,6 +30,7 @@ from mm2py.ops.refusals import Standing, diverged
 from mm2py.source.plan.listing import SourceListing
 from mm2py.source.plan.resets import Reset
 from mm2py.stores.positions import PositionStore
+from mm2py.transforms.timestamp_router import timestamp_router_of
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
@@ -77,6 +78,7 @@ def plan_failover(config: MirrorMakerConfig, group: str, from_alias: str, to_ali
         log.warning("source cluster unavailable; planning from checkpoints", cluster=from_alias, error=str(e))
         committed = None
     if committed is not None:
+        refuse_time_routed(flow, [policy.format_remote_topic(from_alias, t) for t, _ in committed])
         rows = translate_committed(config, spec, src, committed)
     else:
         checkpoints = MirrorClient.for_cluster(config, to_alias).remote_consumer_offsets(group, from_alias)
@@ -85,6 +87,7 @@ def plan_failover(config: MirrorMakerConfig, group: str, from_alias: str, to_ali
                 for (remote, partition), target in sorted(checkpoints.items())]
     if to_time_ms is not None:
         rows = place_by_time(config, spec, rows, to_time_ms, every_remote=not rows)
+    refuse_time_routed(flow, [r.target_topic for r in rows])
     return Plan(group, from_alias, to_alias, tuple(rows))
 
 
@@ -97,6 +100,7 @@ def plan_offsets(config: MirrorMakerConfig, committed: dict[TP, int], from_alias
     rows = translate_committed(config, spec, src, committed)
     if to_time_ms is not None:
         rows = place_by_time(config, spec, rows, to_time_ms, every_remote=False)
+    refuse_time_routed(flow, [r.target_topic for r in rows])
     return Plan(label, from_alias, to_alias, tuple(rows))
 
 
@@ -181,6 +185,7 @@ def plan_failback(config: MirrorMakerConfig, group: str, from_alias: str, to_ali
     """The group consumed ``{to}.topic`` on ``from``; place it on ``topic`` of ``to`` again."""
     flow = find_flow(config, to_alias, from_alias)  # the flow that fed the cluster being left
     committed = Admin(flow.target, timeout_ms=flow.admin_timeout_ms).group_offsets(group)
+    refuse_time_routed(flow, [topic for topic, _ in committed], windows=True)
     return Plan(group, from_alias, to_alias, tuple(inverse_committed(flow, committed)))
 
 
@@ -203,6 +208,26 @@ def inverse_committed(flow: FlowConfig, committed: dict[TP, int]) -> list[Partit
         rows.append(PartitionPlan(remote, upstream_topic, partition, offset, upstream,
                                   "inverse syncs" if upstream is not None else "none", None))
     return rows
+
+
+def refuse_time_routed(flow: FlowConfig, topics: Iterable[str], *, windows: bool = False) -> None:
+    """Refuse to place a group on (or, ``windows``, back from) topics ``flow``'s TimestampRouter routes.
+
+    Their records went to window topics through no produce window: a source offset has no single
+    remote offset, so there are no offset syncs and no checkpoints to translate with. ``topics``:
+    remote topics of ``flow`` (failover), or the target's topics a group committed on (failback,
+    ``windows``: the window topics are the ones refused). Raises ``Mm2pyError`` naming each topic.
+    """
+    router = timestamp_router_of(flow.raw)
+    if router is None:
+        return
+    window_of = router.windows_of()
+    found = sorted({t for t in topics if (window_of(t) is not None if windows else router.routes(t))})
+    if found:
+        raise Mm2pyError(f"flow {flow.name}: TimestampRouter {router.name!r} (transforms.{router.name}.type) sends "
+                         f"the records of {', '.join(found)} to window topics ({router.topic_format}): a source "
+                         "offset has no single remote offset there, so there are no offset syncs or checkpoints "
+                         "to place a group with; move consumers of window topics by time on the target")
 
 
 def apply_plan(config: MirrorMakerConfig, plan: Plan) -> None:

@@ -25,6 +25,7 @@ from mm2py.ops.live_positions import live_nexts
 from mm2py.ops.replicator import replicator_health
 from mm2py.stores.ledger import ledger_entries
 from mm2py.stores.positions import PositionStore
+from mm2py.transforms.timestamp_router import timestamp_router_of
 from mm2py.types import TP
 
 
@@ -157,9 +158,16 @@ def _heartbeat_of(flow: FlowConfig) -> object:
 
 
 def flow_status(flow: FlowConfig, now_ms: int | None = None) -> FlowStatus:
-    """The status of one flow, read from its two clusters."""
+    """The status of one flow, read from its two clusters.
+
+    A topic a TimestampRouter routes shows its window topics as ``topic.format`` with
+    ``${timestamp}`` left in; its lag is the source's end past the flow's recorded position (it has
+    no offset syncs to map the target's ends with, ``mm2py.ops.live_positions``), as for every topic
+    whose copy position is not mapped live.
+    """
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     policy = policy_for(flow)
+    router = timestamp_router_of(flow.raw)
     filt = topic_filter_for(flow)
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
     topics = {t: n for t, n in src.topics().items()
@@ -179,7 +187,10 @@ def flow_status(flow: FlowConfig, now_ms: int | None = None) -> FlowStatus:
         per = tuple((p, max(ends.get((topic, p), 0) - nexts[(topic, p)], 0),
                      round(max(now_ms - stamps[(topic, p)], 0) / 1000, 1) if (topic, p) in stamps else 0.0)
                     for p in range(count))
-        rows.append(TopicStatus(topic, policy.format_remote_topic(flow.source.alias, topic), count,
+        remote = policy.format_remote_topic(flow.source.alias, topic)
+        if router is not None and router.routes(remote):
+            remote = router.pattern(remote)
+        rows.append(TopicStatus(topic, remote, count,
                                 sum(ends.get(tp, 0) for tp in parts), sum(nexts[tp] for tp in parts), lag,
                                 round(max(ages, default=0.0), 1), per))
     checkpoint = newest_timestamp(flow.target, policy.checkpoints_topic(flow.source.alias))

@@ -40,6 +40,7 @@ from mm2py.schemas.check import require_registries
 from mm2py.schemas.decode import RecordDecoder
 from mm2py.stores.positions import PositionStore
 from mm2py.transforms import Chain, LinkFailed, Record, flow_chain
+from mm2py.transforms.timestamp_router import timestamp_router_of
 from mm2py.transforms.tolerance import error_policy
 
 
@@ -83,6 +84,7 @@ def plan_audit(flow: FlowConfig, topics: str | None = None, decode: bool = False
                                                         flow.selection.heartbeats_replication_enabled))
     if not mirrored:
         return []
+    _refuse_time_routed(flow, {t for t, _ in mirrored})
     if decode:
         require_registries(flow)
     target_topics = dst.topics()
@@ -104,6 +106,18 @@ def plan_audit(flow: FlowConfig, topics: str | None = None, decode: bool = False
                               (down_begin if down_begin is not None else dst_start[rt],
                                min(down_end, dst_end[rt]) if down_end is not None else dst_end[rt]), decode))
     return out
+
+
+def _refuse_time_routed(flow: FlowConfig, topics: set[str]) -> None:
+    """Refuse, naming them, topics a TimestampRouter spreads over window topics: verify compares a remote partition."""
+    router = timestamp_router_of(flow.raw)
+    policy = policy_for(flow)
+    routed = sorted(t for t in topics if router is not None
+                    and router.routes(policy.format_remote_topic(flow.source.alias, t)))
+    if router is not None and routed:
+        raise ConfigError(ConfigProblem("--topics", f"flow {flow.name}: TimestampRouter {router.name!r} sends the "
+                                        f"records of {', '.join(routed)} to window topics ({router.topic_format}), "
+                                        "which verify does not compare; leave them out with --topics"))
 
 
 def _replayed(chain: Chain, tolerate: bool, r: AuditRange, records: Sequence[Record]) -> list[Record | None]:

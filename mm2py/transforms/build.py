@@ -27,6 +27,7 @@ from mm2py.transforms.connect import (
 )
 from mm2py.transforms.decoded import SourceRegistry
 from mm2py.transforms.python import python_transform
+from mm2py.transforms.timestamp_router import TIMESTAMP_ROUTER, timestamp_router_of
 from mm2py.transforms.tolerance import error_policy
 
 
@@ -80,11 +81,8 @@ def _transform(own: Mapping[str, str], name: str, registry: SourceRegistry | Non
     if kind.startswith(CONNECT) and short in NEED_SCHEMA:
         raise TransformError(key, f"{kind} needs a schema, and MM2 copies bytes (ByteArrayConverter): "
                              "it fails on every record in MM2 too")
-    if kind.startswith(CONNECT) and short == "TimestampRouter":
-        raise TransformError(key, f"{kind} sends one source partition's records to one topic per time window: "
-                             "an offset sync maps a source partition to one remote partition, so checkpoints and "
-                             "failover could not be exact; not supported (RegexRouter is)")
-    raise TransformError(key, f"{kind}: mm2py implements Filter, DropHeaders, InsertHeader and RegexRouter "
+    raise TransformError(key, f"{kind}: mm2py implements Filter, DropHeaders, InsertHeader, RegexRouter and "
+                         "TimestampRouter "
                          "(org.apache.kafka.connect.transforms) and Python classes by dotted path, "
                          "and refuses any other class")
 
@@ -107,15 +105,19 @@ def chain_for(raw: Mapping[str, str], registry: SourceRegistry | None = None) ->
     (``mm2py.transforms.decoded``): a ``schemas.mode = translate`` flow's (``source_registry``).
 
     RegexRouter links rename the remote topic (``mm2py.flow_policy``) and are not in the chain:
-    every link sees the routed name. A link before a router that could tell names apart (a
+    every link sees the routed name. A link before a RegexRouter that could tell names apart (a
     ``TopicNameMatches`` predicate, a Python transform) would see another name in MM2: refused.
+    A TimestampRouter is not in the chain either (``mm2py.transforms.timestamp_router``): the
+    links before its ``position`` see the remote topic's name, those after it the record's window
+    topic (``mm2py.source.copy.time_routing``), as in Connect.
     """
     predicates = {name: _predicate(raw, name) for name in _names(raw, "predicates")}
     routed_after = _routers(raw)
+    timestamp_router_of(raw)
     links = []
     for position, name in enumerate(_names(raw, "transforms")):
         own = _keys_of(raw, f"transforms.{name}.")
-        if own.get("type") == REGEX_ROUTER:
+        if own.get("type") in (REGEX_ROUTER, TIMESTAMP_ROUTER):
             continue
         transform = _transform(own, name, registry)
         predicate_name = own.get("predicate", "")
@@ -182,6 +184,37 @@ def _on_cycle(flow: FlowConfig, flows: list[FlowConfig]) -> bool:
     return False
 
 
+MM2_CHECK = "tests/integration/test_transforms.py::test_timestamp_router_writes_the_window_topics_apache_mm2_writes"
+
+
+def _timestamp_refusals(flow: FlowConfig, flows: list[FlowConfig]) -> list[ConfigProblem]:
+    """What a flow's TimestampRouter cannot run with, each naming its key.
+
+    Its records go to window topics through a producer of their own (``mm2py.source.copy.time_routing``):
+    outside any transaction (so not with ``exactly.once``), without schema id translation, and
+    with names cycle detection may not trace back (so not on a cycle, as a RegexRouter).
+    """
+    router = timestamp_router_of(flow.raw)
+    if router is None:
+        return []
+    key, where = f"transforms.{router.name}.type", f"(flow {flow.name})"
+    # held back at start until the copy has matched Apache MM2 on real clusters; the integration
+    # test runs the engine itself, past this check
+    problems = [ConfigProblem(key, f"TimestampRouter is refused at start until its comparison with Apache MM2 on "
+                              f"real clusters ({MM2_CHECK}) has passed {where}")]
+    if flow.delivery.exactly_once != "off":
+        mode = f"{flow.delivery.exactly_once_key or 'exactly-once'} = {flow.delivery.exactly_once}"
+        problems.append(ConfigProblem(key, f"TimestampRouter with exactly-once delivery ({mode}): "
+                                      "window topics are written outside the task's transaction, and a source "
+                                      f"offset has no single remote offset to commit with it {where}"))
+    if flow.schemas.mode == "translate":
+        problems.append(ConfigProblem(key, f"TimestampRouter with schemas.mode = translate is not supported {where}"))
+    if _on_cycle(flow, flows):
+        problems.append(ConfigProblem(key, "a TimestampRouter on a flow of a cycle: a window topic's name may hide "
+                                      f"its source alias from cycle detection {where}"))
+    return problems
+
+
 def check_flows(flows: Iterable[FlowConfig], provenance: Callable[[FlowConfig], bool]) -> None:
     """Refuse, before Spark starts, every flow whose transforms cannot run; one ConfigError naming each key.
 
@@ -202,6 +235,7 @@ def check_flows(flows: Iterable[FlowConfig], provenance: Callable[[FlowConfig], 
             problems.append(ConfigProblem(f"transforms.{routers[0].name}.type", "a RegexRouter on a flow of a cycle: "
                                           "a routed name may lose the source alias that cycle detection reads, so "
                                           f"the flows back would copy it home again (flow {flow.name})"))
+        problems += _timestamp_refusals(flow, flows)
         why = refusal(flow.raw, provenance=provenance(flow), rehash=flow.delivery.partition_mismatch == "hash")
         if why is not None:
             problems.append(ConfigProblem("transforms", f"{why} (flow {flow.name})"))

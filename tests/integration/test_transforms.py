@@ -8,10 +8,14 @@ sends to the routed one, which an MM2 operator must create: the test creates it 
 
 A Python transform (``tests.plugins.MaskDigits``) has no MM2 to compare with: its reference is
 the class itself, run here on every record of A; B must hold what it returns, record for record.
+
+A TimestampRouter sends each record to its window topic in both; MM2 does not create those (nor
+routed names), so the test creates them on C; mm2py creates them on B as it creates remote topics.
 """
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -19,6 +23,8 @@ import pytest
 from bench.rolling_restart import Mm2
 from mm2py.config import load_text
 from mm2py.errors import ConfigError, TransformFailedError
+from mm2py.kafka.admin import Admin
+from mm2py.ops.status import flow_status
 from mm2py.transforms import Record as Rec
 from mm2py.transforms import check_flows
 from tests.integration.mirror_helpers import card_records, mirror_once, properties, wait_for
@@ -212,3 +218,60 @@ def test_a_python_transform_raising_stops_the_flow_naming_the_record(spark, clus
                     tmp_path / "mm2py")
     ids = [int(dict(r.headers)["id"]) for rs in consume_all(cluster_b.bootstrap, f"A.{topic}").values() for r in rs]
     assert all(i < 25 for i in ids), "nothing from the failing record on: it is never skipped"
+
+
+def test_timestamp_router_writes_the_window_topics_apache_mm2_writes(spark, cluster_a, cluster_b, cluster_c,
+                                                                     unique_name, tmp_path):
+    """Records of 3 hours, interleaved, to ``${topic}-${timestamp}`` (``yyyyMMddHH``): a Filter before the
+    router sees the remote name, an InsertHeader after it sees the window name (TopicNameMatches)."""
+    topic, hour = f"{unique_name}-events", 3600_000
+    create_topic(cluster_a.bootstrap, topic, PARTITIONS, {"retention.ms": "604800123"})
+    now = int(time.time() * 1000)
+    base = now - now % hour
+    produce(cluster_a.bootstrap, topic, [(b"k%d" % (i % 40), b"v%d" % i,
+                                          [("id", b"%d" % i)] + ([("drop", b"1")] if i % 9 == 0 else []),
+                                          base - (i % 3) * hour + i) for i in range(300)])
+    windows = [f"A.{topic}-{time.strftime('%Y%m%d%H', time.gmtime((base - k * hour) / 1000))}" for k in range(3)]
+    keys = {"topics": topic, "emit.checkpoints.enabled": "false", "transforms": "dropSome, byHour, markNewest",
+            "transforms.dropSome.type": T + "Filter", "transforms.dropSome.predicate": "isDrop",
+            "transforms.byHour.type": T + "TimestampRouter", "transforms.byHour.topic.format": "${topic}-${timestamp}",
+            "transforms.byHour.timestamp.format": "yyyyMMddHH",
+            "transforms.markNewest.type": T + "InsertHeader", "transforms.markNewest.predicate": "isNewest",
+            "transforms.markNewest.header": "newest-hour", "transforms.markNewest.value.literal": "null",
+            "predicates": "isDrop, isNewest", "predicates.isDrop.type": P + "HasHeaderKey",
+            "predicates.isDrop.name": "drop", "predicates.isNewest.type": P + "TopicNameMatches",
+            "predicates.isNewest.pattern": re.escape(windows[0])}
+
+    text_b = properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}, {"A->B": keys})
+    mirror_once(spark, text_b, tmp_path / "mm2py")
+    flow = load_text(text_b).enabled_flows[0]
+    on_b = Admin(flow.target).topics()
+    assert all(on_b.get(w) == PARTITIONS for w in windows), on_b
+    assert sum(end_offsets(cluster_b.bootstrap, f"A.{topic}").values()) == 0, "the remote topic itself stays empty"
+    [configs] = Admin(flow.target).topic_configs([windows[1]]).values()
+    assert {e.name: e.value for e in configs}["retention.ms"] == "604800123", "created as the remote topic is"
+    [row] = flow_status(flow).topics
+    assert row.remote_topic == f"A.{topic}-${{timestamp}}" and row.lag_records == 0, row
+
+    config_c = tmp_path / "mm2-c.properties"
+    worker = MM2_WORKER + "refresh.topics.interval.seconds = 5\noffset.flush.interval.ms = 2000\n"
+    config_c.write_text(properties({"A": cluster_a.bootstrap, "C": cluster_c.bootstrap}, {"A->C": keys}, worker))
+    for w in windows:  # MM2 creates A.<topic> only and sends to the window topics
+        create_topic(cluster_c.bootstrap, w, PARTITIONS)
+    ours = {w: shape(consume_all(cluster_b.bootstrap, w)) for w in windows}
+    mm2 = Mm2(config_c, tmp_path / "mm2.log").start()
+    try:
+        def mm2_copied() -> bool:
+            return all(end_offsets(cluster_c.bootstrap, w).get(p, 0) >= len(rs)
+                       for w in windows for p, rs in ours[w].items())
+        wait_for(mm2_copied, 240, "Apache MM2 copying as many records per window as mm2py", mm2)
+        time.sleep(5)
+    finally:
+        mm2.stop()
+    theirs = {w: shape(consume_all(cluster_c.bootstrap, w)) for w in windows}
+    kept = {w: sum(map(len, ours[w].values())) for w in windows}
+    assert all(kept.values()) and sum(kept.values()) == 300 - len(range(0, 300, 9)), kept
+    assert ours == theirs, "mm2py's window topics hold what Apache MM2's hold, per partition, in order"
+    marked = {w: all(("newest-hour", None) in r[2] for rs in ours[w].values() for r in rs) for w in windows}
+    assert marked == {windows[0]: True, windows[1]: False, windows[2]: False}, "the link after sees the window"
+    print(f"timestamp router: {kept} records per window on B and on C, equal per partition")

@@ -67,7 +67,8 @@ def test_insert_header_appends_a_header_without_a_value_after_any_of_that_name()
 
 
 @pytest.mark.parametrize(("raw", "key", "why"), [
-    ({"transforms": "r", "transforms.r.type": T + "TimestampRouter"}, "transforms.r.type", "one topic per time window"),
+    ({"transforms": "r", "transforms.r.type": T + "TimestampRouter", "transforms.r.timestamp.format": "EEE"},
+     "transforms.r.timestamp.format", "not translated"),
     ({"transforms": "m", "transforms.m.type": T + "MaskField$Value"}, "transforms.m.type", "needs a schema"),
     ({"transforms": "x", "transforms.x.type": "org.apache.kafka.acme.Scrub"}, "transforms.x.type",
      "refuses any other class"),
@@ -101,7 +102,7 @@ def test_a_file_with_transforms_loads_them_per_flow_and_refuses_at_start() -> No
     [flow] = config.enabled_flows
     assert dict(transform_keys(flow.raw))["transforms.strip.headers"] == "pii", "the flow's key wins"
     check_flows([flow], lambda f: False)
-    bad = load_text(text + "A->B.transforms = strip, route\nA->B.transforms.route.type = " + T + "TimestampRouter\n")
+    bad = load_text(text + "A->B.transforms = strip, route\nA->B.transforms.route.type = " + T + "TimeRouter\n")
     with pytest.raises(TransformError):
         chain_for(bad.enabled_flows[0].raw)
     with pytest.raises(Exception, match="transforms.route.type.*flow A->B"):

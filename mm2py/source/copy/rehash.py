@@ -18,14 +18,10 @@ from __future__ import annotations
 
 import itertools
 
-from confluent_kafka import Producer
-
-from mm2py.config.model import ClusterConfig
 from mm2py.kafka import batches as rb
-from mm2py.kafka import rdclients
-from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.source.copy.batch_writer import BatchWriter, owned_records
 from mm2py.source.copy.partition import PartitionCopy
+from mm2py.source.copy.record_sender import RecordSender
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -64,50 +60,26 @@ def key_partition(key: bytes, partitions: int) -> int:
 class RehashWriter(BatchWriter):
     """Produces the records of owned batches to ``murmur2(key) % partitions``. Constructor does no I/O."""
 
-    def __init__(self, target: ClusterConfig, client_id: str, produce_timeout_ms: int = 30000):
+    def __init__(self, sender: RecordSender):
         super().__init__()  # never coalesces: records are produced one by one
-        self.target = target
-        self.client_id = client_id
-        self.produce_timeout_ms = produce_timeout_ms
-        self.producer: Producer | None = None
-        self.failures: list[str] = []
+        self.sender = sender
         self.sticky = itertools.count()
-        self.target_topic = ""  # the last remote topic written, named in an error
 
     def start(self) -> None:
-        # the data producer's settings (compression.type, linger.ms, batch.size ... apply on this path)
-        conf = rdkafka_config(self.target.bootstrap_servers, self.target.producer, self.target.alias, "producer")
-        conf.setdefault("client.id", self.client_id)
-        conf.setdefault("linger.ms", 5)
-        conf.update({"acks": "all", "enable.idempotence": True})
-        self.producer = rdclients.producer(conf)
-
-    def _on_delivery(self, err: object, msg: object) -> None:
-        if err is not None:
-            self.failures.append(f"{msg.topic()}: {err}")  # type: ignore[attr-defined]
+        self.sender.start()
 
     def enqueue(self, part: PartitionCopy, buf: bytes | memoryview, view: rb.BatchView,
                 trim_before: int | None) -> None:
-        assert self.producer is not None, "started by the copier"
         r = part.range
-        self.target_topic = r.target_topic
         records = owned_records(buf, view, trim_before)
         keyless = next(self.sticky) % r.target_partitions
         for rec in records:
             partition = keyless if rec.key is None else key_partition(rec.key, r.target_partitions)
-            while True:
-                try:
-                    self.producer.produce(r.target_topic, key=rec.key, value=rec.value, partition=partition,
-                                          timestamp=rec.timestamp, headers=list(rec.headers) or None,
-                                          on_delivery=self._on_delivery)
-                    break
-                except BufferError:  # local queue full: let deliveries drain
-                    self.producer.poll(0.1)
+            self.sender.send(r.target_topic, partition, rec)
             part.bytes += len(rec.key or b"") + len(rec.value or b"")
         part.records += len(records)
         part.rebuilt += 1
 
     def settle(self) -> None:
         """Every record produced is acknowledged (acks=all), or the task fails naming the remote topic."""
-        rdclients.settle(self.producer, self.produce_timeout_ms, self.failures, "re-partitioned records",
-                         self.target.alias, self.target_topic)
+        self.sender.settle("re-partitioned records")

@@ -1,7 +1,8 @@
 """One Spark copy task: the ranges of a micro-batch that one Python worker copies.
 
 Raw batches by default (``mm2py.source.copy.copier``); topics whose remote topic has fewer
-partitions take the record path (``mm2py.source.copy.rehash``). Clients come from the worker's
+partitions take the record path (``mm2py.source.copy.rehash``), and so do topics a
+``TimestampRouter`` routes (``mm2py.source.copy.time_routing``). Clients come from the worker's
 kept ones (``mm2py.worker``): the source's fetches with the replication consumer's settings
 (``source.consumer``), the target's writes with the data producer's (``target.producer``).
 """
@@ -16,7 +17,7 @@ import structlog
 
 from mm2py.config.model import ClusterConfig
 from mm2py.flowspec import FlowSpec
-from mm2py.kafka.admin import principal_of
+from mm2py.kafka.admin import Admin, principal_of
 from mm2py.kafka.wire import RawClient
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.source.copy.copier import Copier
@@ -25,16 +26,20 @@ from mm2py.source.copy.copy_settings import CopySettings, ProducerState
 from mm2py.source.copy.dead_letters import DeadLetters
 from mm2py.source.copy.exactly_once import spec_for
 from mm2py.source.copy.producer_slot import ProducerSlot
+from mm2py.source.copy.record_sender import RecordSender
 from mm2py.source.copy.rehash import RehashWriter
 from mm2py.source.copy.tail import TailWindow
+from mm2py.source.copy.time_routing import TimeRoutingWriter, WindowOutput
 from mm2py.source.copy.transactional import ExactlyOnce, TaskTransaction
 from mm2py.source.copy.transforming import TransformingWriter
 from mm2py.source.copy.translating_writer import TranslatingWriter
+from mm2py.source.copy.window_topics import WindowTopics
 from mm2py.source.provenance import ProducerIds, Provenance
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.stores.positions import PositionStore
 from mm2py.transforms import chain_for, transform_keys
 from mm2py.transforms.decoded import SourceRegistry
+from mm2py.transforms.timestamp_router import TimestampRouter, timestamp_router_of
 from mm2py.transforms.tolerance import ErrorPolicy, error_policy
 from mm2py.types import TP
 from mm2py.worker import kept_state, kept_writer, task_clients
@@ -67,6 +72,7 @@ class CopySpec:
     schemas: SchemaSettings | None = None
     transforms: tuple[tuple[str, str], ...] = ()  # the flow's transform keys (mm2py.transforms.transform_keys)
     errors: ErrorPolicy = ErrorPolicy()  # what a record a transform fails on does (errors.tolerance)
+    replication_factor: int = 1  # the flow's, for topics a copy makes (a TimestampRouter's window topics)
 
     @classmethod
     def for_flow(cls, spec: FlowSpec) -> CopySpec:
@@ -74,7 +80,8 @@ class CopySpec:
         data producer (mm2py.config.clients), its transactions (None: at-least-once), schema translation."""
         flow = spec.flow
         return cls(flow.source, flow.target, CopySettings.for_flow(flow), spec_for(flow),
-                   SchemaSettings.for_flow(spec), transform_keys(flow.raw), error_policy(flow.raw))
+                   SchemaSettings.for_flow(spec), transform_keys(flow.raw), error_policy(flow.raw),
+                   flow.metadata.replication_factor)
 
     @property
     def principals(self) -> tuple[str | None, str | None]:
@@ -105,16 +112,22 @@ class TaskRun:
 def copy_ranges(spec: CopySpec, ranges: list[PartitionRange], run: TaskRun) -> list[RangeResult]:
     """Mirror every range in ``ranges``; return what was done per range."""
     hashed = [r for r in ranges if r.target_partitions]  # partition.mismatch = hash
-    raw = [r for r in ranges if not r.target_partitions]
-    if spec.exactly_once is not None and hashed:
-        raise ValueError("partition.mismatch = hash has no exactly-once mode (refused at start)")
+    router = timestamp_router_of(dict(spec.transforms)) if spec.transforms else None
+    routed = [r for r in ranges if router is not None and not r.target_partitions and router.routes(r.target_topic)]
+    raw = [r for r in ranges if not r.target_partitions and r not in routed]
+    if spec.exactly_once is not None and (hashed or routed):
+        raise ValueError("partition.mismatch = hash and TimestampRouter have no exactly-once mode (refused at start)")
     results: list[RangeResult] = []
     settings = spec.settings
     with task_clients(spec.source, spec.target, run.client_id, settings.request_timeout_ms,
                       receive_max_bytes=receive_limit(settings)) as (src, dst):
         if hashed:
-            writer = RehashWriter(spec.target, run.client_id, settings.produce_timeout_ms)
+            writer = RehashWriter(RecordSender(spec.target, run.client_id, settings.produce_timeout_ms))
             results += Copier(src, dst, hashed, settings, CopyMode(writer=writer)).run()
+        if routed:
+            assert router is not None
+            results += Copier(src, dst, routed, settings, CopyMode(spec.principals, writer=_time_router(spec, run,
+                                                                                                         router))).run()
         if raw and spec.exactly_once is None:
             provenance = run.provenance
             origins = None if provenance is None else _kept_producer_ids(provenance, dst, spec).for_task
@@ -187,6 +200,18 @@ def _copier(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges: list[P
                                     spec.errors, letters(spec.errors.dead_letter_topic)
                                     if spec.errors.dead_letter_topic else None)
     return Copier(src, dst, ranges, settings, replace(mode, writer=writer))
+
+
+def _time_router(spec: CopySpec, run: TaskRun, router: TimestampRouter) -> TimeRoutingWriter:
+    """The writer of the flow's time-routed topics (``mm2py.source.copy.time_routing``)."""
+    target, settings = spec.target, spec.settings
+    chain = chain_for(dict(spec.transforms))
+    letters = (DeadLetters(target, spec.errors.dead_letter_topic, run.client_id, settings.produce_timeout_ms)
+               if spec.errors.dead_letter_topic else None)
+    base = TransformingWriter(chain, 0, f"{spec.source.alias}->{target.alias}", spec.errors, letters)
+    output = WindowOutput(RecordSender(target, f"{run.client_id}-windows", settings.produce_timeout_ms),
+                          WindowTopics(Admin(target, timeout_ms=settings.request_timeout_ms), spec.replication_factor))
+    return TimeRoutingWriter(chain, router, output, base)
 
 
 def _kept_producer_ids(provenance: Provenance, dst: RawClient, spec: CopySpec) -> ProducerIds:

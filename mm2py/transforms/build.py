@@ -184,9 +184,6 @@ def _on_cycle(flow: FlowConfig, flows: list[FlowConfig]) -> bool:
     return False
 
 
-MM2_CHECK = "tests/integration/test_transforms.py::test_timestamp_router_writes_the_window_topics_apache_mm2_writes"
-
-
 def _timestamp_refusals(flow: FlowConfig, flows: list[FlowConfig]) -> list[ConfigProblem]:
     """What a flow's TimestampRouter cannot run with, each naming its key.
 
@@ -198,10 +195,7 @@ def _timestamp_refusals(flow: FlowConfig, flows: list[FlowConfig]) -> list[Confi
     if router is None:
         return []
     key, where = f"transforms.{router.name}.type", f"(flow {flow.name})"
-    # held back at start until the copy has matched Apache MM2 on real clusters; the integration
-    # test runs the engine itself, past this check
-    problems = [ConfigProblem(key, f"TimestampRouter is refused at start until its comparison with Apache MM2 on "
-                              f"real clusters ({MM2_CHECK}) has passed {where}")]
+    problems = []
     if flow.delivery.exactly_once != "off":
         mode = f"{flow.delivery.exactly_once_key or 'exactly-once'} = {flow.delivery.exactly_once}"
         problems.append(ConfigProblem(key, f"TimestampRouter with exactly-once delivery ({mode}): "

@@ -6,6 +6,13 @@ import struct
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from mm2py.kafka import batches as rb
+from mm2py.source.copy.partition import PartitionCopy
+from mm2py.source.copy.transforming import TransformingWriter
+from mm2py.source.ranges import PartitionRange
+from mm2py.transforms import chain_for
+from mm2py.transforms.tolerance import ErrorPolicy
+
 LZ4, GZIP, NONE = 3, 1, 0
 
 
@@ -20,3 +27,14 @@ def build(base_offset: int, n: int, codec: int = NONE, *, offsets=None, pid=-1, 
     buf = bytearray(builder.build())
     struct.pack_into(">q", buf, 0, base_offset)
     return bytes(buf)
+
+
+def transformed_copy(raw: dict[str, str], errors: ErrorPolicy) -> PartitionCopy:
+    """A batch of offsets 0-9 of partition 2 of ``t`` (remote ``A.t``) queued through the chain ``raw``
+    configures, by flow A->B's ``TransformingWriter`` under ``errors``: the partition's copy state."""
+    writer = TransformingWriter(chain_for(raw), flow="A->B", errors=errors)
+    part = PartitionCopy.of(PartitionRange("t", 2, 0, 10, "A.t"))
+    buf = build(0, 10)
+    [view] = rb.split_batches(buf)
+    writer.enqueue(part, buf, view, None)
+    return part

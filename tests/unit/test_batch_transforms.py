@@ -10,14 +10,10 @@ import pyarrow.compute as pc
 import pytest
 
 from mm2py.errors import TransformFailedError
-from mm2py.kafka import batches as rb
 from mm2py.kafka.batches import Record
-from mm2py.source.copy.partition import PartitionCopy
-from mm2py.source.copy.transforming import TransformingWriter
-from mm2py.source.ranges import PartitionRange
 from mm2py.transforms import BATCH_SCHEMA, LinkFailed, TransformError, chain_for
 from mm2py.transforms.tolerance import ErrorPolicy
-from tests.fakes.batches import build
+from tests.fakes.batches import transformed_copy
 
 T = "org.apache.kafka.connect.transforms."
 P = T + "predicates."
@@ -82,21 +78,12 @@ def test_a_failing_batch_fails_exactly_the_records_that_fail_alone_and_tolerance
     assert [failing for _, failing in chain.replay_all("A.t", records, True)] == [i in (3, 7) for i in range(10)]
 
 
-def _write(raw: dict[str, str], errors: ErrorPolicy) -> PartitionCopy:
-    writer = TransformingWriter(chain_for(raw), flow="A->B", errors=errors)
-    part = PartitionCopy.of(PartitionRange("t", 2, 0, 10, "A.t"))
-    buf = build(0, 10)
-    [view] = rb.split_batches(buf)
-    writer.enqueue(part, buf, view, None)
-    return part
-
-
 def test_the_copy_names_the_failing_record_or_leaves_offset_gaps_under_tolerance_all() -> None:
     raw = {"transforms": "mask", "transforms.mask.type": ARROW, "transforms.mask.fail.offset": "3,7"}
     with pytest.raises(TransformFailedError, match=r"flow A->B: transform 'mask' \(tests.plugins.MaskDigitsArrow\) "
                        r"raised ValueError: .* at topic t partition 2 offset 3 \(remote topic A.t\)"):
-        _write(raw, ErrorPolicy())
-    part = _write(raw, ErrorPolicy(tolerate=True))
+        transformed_copy(raw, ErrorPolicy())
+    part = transformed_copy(raw, ErrorPolicy(tolerate=True))
     [(_payload, pending)] = part.queue
     assert pending.offsets == (0, 1, 2, 4, 5, 6, 8, 9) and part.dropped == 2
     assert part.result().transformed == (("mask", 10, 8, 0, 2),)

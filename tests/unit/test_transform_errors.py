@@ -7,13 +7,10 @@ import structlog
 
 from mm2py.config import load_text
 from mm2py.errors import ConfigError, TransformFailedError
-from mm2py.kafka import batches as rb
-from mm2py.source.copy.partition import PartitionCopy
 from mm2py.source.copy.transforming import TransformingWriter
-from mm2py.source.ranges import PartitionRange
 from mm2py.transforms import TransformError, chain_for, check_flows
 from mm2py.transforms.tolerance import ErrorPolicy, context_headers, error_policy
-from tests.fakes.batches import build
+from tests.fakes.batches import transformed_copy
 
 MASK = {"transforms": "mask", "transforms.mask.type": "tests.plugins.MaskDigits", "transforms.mask.fail.offset": "3,7"}
 
@@ -52,24 +49,15 @@ def test_a_file_with_errors_keys_loads_them_without_a_warning_and_refuses_at_sta
         check_flows(bad.enabled_flows, lambda f: False)
 
 
-def _copy(errors: ErrorPolicy) -> PartitionCopy:
-    writer = TransformingWriter(chain_for(MASK), flow="A->B", errors=errors)
-    part = PartitionCopy.of(PartitionRange("t", 2, 0, 10, "A.t"))
-    buf = build(0, 10)
-    [view] = rb.split_batches(buf)
-    writer.enqueue(part, buf, view, None)
-    return part
-
-
 def test_tolerance_none_fails_the_flow_naming_flow_transform_and_record() -> None:
     with pytest.raises(TransformFailedError, match=r"flow A->B: transform 'mask' \(tests.plugins.MaskDigits\) raised "
                        r"ValueError: .* at topic t partition 2 offset 3 \(remote topic A.t\)"):
-        _copy(ErrorPolicy())
+        transformed_copy(MASK, ErrorPolicy())
 
 
 def test_tolerance_all_leaves_an_offset_gap_counted_failed_and_logs_where() -> None:
     with structlog.testing.capture_logs() as logs:
-        part = _copy(ErrorPolicy(tolerate=True))
+        part = transformed_copy(MASK, ErrorPolicy(tolerate=True))
     [(_payload, pending)] = part.queue
     assert pending.offsets == (0, 1, 2, 4, 5, 6, 8, 9) and part.dropped == 2
     assert part.result().transformed == (("mask", 10, 8, 0, 2),), "10 in, 8 out, 2 failed"

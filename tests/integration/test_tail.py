@@ -78,9 +78,9 @@ def test_tailing_tasks_copy_a_stream_as_it_arrives_and_lose_nothing_across_resta
         restarted = compare(cluster_b.bootstrap, remote, stream.snapshot())
         # a crash mid-tail: what the killed task copied is copied again (at-least-once), nothing is lost
         replicator.kill()
-        tailing_before = sum(1 for b in batch_lines(log) if b["tailed"])
+        tailing_before = copy_intervals(log)
         replicator = Replicator(config, log).start()
-        wait_for(lambda: sum(1 for b in batch_lines(log) if b["tailed"]) >= tailing_before + 2, 180,
+        wait_for(lambda: copy_intervals(log) >= tailing_before + 2, 180,
                  "two tailing micro-batches after the crash", replicator)
         store = PositionStore(ClusterConfig("B", cluster_b.bootstrap), "A")
         sent = stop_at_the_ends(stream, cluster_a.bootstrap, topic, store, replicator, 120)
@@ -111,6 +111,31 @@ def interval_config(bootstrap_a: str, bootstrap_b: str, topic: str) -> str:
                       "A.consumer.fetch.max.bytes = 1\n")
 
 
+def start_on_a_backlog(bootstrap_a: str, bootstrap_b: str, topic: str,
+                       tmp_path: Path) -> tuple[Path, Path, Stream, Replicator, PositionStore]:
+    """``topic`` (2 partitions) on A, a stream of 2,000 records/s into it for ``BACKLOG_S``, then a
+    replicator on ``interval_config``: its config, log, the stream, the replicator and B's positions."""
+    create_topic(bootstrap_a, topic, 2)
+    config = tmp_path / "mm2.properties"
+    config.write_text(interval_config(bootstrap_a, bootstrap_b, topic))
+    log = tmp_path / "replicator.log"
+    stream = Stream(bootstrap_a, topic, 2, 2000).start()
+    time.sleep(BACKLOG_S)
+    return config, log, stream, Replicator(config, log).start(), PositionStore(ClusterConfig("B", bootstrap_b), "A")
+
+
+def copy_intervals(log: Path) -> int:
+    """Micro-batches in ``log`` that copied past their planned ends: tails, or copy intervals where
+    ``copy.tail.ms = 0``."""
+    return sum(1 for b in batch_lines(log) if b["tailed"])
+
+
+def records_behind(bootstrap: str, topic: str, store: PositionStore) -> int:
+    """Records of ``topic`` on the source past the positions recorded on the target."""
+    return sum(end_offsets(bootstrap, topic).values()) - sum(at + 1 for tp, at in store.load().items()
+                                                              if tp[0] == topic)
+
+
 def next_commit(log: Path, replicator: Replicator) -> None:
     """Return as the next micro-batch's commit line is written: its handover to the next plan and launch."""
     seen = len(batch_lines(log))
@@ -133,28 +158,18 @@ def test_a_kill_at_the_handover_between_two_copy_intervals_loses_nothing_and_kee
     lasts several intervals.
     """
     topic, remote = f"{unique_name}-backlog", f"A.{unique_name}-backlog"
-    create_topic(cluster_a.bootstrap, topic, 2)
-    config = tmp_path / "mm2.properties"
-    config.write_text(interval_config(cluster_a.bootstrap, cluster_b.bootstrap, topic))
-    log = tmp_path / "replicator.log"
-    stream = Stream(cluster_a.bootstrap, topic, 2, 2000).start()
-    time.sleep(BACKLOG_S)
-    replicator = Replicator(config, log).start()
-    store = PositionStore(ClusterConfig("B", cluster_b.bootstrap), "A")
+    config, log, stream, replicator, store = start_on_a_backlog(cluster_a.bootstrap, cluster_b.bootstrap, topic,
+                                                                tmp_path)
     try:
-        def intervals() -> int:
-            return sum(1 for b in batch_lines(log) if b["tailed"])
-
-        wait_for(lambda: intervals() >= 2, 180, "two copy intervals committed", replicator)
+        wait_for(lambda: copy_intervals(log) >= 2, 180, "two copy intervals committed", replicator)
         # the handover: the next commit's line is written, and the process dies as the next plan starts
         next_commit(log, replicator)
         replicator.kill()
         time.sleep(BACKLOG_S / 2)
-        at_kill = intervals()
-        behind = sum(end_offsets(cluster_a.bootstrap, topic).values()) - sum(
-            at + 1 for tp, at in store.load().items() if tp[0] == topic)
+        at_kill = copy_intervals(log)
+        behind = records_behind(cluster_a.bootstrap, topic, store)
         replicator = Replicator(config, log).start()
-        wait_for(lambda: intervals() >= at_kill + 1, 180, "a copy interval after the restart", replicator)
+        wait_for(lambda: copy_intervals(log) >= at_kill + 1, 180, "a copy interval after the restart", replicator)
         sent = stop_at_the_ends(stream, cluster_a.bootstrap, topic, store, replicator, 180)
     finally:
         stream.stop()
@@ -163,7 +178,7 @@ def test_a_kill_at_the_handover_between_two_copy_intervals_loses_nothing_and_kee
     final = compare(cluster_b.bootstrap, remote, stream.snapshot())
     batches = batch_lines(log)
     print(f"handover: {sent} records sent, {len(batches)} micro-batches, {at_kill} intervals before the kill, "
-          f"{intervals()} in all, {behind} records behind at the kill, {final.duplicates} duplicates")
+          f"{copy_intervals(log)} in all, {behind} records behind at the kill, {final.duplicates} duplicates")
     assert behind > 0, "the kill fell while a backlog was copied, at an interval's handover"
     assert final.missing == 0 and not final.out_of_order and final.on_target >= sent, final
 
@@ -178,20 +193,11 @@ def test_python_workers_killed_at_handovers_between_copy_intervals_lose_nothing_
     duplicates allowed, no loss, order kept per partition).
     """
     topic, remote = f"{unique_name}-workers", f"A.{unique_name}-workers"
-    create_topic(cluster_a.bootstrap, topic, 2)
-    config = tmp_path / "mm2.properties"
-    config.write_text(interval_config(cluster_a.bootstrap, cluster_b.bootstrap, topic))
-    log = tmp_path / "replicator.log"
-    stream = Stream(cluster_a.bootstrap, topic, 2, 2000).start()
-    time.sleep(BACKLOG_S)
-    replicator = Replicator(config, log).start()
-    store = PositionStore(ClusterConfig("B", cluster_b.bootstrap), "A")
+    _config, log, stream, replicator, store = start_on_a_backlog(cluster_a.bootstrap, cluster_b.bootstrap, topic,
+                                                                 tmp_path)
     killed: list[tuple[int, int]] = []  # (workers killed, records behind) at each handover
     try:
-        def intervals() -> int:
-            return sum(1 for b in batch_lines(log) if b["tailed"])
-
-        wait_for(lambda: intervals() >= 2, 180, "two copy intervals committed", replicator)
+        wait_for(lambda: copy_intervals(log) >= 2, 180, "two copy intervals committed", replicator)
         for _ in range(3):
             next_commit(log, replicator)
             hit = 0
@@ -199,8 +205,7 @@ def test_python_workers_killed_at_handovers_between_copy_intervals_lose_nothing_
                 with contextlib.suppress(ProcessLookupError):  # a worker may end between the listing and the kill
                     os.kill(w.pid, signal.SIGKILL)
                     hit += 1
-            killed.append((hit, sum(end_offsets(cluster_a.bootstrap, topic).values()) - sum(
-                at + 1 for tp, at in store.load().items() if tp[0] == topic)))
+            killed.append((hit, records_behind(cluster_a.bootstrap, topic, store)))
         # the copy goes on: two micro-batches committed after the kills (copy intervals while the restarted
         # flow is behind, plain ones once it caught up: which, depends on the machine's pace)
         at_kills = len(batch_lines(log))
@@ -215,7 +220,8 @@ def test_python_workers_killed_at_handovers_between_copy_intervals_lose_nothing_
     restarts = sum(1 for line in log.read_text(errors="replace").splitlines()
                    if "source A->B failed" in line and "flow stalled" in line)
     print(f"worker kills: {sent} records sent, (workers killed, records behind) at each handover {killed}, "
-          f"{restarts} restarts of the flow's source query, {intervals()} intervals, {final.duplicates} duplicates")
+          f"{restarts} restarts of the flow's source query, {copy_intervals(log)} intervals, "
+          f"{final.duplicates} duplicates")
     assert all(n > 0 for n, _ in killed) and any(behind > 0 for _, behind in killed), killed
     assert restarts >= 1, "a kill failed a copy task"
     assert final.missing == 0 and not final.out_of_order and final.on_target >= sent, final

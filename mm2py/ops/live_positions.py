@@ -28,7 +28,9 @@ Invariants:
   elsewhere, and where the syncs or the target's ends cannot be read (logged once per flow and
   error), ``live_next`` is the recorded position's next offset;
 - a sync is read from the last ``SYNCS_TAIL`` records of the syncs topic (the newest per
-  partition wins, as ``SyncIndex`` supersedes); a partition without one there keeps its position.
+  partition wins, as ``SyncIndex`` supersedes); a partition without one there keeps its position;
+- a long-lived process (the metrics server) reads each syncs partition on from where its last
+  call ended (``SyncTail``), so a call reads what was written since, not the tail again.
 """
 
 from __future__ import annotations
@@ -57,31 +59,53 @@ def mapped(flow: FlowConfig) -> bool:
     return flow.delivery.exactly_once == "off" and flow.checkpoints.emit_offset_syncs_enabled
 
 
-def newest_syncs(flow: FlowConfig, topics: set[str]) -> dict[TP, tuple[int, int]]:
-    """Per source partition of ``topics``: its newest (upstream, downstream) sync in the syncs topic's tail."""
-    cluster, topic = offset_syncs_location(flow)
-    reader = TopicReader(cluster, "mm2py-status", None, None, **{"enable.partition.eof": False})
-    newest: dict[TP, tuple[int, int]] = {}
+class SyncTail:
+    """The newest sync per source partition in one syncs topic, and how far each of the topic's
+    partitions was read. Invariant: ``newest`` holds, per source partition, the last sync in
+    offset order among the records read, which are every record from each partition's first
+    read start up to ``reached``; a partition whose end or log start passed ``reached`` by
+    going back (the topic re-created) is read afresh from its tail."""
 
-    def take(msg: object) -> None:
+    def __init__(self) -> None:
+        self.reached: dict[int, int] = {}
+        self.newest: dict[TP, tuple[int, int]] = {}
+
+    def starts(self, bounds: Mapping[int, tuple[int, int]]) -> dict[int, int]:
+        """Where each partition's read starts: on from ``reached``, else at its tail."""
+        if any(not low <= self.reached[p] <= end for p, (low, end) in bounds.items() if p in self.reached):
+            self.reached, self.newest = {}, {}
+        return {p: self.reached.get(p, max(low, end - SYNCS_TAIL)) for p, (low, end) in bounds.items()}
+
+    def take(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None or value is None:  # a tombstone: not a sync
+            return
         try:
-            sync = OffsetSync.from_record(msg.key(), msg.value())  # type: ignore[attr-defined]
+            sync = OffsetSync.from_record(key, value)
         except FormatError:  # not a sync (another tool's record): not ours to read
             return
-        if sync.topic in topics:
-            newest[sync.topic_partition] = (sync.upstream_offset, sync.downstream_offset)
+        self.newest[sync.topic_partition] = (sync.upstream_offset, sync.downstream_offset)
 
+
+_tails: dict[tuple[str, str], SyncTail] = {}  # (flow, syncs topic): kept for the process's life
+
+
+def newest_syncs(flow: FlowConfig, topics: set[str]) -> dict[TP, tuple[int, int]]:
+    """Per source partition of ``topics``: its newest (upstream, downstream) sync in the syncs topic."""
+    cluster, topic = offset_syncs_location(flow)
+    tail = _tails.setdefault((flow.name, topic), SyncTail())
+    reader = TopicReader(cluster, "mm2py-status", None, None, **{"enable.partition.eof": False})
     timeout = flow.admin_timeout_ms / 1000
     try:
         bounds = reader.bounds(topic, timeout)
         if bounds is None:
-            return newest
-        read_to_end(reader.consumer, topic, {p: max(low, end - SYNCS_TAIL) for p, (low, end) in bounds.items()},
-                    {p: end for p, (_low, end) in bounds.items()}, cluster=cluster.alias,
-                    deadline=time.monotonic() + timeout, on_record=take)
+            return {}
+        tail.reached = read_to_end(reader.consumer, topic, tail.starts(bounds),
+                                   {p: end for p, (_low, end) in bounds.items()}, cluster=cluster.alias,
+                                   deadline=time.monotonic() + timeout,
+                                   on_record=lambda msg: tail.take(msg.key(), msg.value()))
     finally:
         reader.close()
-    return newest
+    return {tp: sync for tp, sync in tail.newest.items() if tp[0] in topics}
 
 
 def live_nexts(flow: FlowConfig, topics: Mapping[str, int], positions: Mapping[TP, int],

@@ -76,3 +76,21 @@ def test_live_positions_keep_the_recorded_ones_where_the_target_cannot_be_read(m
                 ("orders", 0): 10, ("orders", 1): 0}
     [warned] = [e for e in logs if e["log_level"] == "warning"]
     assert warned["flow"] == "A->B" and "authorization" in warned["error"], "logged once, naming the flow"
+
+
+def test_a_sync_tail_reads_on_from_where_it_ended_and_afresh_when_the_topic_went_back() -> None:
+    from mm2py.formats import OffsetSync
+    from mm2py.ops.live_positions import SYNCS_TAIL, SyncTail
+
+    tail = SyncTail()
+    assert tail.starts({0: (0, 50_000), 1: (0, 10)}) == {0: 50_000 - SYNCS_TAIL, 1: 0}, "first read: the tail"
+    for up, down in ((5, 100), (7, 103)):
+        sync = OffsetSync("orders", 0, up, down)
+        tail.take(sync.key_bytes(), sync.value_bytes())
+    tail.take(b"not", b"a sync")  # another tool's record: ignored
+    tail.reached = {0: 50_000, 1: 10}
+    assert tail.newest == {("orders", 0): (7, 103)}, "the newest in offset order wins"
+    assert tail.starts({0: (0, 50_100), 1: (0, 10)}) == {0: 50_000, 1: 10}, "then on from where it ended"
+    assert tail.newest == {("orders", 0): (7, 103)}
+    assert tail.starts({0: (0, 40), 1: (0, 10)}) == {0: 0, 1: 0}, "an end gone back: read afresh"
+    assert tail.newest == {}, "and what was read from the old log is dropped"

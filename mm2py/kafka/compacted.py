@@ -18,7 +18,8 @@ from confluent_kafka import KafkaError as KafkaErrorCode
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError
 from mm2py.kafka import rdclients
-from mm2py.kafka.admin import Admin, translate
+from mm2py.kafka.admin import Admin
+from mm2py.kafka.admin_errors import translate
 from mm2py.kafka.clientconf import rdkafka_config
 from mm2py.kafka.login_watch import LoginWatch
 from mm2py.kafka.retry import retrying

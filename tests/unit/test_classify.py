@@ -7,7 +7,7 @@ from confluent_kafka import KafkaError as CKafkaError
 from confluent_kafka import KafkaException
 
 from mm2py.errors import KafkaError
-from mm2py.kafka.admin import translate
+from mm2py.kafka.admin_errors import translate
 from mm2py.kafka.classify import TABLE, Action, action_for
 from mm2py.kafka.retry import is_retriable
 from mm2py.kafka.wire import to_kafka_error

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mm2py.errors import AuthorizationError, missing_acl
-from mm2py.kafka.admin import principal_of
+from mm2py.kafka.admin_errors import principal_of
 from mm2py.source.plan.spark_offsets import Offsets
 from mm2py.source.plan.stalls import PlannedRange, short_ranges
 

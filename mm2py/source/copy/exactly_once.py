@@ -27,7 +27,8 @@ import structlog
 from mm2py.config.model import FlowConfig
 from mm2py.errors import AuthorizationError, KafkaError, Mm2pyError
 from mm2py.flow_policy import offset_syncs_history_location, offset_syncs_location
-from mm2py.kafka.admin import Admin, principal_of
+from mm2py.kafka.admin import Admin
+from mm2py.kafka.admin_errors import principal_of
 from mm2py.kafka.compacted import ensure_compacted_topic
 from mm2py.kafka.transactions import (
     REQUIRED_TRANSACTION_VERSION,

@@ -17,7 +17,8 @@ import structlog
 
 from mm2py.config.model import ClusterConfig
 from mm2py.flowspec import FlowSpec
-from mm2py.kafka.admin import Admin, principal_of
+from mm2py.kafka.admin import Admin
+from mm2py.kafka.admin_errors import principal_of
 from mm2py.kafka.wire import RawClient
 from mm2py.schemas.settings import SchemaSettings
 from mm2py.source.copy.copier import Copier

@@ -12,7 +12,8 @@ from mm2py.errors import ConfigError, ConfigProblem
 from mm2py.formats import Checkpoint
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import read_all
-from mm2py.policy import ReplicationPolicy, load_policy
+from mm2py.policy import ReplicationPolicy
+from mm2py.policy_loader import load_policy
 from mm2py.types import TP
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mm2py.policy import ReplicationPolicy, load_policy
+from mm2py.policy import ReplicationPolicy
+from mm2py.policy_loader import load_policy
 from mm2py.routing import Router, route, routers_of
 
 if TYPE_CHECKING:

@@ -48,7 +48,8 @@ from mm2py.config.filters import (
 )
 from mm2py.config.model import FlowConfig, MirrorMakerConfig
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.policy import ReplicationPolicy, load_policy
+from mm2py.policy import ReplicationPolicy
+from mm2py.policy_loader import load_policy
 
 _PROBE = "mm2py-topology-probe"
 MATCH_ALL = ".*"

@@ -46,7 +46,8 @@ from mm2py.config.model import ClusterConfig, FlowConfig, MirrorMakerConfig, bui
 from mm2py.config.properties import Entry
 from mm2py.config.support import Status, other_support
 from mm2py.errors import ConfigError, ConfigProblem
-from mm2py.policy import POLICY_CLASS_KEY, load_policy
+from mm2py.policy import POLICY_CLASS_KEY
+from mm2py.policy_loader import load_policy
 
 log = structlog.get_logger(__name__)
 

@@ -14,8 +14,8 @@ from mm2py.policy import (
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
     ReplicationPolicy,
-    load_policy,
 )
+from mm2py.policy_loader import load_policy
 
 JAVA = "org.apache.kafka.connect.mirror."
 

@@ -1,0 +1,85 @@
+"""Which tests each lane of ``make test`` runs (tests/lanes.py), and on which ports.
+
+A lane is one pytest process: a marker expression, and the test modules it runs. Lanes of one
+marker share its tests out by module: a lane that lists modules runs those; the one lane of a
+marker that lists none (its default) runs every other module with tests of that marker, so a test
+module no lane names (a new one) runs in the default lane until it is assigned to one. A module's
+tests of a marker thus run in exactly one lane. The split is fixed, not computed from durations:
+the modules are listed by their recorded durations (``--durations`` of the lanes' reports), so a
+lane's run is the same from one run to the next.
+
+Ports: every fixed port a test listens on (clusters, controllers, registries, KDCs, metrics,
+Prometheus, JMX, the standalone Spark master), before ``MM2PY_TEST_PORT_OFFSET``, lies in
+``PORT_BAND``; tests/unit/test_lanes.py reads them from the sources. Each lane adds its
+``offset`` to ``MM2PY_TEST_PORT_OFFSET``; the offsets are ``LANE_SPACING`` apart, at least the
+band's width, so no two lanes' clusters, registries, KDCs or metrics ports can meet. Every offset
+is negative: the lanes stay below the kernel's ephemeral range (32768-60999) at offset 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+INTEGRATION = "tests/integration"
+LONG = "long and not krb_clients"
+REST = "not long and not krb_clients"
+KRB_MARKER = "krb_clients"
+# every fixed test port (a cluster's port up to port + 9) before the offset: bench's 29092-29393 too,
+# so that make bench beside make test, on one offset, stays clear of every lane but the rest lane's
+PORT_BAND = (29000, 32767)
+LANE_SPACING = 3800
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One pytest process of make test: ``marker`` selects its tests, ``modules`` (file names under
+    tests/integration) which of them it runs, none for the marker's default lane; its ports are
+    ``offset`` from the run's; ``krb`` lanes run with .venv-krb once ``make kerberos-clients`` ended."""
+
+    name: str
+    marker: str
+    offset: int
+    modules: tuple[str, ...] = ()
+    krb: bool = False
+
+    @property
+    def ports(self) -> tuple[int, int]:
+        """The lowest and highest port its tests may listen on (at ``MM2PY_TEST_PORT_OFFSET`` 0)."""
+        return PORT_BAND[0] + self.offset, PORT_BAND[1] + self.offset
+
+
+# Seconds are the slowest of the last two recorded runs of a module's long tests (``--durations``;
+# 50 s for a test under the report's top 25): about 1,400 s a lane.
+LANES = (
+    Lane("rest", REST, 0),
+    # exactly_once 750 s, rolling_restart 352, oauth 220, multibroker 50
+    Lane("long-a", LONG, -LANE_SPACING,
+         ("test_exactly_once.py", "test_rolling_restart.py", "test_oauth.py", "test_multibroker.py")),
+    # stop 947 s (ten scenarios), tail 424, unclean_election 136
+    Lane("long-b", LONG, -2 * LANE_SPACING, ("test_stop.py", "test_tail.py", "test_unclean_election.py")),
+    # the long default: broker_faults 453 s, identity_cycles 390, spark_job_failover 285, prometheus
+    # 175, live_lag 76, and every long module no lane names
+    Lane("long-c", LONG, -3 * LANE_SPACING),
+    Lane("krb", KRB_MARKER, -4 * LANE_SPACING, krb=True),
+)
+
+
+def default_lane(marker: str, lanes: tuple[Lane, ...] = LANES) -> Lane:
+    """The lane that runs a module of ``marker``'s tests that no lane of the marker names."""
+    (lane,) = [lane for lane in lanes if lane.marker == marker and not lane.modules]
+    return lane
+
+
+def lane_of(module: str, marker: str, lanes: tuple[Lane, ...] = LANES) -> Lane:
+    """The lane that runs the tests of ``marker`` in ``module`` (a file name under tests/integration)."""
+    named = [lane for lane in lanes if lane.marker == marker and module in lane.modules]
+    return named[0] if named else default_lane(marker, lanes)
+
+
+def selection(lane: Lane, lanes: tuple[Lane, ...] = LANES) -> list[str]:
+    """The paths (and ``--ignore`` options) that give ``lane`` its modules: its own, or for a default
+    lane the whole suite but the modules other lanes of its marker name."""
+    if lane.modules:
+        return [f"{INTEGRATION}/{module}" for module in lane.modules]
+    others = [module for other in lanes if other.marker == lane.marker for module in other.modules]
+    return ["tests", *(f"--ignore={INTEGRATION}/{module}" for module in others)]

@@ -1,5 +1,5 @@
-"""make test's lanes (tests/lane_layout.py): each long test runs in exactly one lane, and no two
-lanes' ports can meet, for every fixed port the tests' sources name."""
+"""make test's lanes (tests/lane_layout.py): each test module's tests of a marker run in exactly one
+lane, and no two lanes' ports can meet, for every fixed port the tests' sources name."""
 
 from __future__ import annotations
 
@@ -7,7 +7,18 @@ import ast
 import itertools
 from pathlib import Path
 
-from tests.lane_layout import INTEGRATION, KRB_MARKER, LANES, LONG, PORT_BAND, REST, default_lane, lane_of, selection
+from tests.lane_layout import (
+    INTEGRATION,
+    KRB_MARKER,
+    LANES,
+    LONG,
+    PORT_BAND,
+    REST,
+    Lane,
+    default_lane,
+    lane_of,
+    selection,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = sorted((REPO / INTEGRATION).glob("test_*.py"))
@@ -19,6 +30,12 @@ PORT_ROOM = 9  # a cluster of three brokers takes port..port+5, the Spark master
 
 def _long_modules() -> set[str]:
     return {path.name for path in MODULES if "pytest.mark.long" in path.read_text()}
+
+
+def _runs(lane: Lane, module: str) -> bool:
+    """Whether ``lane`` runs ``module``'s tests of its marker, as its pytest arguments say."""
+    args = selection(lane)
+    return f"{INTEGRATION}/{module}" in args or ("tests" in args and f"--ignore={INTEGRATION}/{module}" not in args)
 
 
 def _ports(path: Path) -> set[int]:
@@ -37,33 +54,33 @@ def _ports(path: Path) -> set[int]:
     return found
 
 
-def test_each_long_module_runs_in_exactly_one_long_lane() -> None:
+def test_each_module_runs_in_exactly_one_lane_of_each_marker() -> None:
     long_modules = _long_modules()
     assert len(long_modules) >= 10, long_modules  # the scan finds the suite's long modules
-    for module in long_modules:
-        running = [lane.name for lane in LANES if lane.marker == LONG and (
-            module in lane.modules or (not lane.modules and all(module not in other.modules for other in LANES)))]
-        assert running == [lane_of(module, LONG).name], (module, running)
+    for marker, modules in ((LONG, long_modules), (REST, {path.name for path in MODULES})):
+        for module in modules:
+            running = [lane.name for lane in LANES if lane.marker == marker and _runs(lane, module)]
+            assert running == [lane_of(module, marker).name], (marker, module, running)
 
 
-def test_every_named_module_exists_and_has_long_tests() -> None:
-    named = [module for lane in LANES for module in lane.modules]
-    assert len(named) == len(set(named)), "a module named by two lanes"
-    assert set(named) <= _long_modules(), set(named) - _long_modules()
+def test_every_named_module_exists_once_per_marker_and_long_lanes_name_long_modules() -> None:
+    for marker in (REST, LONG):
+        named = [module for lane in LANES if lane.marker == marker for module in lane.modules]
+        assert len(named) == len(set(named)), f"a module named by two lanes of {marker}"
+        assert set(named) <= {path.name for path in MODULES}, set(named) - {path.name for path in MODULES}
+    assert {m for lane in LANES if lane.marker == LONG for m in lane.modules} <= _long_modules()
 
 
-def test_each_marker_has_one_default_lane_and_it_ignores_what_the_others_name() -> None:
+def test_each_marker_has_one_default_lane_and_a_new_module_runs_there() -> None:
     assert {lane.marker for lane in LANES} == {REST, LONG, KRB_MARKER}
-    long_default = default_lane(LONG)
-    named = {module for lane in LANES if lane.marker == LONG for module in lane.modules}
-    assert selection(long_default) == ["tests", *(f"--ignore={INTEGRATION}/{m}" for m in sorted(named, key=[
-        m for lane in LANES for m in lane.modules].index))]
-    assert selection(default_lane(REST)) == ["tests"]
+    assert LANES[0] == default_lane(REST), "the first lane streams: the rest's default, the longest report"
     assert [lane.name for lane in LANES if lane.krb] == [default_lane(KRB_MARKER).name]
+    for marker in (REST, LONG):
+        assert lane_of("test_a_module_no_lane_names_yet.py", marker) == default_lane(marker)
+        assert _runs(default_lane(marker), "test_a_module_no_lane_names_yet.py")
     for lane in LANES:
         if lane.modules:
             assert selection(lane) == [f"{INTEGRATION}/{m}" for m in lane.modules]
-    assert lane_of("test_a_module_no_lane_names_yet.py", LONG) == long_default
 
 
 def test_lanes_port_ranges_are_disjoint_and_below_the_ephemeral_range() -> None:

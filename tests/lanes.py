@@ -98,6 +98,7 @@ def main(args: list[str]) -> int:
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     ended: dict[str, tuple[int, float]] = {}
     outs = {name: open(path, "wb") for name, path in reports.items()}  # noqa: SIM115 (closed below)
+    build: subprocess.Popen | None = None
     try:
         with open(build_log, "wb") as build_out:
             build = _build(build_out)
@@ -119,7 +120,7 @@ def main(args: list[str]) -> int:
                         del running[name]
                 time.sleep(0.5)
     except KeyboardInterrupt:
-        _stop([build, *(proc for proc, _ in running.values())])
+        _stop([*([build] if build else []), *(proc for proc, _ in running.values())])
         raise
     finally:
         for out in outs.values():

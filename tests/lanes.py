@@ -1,19 +1,21 @@
-"""``make test``: the suite in three lanes, so that the scenarios that mostly wait do not add up.
+"""``make test``: the suite in lanes, pytest processes side by side, so that waits do not add up.
 
-Tests marked ``long`` (broker restarts, a three-minute outage, crash loops: minutes spent waiting
-on brokers, not on the CPU) run in a second pytest process beside the rest. The lanes never
-meet: the long lane's clusters, registries and metrics listen ``LONG_LANE_OFFSET`` ports lower
-(``MM2PY_TEST_PORT_OFFSET``) and each lane has its own temporary directory.
+tests/lane_layout.py says which tests each lane runs: the tests not marked ``long`` in two rest
+lanes, the first of which streams its report to the terminal; the tests marked ``long`` (broker
+restarts, a three-minute outage, crash loops: minutes spent waiting on brokers, not on the CPU) in
+three long lanes beside them. Both are shared out by module, a module no lane names running in
+its marker's default lane. The lanes never meet: each has its own temporary directory, and its
+clusters, registries, KDCs and metrics listen at its own offset from ``MM2PY_TEST_PORT_OFFSET``
+(lane_layout's port band).
 
 Tests marked ``krb_clients`` need confluent-kafka with GSSAPI, which PyPI's wheels lack: they run
-in neither lane but in a third, with ``make kerberos-clients``' ``.venv-krb``. That build starts
-with the lanes, under ``nice -n 19`` (its output in ``krb-build.log`` of the lanes' folder); the
-krb lane runs ``-m krb_clients`` as soon as the build has ended, beside the other two, on ports
-``KRB_LANE_OFFSET`` lower, so it does not lengthen the run when it ends before the rest lane.
-The rest's report streams to the terminal; the long and krb lanes' are printed when all have
-ended. Exit status: 0 only when the build and every lane passed; the last line names each lane
-that failed. Each lane must run tests (pytest's "no tests collected" fails it), unless ``-k``
-narrows the selection, which may leave a lane none.
+in the krb lane, with ``make kerberos-clients``' ``.venv-krb``. That build starts with the lanes,
+under ``nice -n 19`` (its output in ``krb-build.log`` of the lanes' folder); the krb lane runs as
+soon as the build has ended, beside the others, so it does not lengthen the run when it ends
+before the rest lanes. The other lanes' reports (``<lane>-lane.log``) are printed when all have
+ended, each with its seconds. Exit status: 0 only when the build and every lane passed; the last
+line names each lane that failed. Each lane must run tests (pytest's "no tests collected" fails
+it), unless ``-k`` narrows the selection, which may leave a lane none.
 
     python -m tests.lanes [pytest arguments...]
 """
@@ -29,20 +31,21 @@ import time
 from pathlib import Path
 from typing import IO
 
-LONG_LANE_OFFSET = -8000
-# the krb lane's clusters, KDCs and metrics: between the rest lane's (30092-32892 and the Spark
-# master's 27077, none offset) and the long lane's (8000 lower), 1000 ports clear of either
-KRB_LANE_OFFSET = -5000
+from tests.lane_layout import LANES, Lane, selection
+
 NO_TESTS = 5  # pytest's exit status when no test was collected
-KRB_MARKER = "krb_clients"
 REPO = Path(__file__).resolve().parents[1]
 KRB_PYTHON = REPO / ".venv-krb" / "bin" / "python"
+BUILD = "kerberos-clients build"
 
 
-def _pytest(python: str | Path, marker: str, args: list[str], basetemp: Path, env: dict[str, str],
-            **kwargs: object) -> subprocess.Popen:
-    cmd = [str(python), "-m", "pytest", "-q", "--durations=25", "-m", marker, f"--basetemp={basetemp}", *args, "tests"]
-    return subprocess.Popen(cmd, env=env, cwd=REPO, start_new_session=True, **kwargs)  # type: ignore[call-overload]
+def _pytest(lane: Lane, args: list[str], root: Path, offset: int, out: IO[bytes] | None) -> subprocess.Popen:
+    python = KRB_PYTHON if lane.krb else Path(sys.executable)
+    env = dict(os.environ, MM2PY_TEST_PORT_OFFSET=str(offset + lane.offset))
+    cmd = [str(python), "-m", "pytest", "-q", "--durations=25", "-m", lane.marker, f"--basetemp={root / lane.name}",
+           *args, *selection(lane)]
+    return subprocess.Popen(cmd, env=env, cwd=REPO, start_new_session=True, stdout=out,
+                            stderr=subprocess.STDOUT if out else None)
 
 
 def _build(log: IO[bytes]) -> subprocess.Popen:
@@ -75,56 +78,67 @@ def _failed(rc: int | None, selected: bool) -> bool:
     return rc not in (0, None) and not (rc == NO_TESTS and selected)
 
 
+def _ran(rc: int | None, seconds: float | None) -> str:
+    return "not run" if rc is None else f"exit {rc} after {seconds or 0:.0f} s"
+
+
+def _title(lane: Lane, rc: int | None, seconds: float | None) -> str:
+    ran = _ran(rc, seconds)
+    python = f", {KRB_PYTHON.relative_to(REPO)}" if lane.krb else ""
+    return f"{lane.name} lane (-m '{lane.marker}'{python}, ports {-lane.offset} lower; {ran})"
+
+
 def main(args: list[str]) -> int:
     root = Path(tempfile.mkdtemp(prefix="mm2py-lanes-"))
     offset = int(os.environ.get("MM2PY_TEST_PORT_OFFSET", "0"))
-    long_env = dict(os.environ, MM2PY_TEST_PORT_OFFSET=str(offset + LONG_LANE_OFFSET))
-    krb_env = dict(os.environ, MM2PY_TEST_PORT_OFFSET=str(offset + KRB_LANE_OFFSET))
-    long_report, krb_report, build_log = root / "long-lane.log", root / "krb-lane.log", root / "krb-build.log"
+    logged = LANES[1:]  # the first lane's report streams to the terminal
+    reports = {lane.name: root / f"{lane.name}-lane.log" for lane in logged}
+    build_log = root / "krb-build.log"
     started = time.monotonic()
-    procs: list[subprocess.Popen] = []
-    krb_rc: int | None = None
-    krb_s: float | None = None
-    with open(long_report, "wb") as long_out, open(build_log, "wb") as build_out, open(krb_report, "wb") as krb_out:
-        try:
+    running: dict[str, tuple[subprocess.Popen, float]] = {}
+    ended: dict[str, tuple[int, float]] = {}
+    outs = {name: open(path, "wb") for name, path in reports.items()}  # noqa: SIM115 (closed below)
+    build: subprocess.Popen | None = None
+    try:
+        with open(build_log, "wb") as build_out:
             build = _build(build_out)
-            procs.append(build)
-            long_lane = _pytest(sys.executable, f"long and not {KRB_MARKER}", args, root / "long", long_env,
-                                stdout=long_out, stderr=subprocess.STDOUT)
-            procs.append(long_lane)
-            rest = _pytest(sys.executable, f"not long and not {KRB_MARKER}", args, root / "rest", dict(os.environ))
-            procs.append(rest)
-            build_rc = build.wait()  # the krb lane starts as soon as the build ends, beside the others
-            build_s = time.monotonic() - started
-            print(f"\n---- kerberos-clients build exit {build_rc} after {build_s:.0f} s (log {build_log})"
-                  f"{'; the krb lane starts' if build_rc == 0 else ''} ----", flush=True)
-            if build_rc == 0:
-                krb_started = time.monotonic()
-                krb_lane = _pytest(KRB_PYTHON, KRB_MARKER, args, root / "krb", krb_env,
-                                   stdout=krb_out, stderr=subprocess.STDOUT)
-                procs.append(krb_lane)
-            rest_rc = rest.wait()
-            if build_rc == 0:
-                krb_rc = krb_lane.wait()
-                krb_s = time.monotonic() - krb_started
-            long_rc = long_lane.wait()
-        except KeyboardInterrupt:
-            _stop(procs)
-            raise
-    _print_report(f"long lane (tests marked long, ports {LONG_LANE_OFFSET} lower)", long_report)
+            for lane in LANES:
+                if not lane.krb:
+                    running[lane.name] = (_pytest(lane, args, root, offset, outs.get(lane.name)), time.monotonic())
+            build_rc: int | None = None
+            while running or build_rc is None:
+                if build_rc is None and (build_rc := build.poll()) is not None:
+                    print(f"\n---- {BUILD} exit {build_rc} after {time.monotonic() - started:.0f} s (log {build_log})"
+                          f"{'; the krb lane starts' if build_rc == 0 else ''} ----", flush=True)
+                    for lane in LANES:
+                        if lane.krb and build_rc == 0:
+                            running[lane.name] = (_pytest(lane, args, root, offset, outs[lane.name]),
+                                                  time.monotonic())
+                for name, (proc, since) in list(running.items()):
+                    if (rc := proc.poll()) is not None:
+                        ended[name] = (rc, time.monotonic() - since)
+                        del running[name]
+                time.sleep(0.5)
+    except KeyboardInterrupt:
+        _stop([*([build] if build else []), *(proc for proc, _ in running.values())])
+        raise
+    finally:
+        for out in outs.values():
+            out.close()
     if build_rc != 0:
-        _print_report(f"kerberos-clients build failed (exit {build_rc}): its last lines", build_log, 60)
-    else:
-        _print_report(f"krb lane (tests marked {KRB_MARKER}, {KRB_PYTHON.relative_to(REPO)}, ports "
-                      f"{-KRB_LANE_OFFSET} lower; {krb_s:.0f} s)", krb_report)
+        _print_report(f"{BUILD} failed (exit {build_rc}): its last lines", build_log, 60)
+    for lane in logged:
+        rc, seconds = ended.get(lane.name, (None, None))
+        _print_report(_title(lane, rc, seconds), reports[lane.name])
     selected = _selects(args)
-    lanes = (("rest lane", rest_rc), ("long lane", long_rc), ("kerberos-clients build", build_rc), ("krb lane", krb_rc))
-    failed = [name for name, rc in lanes if name == "kerberos-clients build" and rc != 0 or _failed(rc, selected)]
-    print(f"---- all lanes ended in {time.monotonic() - started:.0f} s: rest exit {rest_rc}, long lane exit {long_rc}, "
-          f"kerberos-clients build exit {build_rc}, krb lane exit {'not run' if krb_rc is None else krb_rc} ----")
+    status = {BUILD: build_rc, **{lane.name: ended.get(lane.name, (None, 0.0))[0] for lane in LANES}}
+    failed = [name for name, rc in status.items() if (name == BUILD and rc != 0) or _failed(rc, selected)]
+    lanes = ", ".join(f"{lane.name} {_ran(*ended.get(lane.name, (None, None)))}" for lane in LANES)
+    print(f"---- all lanes ended in {time.monotonic() - started:.0f} s: {BUILD} exit {build_rc}, {lanes} ----")
     if failed:
         print(f"---- FAILED: {', '.join(failed)} ----")
     return 0 if not failed else 1
+
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

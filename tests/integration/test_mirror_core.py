@@ -6,11 +6,16 @@ import time
 
 import pytest
 
+from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
 from tests.integration.target_checks import all_there, mirrored_in_order
 from tests.kafkautil import TS0, consume_all, create_topic, end_offsets, list_topics, produce
 
 pytestmark = pytest.mark.integration
+
+# the standalone master (its UI on +3, the workers' UIs and RPC ports on +4..+7), moved with the
+# other fixed ports by MM2PY_TEST_PORT_OFFSET (tests/lanes.py keeps each lane's ports apart)
+SPARK_MASTER_PORT = 29877 + PORT_OFFSET
 
 
 def records(topic: str, partition: int, count: int, start: int = 0):
@@ -187,7 +192,7 @@ def test_two_flows_on_standalone_spark_lose_nothing_when_a_worker_is_killed(clus
     config = tmp_path / "mm2.properties"
     config.write_text(properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
                                  {"A->B": {"topics": ab, **keys}, "B->A": {"topics": ba, **keys}}))
-    spark = start_standalone(tmp_path / "spark")
+    spark = start_standalone(tmp_path / "spark", port=SPARK_MASTER_PORT)
     streams = [Stream(cluster_a.bootstrap, ab, 4, 1000).start(), Stream(cluster_b.bootstrap, ba, 4, 1000).start()]
     group = f"{unique_name}-g"
     commit_offsets(cluster_a.bootstrap, group, {(ab, p): 0 for p in range(4)})

@@ -22,7 +22,7 @@ from tests.integration.mirror_helpers import mirror_once, properties
 pytestmark = pytest.mark.integration
 
 TOPICS, PARTITIONS, PER_PARTITION = 200, 10, 50
-PORTS = {"scale-a": 28492 + PORT_OFFSET, "scale-b": 28592 + PORT_OFFSET}
+PORTS = {"scale-a": 29492 + PORT_OFFSET, "scale-b": 29592 + PORT_OFFSET}
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,7 @@ from tests.kafkautil import commit_offsets, consume_all, produce, wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # three brokers, two stopped and started again
 
 NAME = "unclean"
-PORT = 28692 + PORT_OFFSET  # brokers on PORT, +2, +4; their controllers on PORT+1, +3, +5
+PORT = 29692 + PORT_OFFSET  # brokers on PORT, +2, +4; their controllers on PORT+1, +3, +5
 LEADER, FOLLOWER = 1, 2  # node ids (= indexes) of the partition's replicas; node 0 stays up throughout
 IN_SYNC, ALONE, NEW, AFTER = 300, 200, 400, 100  # records: both replicas, the old leader alone, new leader, both
 

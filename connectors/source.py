@@ -80,7 +80,7 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     @property
     def planner(self):  # imported lazily to keep executors light
         if self._planner is None:
-            from mm2py.source.plan.planner import planner_for
+            from mm2py.source.plan.wiring import planner_for
 
             self._planner = planner_for(self.flow_spec)
             # backlog micro-batches are copy intervals when the flow's tasks all fit in the slots

@@ -36,7 +36,7 @@ from mm2py.checkpoint.task import ensure_checkpoints_topic
 from mm2py.config.model import FlowConfig
 from mm2py.flowspec import FlowSpec
 from mm2py.heartbeat.emitter import HeartbeatEmitter
-from mm2py.source.plan.planner import planner_for
+from mm2py.source.plan.wiring import planner_for
 from mm2py.source.sync_writer import OffsetSyncWriter
 
 log = structlog.get_logger(__name__)

@@ -40,7 +40,7 @@ from mm2py.flowspec import FlowSpec
 from mm2py.kafka.admin import Admin
 from mm2py.source.copy.copy_settings import CopySettings
 from mm2py.source.copy.task import CopySpec, TaskRun, copy_ranges
-from mm2py.source.plan.planner import planner_for
+from mm2py.source.plan.wiring import planner_for
 from mm2py.source.ranges import PartitionRange
 from mm2py.stores.positions import PositionStore
 from tests.conftest import PORT_OFFSET

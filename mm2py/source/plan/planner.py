@@ -6,10 +6,12 @@
   made ready on the target, their limits and sizes;
 - ``StallBook`` (mm2py.source.plan.stalls): partitions whose last copy stopped short;
 - ``BatchSizer`` (mm2py.source.plan.sizing): the byte budget of the next micro-batch;
-- ``Offsets`` (mm2py.source.plan.spark_offsets): the Spark offset dict it reads and writes.
+- ``Offsets`` (mm2py.source.plan.spark_offsets): the Spark offset dict it reads and writes;
+- ``RangeMaker`` (mm2py.source.plan.range_maker): the ranges handed to the copy tasks;
+- ``share_budget`` (mm2py.source.plan.shares) and ``first_starts`` (mm2py.source.plan.first_starts).
 
-``planner_for`` builds a planner with the real clients; the Spark adapter (connectors/source.py)
-calls it on the driver, on first use.
+``planner_for`` (mm2py.source.plan.wiring) builds a planner with the real clients; the Spark
+adapter (connectors/source.py) calls it on the driver, on first use.
 """
 
 from __future__ import annotations
@@ -18,25 +20,23 @@ import time
 
 import structlog
 
-from mm2py.config.filters import topic_filter_for
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
-from mm2py.flowspec import FlowSpec
 from mm2py.kafka.admin import Admin
 from mm2py.kafka.compacted import ensure_compacted_topic
-from mm2py.metadata.sync import MetadataSync
 from mm2py.source.plan.ahead import AheadWork, ahead_delay
 from mm2py.source.plan.catalogue import TopicCatalogue
-from mm2py.source.plan.divergence import DivergenceCheck
-from mm2py.source.plan.listing import OffsetLister, SourceListing
-from mm2py.source.plan.reset_guard import ResetGuard, reset_sync_writer
+from mm2py.source.plan.first_starts import first_starts
+from mm2py.source.plan.listing import OffsetLister
+from mm2py.source.plan.range_maker import RangeMaker
+from mm2py.source.plan.reset_guard import ResetGuard
+from mm2py.source.plan.shares import share_budget
 from mm2py.source.plan.sizing import PLANNED_SHARE, BatchSizer, IntervalMeter
 from mm2py.source.plan.spark_offsets import Offsets
-from mm2py.source.plan.stalls import PlannedRange, StallBook
+from mm2py.source.plan.stalls import StallBook
 from mm2py.source.provenance import REGISTRY_TOPIC, Provenance, RegistryTail
-from mm2py.source.ranges import PartitionRange, split_key, tp_key
-from mm2py.stores.ledger import Ledger
-from mm2py.stores.positions import PositionStore, PositionTail
+from mm2py.source.ranges import PartitionRange, tp_key
+from mm2py.stores.positions import PositionStore
 from mm2py.types import TP
 
 log = structlog.get_logger(__name__)
@@ -104,6 +104,9 @@ class BatchPlanner:
         # backlog micro-batches are copy intervals (mm2py.source.copy.continuous), set by the reader
         self.continuous = False
         self.intervals = IntervalMeter()
+        self._keyed: tuple[dict[str, int], dict[str, TP]] | None = None  # see _keys
+        self.maker = RangeMaker(catalogue, stalls, exactly_once=flow.delivery.exactly_once != "off",
+                                stopped=lambda: self.resets.stopped() if self.resets is not None else frozenset())
 
     def recorded(self) -> dict[TP, int]:
         """The positions recorded on the target, as read at first need (once per run)."""
@@ -157,43 +160,8 @@ class BatchPlanner:
                           max_bytes, frozenset(ahead))
 
     def ranges(self, start_raw: dict, end_raw: dict) -> list[PartitionRange]:
-        start, end = Offsets.parse(start_raw), Offsets.parse(end_raw)
-        out = []
-        planned = {}
-        remotes: dict[str, tuple[str, int, int]] = {}
-        # exactly-once: Spark re-runs a micro-batch whose tasks may have committed already (a
-        # restarted query); start each range after what is committed (read_committed)
-        committed = self.stalls.tail.refresh() if self.flow.delivery.exactly_once != "off" else {}
-        for key, stop in end.positions.items():
-            begin = start.start_of(key)
-            exact = key in start.exact
-            if begin is None:  # first seen in this plan: its first start is exact (_initial_start)
-                begin, exact = end.new.get(key, stop), True
-            if key in end.restart:
-                begin, exact = end.restart[key]
-            done = committed.get(split_key(key), -1) + 1
-            if done > begin:
-                begin, exact = done, True
-            if stop > begin:
-                out.append(self._range(key, begin, stop, exact, remotes))
-                planned[key] = PlannedRange(begin, stop, exact)
-        self.stalls.planned(planned)
-        return out
-
-    def _range(self, key: str, begin: int, stop: int, exact: bool,
-               remotes: dict[str, tuple[str, int, int]]) -> PartitionRange:
-        """The range ``[begin, stop)`` of partition ``key``, with its remote topic's partitions and limit.
-
-        ``remotes`` keeps each topic's (remote topic, target partitions, limit) across the calls of one
-        plan: a topic's ten or more partitions ask the policy and the catalogue once.
-        """
-        topic, partition = split_key(key)
-        if (known := remotes.get(topic)) is None:
-            remote = self.catalogue.remote_topic(topic)
-            known = remotes[topic] = (remote, self.catalogue.rehash.get(topic, 0),
-                                      self.catalogue.max_batch_bytes.get(remote, 0))
-        return PartitionRange(topic, partition, begin, stop, known[0], exact=exact, target_partitions=known[1],
-                              max_batch_bytes=known[2])
+        """The ranges of the micro-batch from ``start_raw`` to ``end_raw`` (mm2py.source.plan.range_maker)."""
+        return self.maker.ranges(start_raw, end_raw)
 
     @property
     def once(self) -> bool:
@@ -232,21 +200,7 @@ class BatchPlanner:
         partition's next record is (after its recorded position when a tail took it past Spark's
         offset); held partitions are left out. Call after ``ranges``.
         """
-        start, end = Offsets.parse(start_raw), Offsets.parse(end_raw)
-        taken = {r.key for r in planned}
-        stopped = self.resets.stopped() if self.resets is not None else frozenset()  # by source.reset.policy = stop
-        remotes: dict[str, tuple[str, int, int]] = {}
-        out = []
-        idle = {}
-        for key, stop in end.positions.items():
-            if key in taken or self.stalls.held(key) or (stopped and split_key(key) in stopped):
-                continue
-            begin = start.start_of(key)
-            begin = self.stalls.next_offset(key, stop if begin is None else max(begin, stop))
-            out.append(self._range(key, begin, begin, True, remotes))
-            idle[key] = PlannedRange(begin, begin, True)
-        self.stalls.also_planned(idle)
-        return out
+        return self.maker.idle_ranges(start_raw, end_raw, planned)
 
     def provenance(self) -> Provenance | None:
         """The origins of the source's batches, read to the registry's end now; None without provenance.
@@ -265,29 +219,8 @@ class BatchPlanner:
     # -- planning ---------------------------------------------------------------------
 
     def _initial_start(self, tps: list[TP], log_starts: dict[TP, int] | None = None) -> tuple[dict[str, int], set[str]]:
-        """First start of partitions new to this run, and those of them that are exact: every one.
-
-        The start is the record after the recorded position, else where the reset policy says.
-        Both are record positions, not boundaries of a range this flow copied: DeleteRecords
-        (a Kafka Streams repartition purge) leaves the log start inside a batch, and MM2 records
-        positions inside batches. The copy takes that batch from the start on. ``log_starts``: the
-        source's log starts read just before (by the catalogue's sizing), used for ``earliest``.
-        """
-        stored = self.recorded()
-        starts: dict[str, int] = {}
-        missing = []
-        spec = "latest" if self.flow.delivery.auto_offset_reset == "latest" else "earliest"
-        known = log_starts if log_starts and spec == "earliest" else {}
-        for tp in tps:
-            if tp in stored:
-                starts[tp_key(*tp)] = stored[tp] + 1
-            elif tp in known:
-                starts[tp_key(*tp)] = known[tp]
-            else:
-                missing.append(tp)
-        if missing:
-            for tp, offset in self.offsets.list_offsets(missing, spec).items():
-                starts[tp_key(*tp)] = offset
+        """First start of partitions new to this run, and those of them that are exact: every one."""
+        starts = first_starts(tps, self.recorded(), self.flow.delivery.auto_offset_reset, self.offsets, log_starts)
         return starts, set(starts)
 
     def _plan(self, start: Offsets, restart: dict[str, tuple[int, bool]], stopped: dict[str, tuple[int, bool]],
@@ -297,12 +230,12 @@ class BatchPlanner:
         An ``ahead`` partition (a tailing copy went past Spark's offset) with nothing new keeps
         Spark's offset: a micro-batch with nothing to copy is not started for it.
         """
-        tps = self.catalogue.all_partitions()
-        keys = {tp_key(*tp): tp for tp in tps}
+        keys = self._keys()
+        tps = list(keys.values())
         restart = {k: v for k, v in restart.items() if k in keys}
         known = {k: v for k, v in start.positions.items() if k in keys}
         known.update({k: offset for k, (offset, _) in stopped.items() if k in keys})
-        fresh = [tp for k, tp in keys.items() if start.start_of(k) is None]
+        fresh = [keys[k] for k in keys.keys() - start.positions.keys() - start.new.keys()]
         # partitions first seen now: their start rides along in "new" for ranges() to find
         new, new_exact = self._initial_start(fresh) if fresh else ({}, set())
         exact = ((set(start.exact) - set(stopped)) | new_exact
@@ -332,64 +265,29 @@ class BatchPlanner:
         budget = min(self.sizer.next_budget(now), max_bytes) if max_bytes else None
         # a copy interval's tasks copy past their ranges: plan a share of what the interval copies
         cap = int(budget * PLANNED_SHARE) if budget is not None and self.continuous else budget
-        ends, planned_bytes, total_bytes = self._cap(begin, lag, cap)
+        moved, planned_bytes, total_bytes = share_budget(begin, lag, self._bytes_per_offset, cap)
         nearly = budget is not None and total_bytes <= 2 * budget
         after_ends = self.reached_ends  # the plan before this one reached every end
-        self.reached_ends = all(ends[k] == begin[k] + lag[k] for k in begin) and self._available_now is None
+        self.reached_ends = (all(moved[k] == begin[k] + n for k, n in lag.items() if n)
+                             and self._available_now is None)
         self.caught_up = self.reached_ends or (nearly and self._available_now is None)
         self.only_arrivals = self.reached_ends and (
             budget is None or planned_bytes < (budget if after_ends else budget / 2))
         if cap is not None:
             self.sizer.planned(now, planned_bytes, cap)
-        planned = {k for k in keys if ends[k] > begin[k]}
+        planned = moved.keys()  # a partition with a backlog is planned at least one offset
+        ends = {**begin, **moved}
         restart = {k: v for k, v in restart.items() if k in planned}
         ends.update({k: start.positions[k] for k in ahead if k not in planned})
         return Offsets(ends, frozenset(k for k in exact if k not in planned), new, restart,
                        start.restart_count + 1 if restart else 0).to_json()
 
-    def _cap(self, begin: dict[str, int], lag: dict[str, int],
-             max_bytes: int | None) -> tuple[dict[str, int], float, float]:
-        """End offsets within ``max_bytes`` of estimated source bytes, the bytes they plan, and all the lag's."""
-        size = {k: self._bytes_per_offset(k) for k in begin}
-        total = sum(lag[k] * size[k] for k in begin)
-        if not max_bytes or total <= max_bytes:
-            return {k: begin[k] + lag[k] for k in begin}, total, total
-        # share the byte budget in proportion to each partition's backlog, so none starves
-        share = max_bytes / total
-        ends = {k: begin[k] + (max(1, int(lag[k] * share)) if lag[k] else 0) for k in begin}
-        return ends, sum((ends[k] - begin[k]) * size[k] for k in begin), total
+    def _keys(self) -> dict[str, TP]:
+        """Spark's key of every partition of the catalogue's topics, made again only when the topics change."""
+        topics = self.catalogue.partitions
+        if self._keyed is None or self._keyed[0] != topics:
+            self._keyed = (dict(topics), {tp_key(*tp): tp for tp in self.catalogue.all_partitions()})
+        return self._keyed[1]
 
     def _bytes_per_offset(self, key: str) -> float:
         return self.catalogue.bytes_per_offset.get(key, ASSUMED_BYTES_PER_OFFSET)
-
-
-def planner_for(spec: FlowSpec) -> BatchPlanner:
-    """The planner of ``spec``'s flow with its real collaborators (clients are created, nothing is asked yet)."""
-    flow, policy, guard = spec.flow, spec.policy, spec.guard
-    src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
-    dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
-    store = PositionStore(flow.target, flow.source.alias, timeout_ms=flow.admin_timeout_ms)
-    listing = SourceListing(flow)
-    # the sync and the catalogue name topics for each other, and the catalogue reads the planner's
-    # recorded positions: the callables below are first called after all three are built
-    catalogue: TopicCatalogue
-    planner: BatchPlanner
-    metadata = MetadataSync(flow, src, dst, lambda topic: catalogue.remote_topic(topic),
-                            lambda topic: catalogue.mirrored(topic))
-    catalogue = TopicCatalogue(flow, policy, topic_filter_for(flow), src, dst, metadata,
-                               stored=lambda: planner.recorded(), log_sizes=listing.log_sizes,
-                               guard=guard, offsets=listing)
-    ledger = Ledger(flow.target, flow.source.alias, flow.name, timeout_s=flow.admin_timeout_ms / 1000)
-    tail = PositionTail(store, dst)  # the positions, and the leader epoch of each (mm2py.source.plan.divergence)
-    resets = ResetGuard(flow.name, flow.delivery.source_reset_policy, ledger=ledger,
-                        source=listing, target=dst, remote_topic=lambda topic: catalogue.remote_topic(topic),
-                        topic_ids=listing.topic_ids, save_positions=store.save, write_syncs=reset_sync_writer(flow),
-                        recreate_remote=lambda topic: catalogue.refresh_topics(force=True),
-                        source_partitions=src.topics, divergence=DivergenceCheck(listing, lambda: tail))
-    catalogue.on_remote_lost = resets.remote_lost
-    planner = BatchPlanner(flow, catalogue=catalogue, source=src, target=dst, store=store, resets=resets,
-                           stalls=StallBook(flow.name, tail),
-                           sizer=BatchSizer(flow.copy.max_batch_bytes, flow.copy.batch_duration_ms / 1000),
-                           registry=RegistryTail(flow.source, flow.admin_timeout_ms / 1000)
-                           if guard.provenance else None, offsets=listing)
-    return planner

@@ -189,7 +189,8 @@ class StallBook:
         planned, self._planned = self._planned, {}
         if not planned:
             return {}
-        short = short_ranges(planned, {k: recorded.get(split_key(k)) for k in planned})
+        # an empty range (a tail's, BatchPlanner.idle_ranges) cannot stop short: only planned ones are looked up
+        short = short_ranges(planned, {k: recorded.get(split_key(k)) for k, r in planned.items() if r.end > r.begin})
         restart = {}
         for key, r in short.items():
             again = self._restarted.get(key) == r.begin

@@ -42,7 +42,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
 # Continuous copy with exactly-once is refused at start until its transactions are built
 # (mm2py.config.delivery); flip this when it lands, and the exactly-once case copies continuously too.
 EXACTLY_ONCE_CONTINUOUS = False
-SPARK_PORT = 27077 + PORT_OFFSET
+SPARK_PORT = 29777 + PORT_OFFSET  # workers take port + 3 to + 7 (mm2py.dev.spark)
 QUERY = "source A->B"  # the copy query's name (mm2py.engine.driver), in each job's description
 BACKLOG = 60_000
 INTERVAL_MS = 6000

@@ -104,6 +104,7 @@ class BatchPlanner:
         # backlog micro-batches are copy intervals (mm2py.source.copy.continuous), set by the reader
         self.continuous = False
         self.intervals = IntervalMeter()
+        self._committed: dict[TP, int] = {}  # exactly-once: the committed positions ``ranges`` read last
 
     def recorded(self) -> dict[TP, int]:
         """The positions recorded on the target, as read at first need (once per run)."""
@@ -163,7 +164,7 @@ class BatchPlanner:
         remotes: dict[str, tuple[str, int, int]] = {}
         # exactly-once: Spark re-runs a micro-batch whose tasks may have committed already (a
         # restarted query); start each range after what is committed (read_committed)
-        committed = self.stalls.tail.refresh() if self.flow.delivery.exactly_once != "off" else {}
+        committed = self._committed = self.stalls.tail.refresh() if self.flow.delivery.exactly_once != "off" else {}
         for key, stop in end.positions.items():
             begin = start.start_of(key)
             exact = key in start.exact
@@ -230,7 +231,8 @@ class BatchPlanner:
         A tail copies what arrives on the partitions its task holds; without these, a partition
         with nothing new at plan time would wait for the next micro-batch. Each begins where the
         partition's next record is (after its recorded position when a tail took it past Spark's
-        offset); held partitions are left out. Call after ``ranges``.
+        offset, and, exactly-once, after its committed position even in a micro-batch Spark runs
+        again); held partitions are left out. Call after ``ranges``.
         """
         start, end = Offsets.parse(start_raw), Offsets.parse(end_raw)
         taken = {r.key for r in planned}
@@ -243,6 +245,7 @@ class BatchPlanner:
                 continue
             begin = start.start_of(key)
             begin = self.stalls.next_offset(key, stop if begin is None else max(begin, stop))
+            begin = max(begin, self._committed.get(split_key(key), -1) + 1)  # exactly-once: after the committed
             out.append(self._range(key, begin, begin, True, remotes))
             idle[key] = PlannedRange(begin, begin, True)
         self.stalls.also_planned(idle)

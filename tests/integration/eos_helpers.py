@@ -15,8 +15,9 @@ from tests.kafkautil import consume_all
 class Writers:
     """Plain records and source transactions (every third aborted) streaming into ``topic``."""
 
-    def __init__(self, bootstrap: str, topic: str, txn_id: str, partitions: int = 4):
+    def __init__(self, bootstrap: str, topic: str, txn_id: str, partitions: int = 4, pause_s: float = 0.1):
         self.bootstrap, self.topic, self.txn_id, self.partitions = bootstrap, topic, txn_id, partitions
+        self.pause_s = pause_s  # between two rounds of 100 plain records and a source transaction of 20
         self._stop = threading.Event()
         self.failed: list[str] = []
         self.aborted_values: set[bytes] = set()
@@ -56,7 +57,7 @@ class Writers:
                     txn.commit_transaction(30)
                 k += 1
                 self.transactions = k
-                time.sleep(0.1)
+                time.sleep(self.pause_s)
             assert plain.flush(30) == 0
         except Exception as e:  # reported by the test
             self.failed.append(repr(e))

@@ -73,10 +73,12 @@ def start_on_a_backlog(a: str, b: str, topic: str, tmp_path: Path) -> tuple[Path
     config = tmp_path / "mm2.properties"
     config.write_text(interval_config(a, b, topic))
     log = tmp_path / "replicator.log"
-    # about 240 records/s: a backlog the copy (a batch per fetch) works off in a few intervals, on a busy machine too
-    writers = Writers(a, topic, f"{topic}-src", PARTITIONS, pause_s=0.5).start()
+    writers = Writers(a, topic, f"{topic}-src", PARTITIONS).start()
     time.sleep(BACKLOG_S)
-    return config, log, writers, Replicator(config, log).start()
+    rep = Replicator(config, log).start()
+    # then about 240 records/s: a stream the copy (a batch per fetch) keeps up with, on a busy machine too
+    writers.pause_s = 0.5
+    return config, log, writers, rep
 
 
 def position_records(b: str, topic: str) -> int:

@@ -62,13 +62,14 @@ LANES = (
     Lane("rest-b", REST, -LANE_SPACING,
          ("test_bad_input.py", "test_topologies.py", "test_source_resets.py", "test_failover.py",
           "test_remote_topic_deleted.py", "test_deleted_records.py", "test_schemas.py", "test_java_stores.py")),
-    # exactly_once 750 s, rolling_restart 352, oauth 220, multibroker 50
+    # exactly_once 750 s, exactly_once_intervals ~450, rolling_restart 352, oauth 220, multibroker 50
     Lane("long-a", LONG, -2 * LANE_SPACING,
-         ("test_exactly_once.py", "test_rolling_restart.py", "test_oauth.py", "test_multibroker.py")),
+         ("test_exactly_once.py", "test_exactly_once_intervals.py", "test_rolling_restart.py", "test_oauth.py",
+          "test_multibroker.py")),
     # stop 947 s (ten scenarios), tail 424, unclean_election 136
     Lane("long-b", LONG, -3 * LANE_SPACING, ("test_stop.py", "test_tail.py", "test_unclean_election.py")),
-    # the long default: broker_faults 453 s, identity_cycles 390, spark_job_failover 285, prometheus
-    # 175, live_lag 76, and every long module no lane names
+    # the long default: broker_faults 453 s, identity_cycles 390, reschedule ~300, spark_job_failover
+    # 285, prometheus 175, live_lag 76, and every long module no lane names
     Lane("long-c", LONG, -4 * LANE_SPACING),
     Lane("krb", KRB_MARKER, -5 * LANE_SPACING, krb=True),
 )

@@ -13,8 +13,8 @@ the target can do it, else at-least-once with one WARNING naming why) or ``requi
 does not start without it: ``mm2py.source.copy.exactly_once.prepare`` checks the target at start).
 ``partition.mismatch = hash`` has no exactly-once mode: ``required`` with it is refused here,
 naming the key and line. Continuous copy (``copy.continuous.enabled``, mm2py.source.copy.continuous)
-has none either: with exactly-once ``enabled`` or ``required`` it is refused here, naming the
-continuous key and the one that asked for exactly-once.
+has one: an interval's task commits a transaction every ``copy.tail.commit.ms``
+(mm2py.source.copy.interval_commits).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from mm2py.errors import ConfigError, ConfigProblem
 
 WORKER_KEY = "exactly.once.source.support"
 CONNECTOR_KEY = "exactly.once.support"
-CONTINUOUS_KEY = "copy.continuous.enabled"
 _STRENGTH = {"off": 0, "enabled": 1, "required": 2}
 
 
@@ -64,19 +63,8 @@ def apply_delivery(entries: Mapping[str, Entry], config: MirrorMakerConfig,
                 key, f"flow {flow.name} requires exactly-once delivery, which partition.mismatch = hash "
                      "(records re-keyed by a producer per task) does not have; use 'enabled' or "
                      "partition.mismatch = error", line, source))
-        if mode != "off" and flow.enabled and flow.copy.continuous_enabled:
-            problems.append(_continuous_refused(entries, flow, key, source))
         flows.append(replace(flow, delivery=replace(flow.delivery, exactly_once=mode, exactly_once_key=key)))
     if problems:
         raise ConfigError(problems)
     return replace(config, flows=tuple(flows))
 
-
-def _continuous_refused(entries: Mapping[str, Entry], flow: FlowConfig, mode_key: str | None,
-                        source: str | None) -> ConfigProblem:
-    """Continuous copy asked for on an exactly-once flow: the continuous copier has no transactions."""
-    key = next((k for k in (f"{flow.name}.{CONTINUOUS_KEY}", CONTINUOUS_KEY) if k in entries), CONTINUOUS_KEY)
-    line = entries[key].line if key in entries else None
-    return ConfigProblem(key, f"flow {flow.name}: {CONTINUOUS_KEY} = true has no exactly-once mode (its copy "
-                              f"intervals are not transactions), and {mode_key or CONNECTOR_KEY} asks for "
-                              "exactly-once; set one of them off", line, source)

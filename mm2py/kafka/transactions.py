@@ -9,8 +9,10 @@ Invariants:
 - ``begin`` returns a producer id and epoch that fence every earlier holder of the
   transactional id: the coordinator aborts an open transaction of theirs, and their later
   produce or EndTxn is refused (PRODUCER_FENCED / INVALID_PRODUCER_EPOCH);
-- one ``Transaction`` holds one transaction: sequences start at 0 after ``begin`` and it ends
-  with exactly one ``commit`` or ``abort``;
+- one ``Transaction`` holds one transactional id's transactions in turn: sequences start at 0
+  after ``begin`` and after every ``commit`` or ``abort``, which (EndTxn v5) bump the epoch: the
+  answer's producer id and epoch are those of the next transaction, kept in ``producer_id`` and
+  ``epoch``;
 - every error leaving this module is a ``mm2py.errors.KafkaError`` naming the cluster and the
   transactional id; a missing TransactionalId ACL names the ``kafka-acls`` command to run.
 """
@@ -109,9 +111,12 @@ class Transaction:
         self._end(False)
 
     def _end(self, committed: bool) -> None:
-        self._call(lambda: END_TXN(transactional_id=self.transactional_id, producer_id=self.producer_id,
-                                   producer_epoch=self.epoch, committed=committed),
-                   "EndTxn(commit)" if committed else "EndTxn(abort)")
+        response = self._call(lambda: END_TXN(transactional_id=self.transactional_id, producer_id=self.producer_id,
+                                              producer_epoch=self.epoch, committed=committed),
+                              "EndTxn(commit)" if committed else "EndTxn(abort)")
+        # transaction version 2 bumps the epoch at every end: the next transaction's producer state
+        if getattr(response, "producer_id", -1) >= 0 and getattr(response, "producer_epoch", -1) >= 0:
+            self.producer_id, self.epoch = response.producer_id, response.producer_epoch
 
     def _call(self, request: Callable[[], object], what: str) -> Any:
         """Send ``request()`` to the coordinator until it answers without a transient error."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -180,3 +181,34 @@ def card_records(n: int) -> list[tuple]:
             value = None
         out.append((b"k%d" % (i % 30), value, [("id", b"%d" % i)], now + i))
     return out
+
+
+def batch_lines(log: Path) -> list[dict[str, int]]:
+    """records and tailed_records of every ``micro-batch mirrored`` line of the replicator's log."""
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        if '"micro-batch mirrored"' in line:
+            event = json.loads(line[line.index("{"):])  # a child process logs JSON lines
+            out.append({"records": event["records"], "tailed": event["tailed_records"]})
+    return out
+
+
+def copy_intervals(log: Path) -> int:
+    """Micro-batches in ``log`` that copied past their planned ends: tails, or copy intervals where
+    ``copy.tail.ms = 0``."""
+    return sum(1 for b in batch_lines(log) if b["tailed"])
+
+
+def next_commit(log: Path, replicator: Replicator) -> None:
+    """Return as the next micro-batch's commit line is written: its handover to the next plan and launch."""
+    seen = len(batch_lines(log))
+    deadline = time.monotonic() + 60
+    while len(batch_lines(log)) == seen and time.monotonic() < deadline and replicator.alive():
+        time.sleep(0.01)
+    assert len(batch_lines(log)) > seen, replicator.tail()
+
+
+def records_behind(bootstrap: str, topic: str, store: PositionStore) -> int:
+    """Records of ``topic`` on the source past the positions recorded on the target."""
+    return sum(end_offsets(bootstrap, topic).values()) - sum(at + 1 for tp, at in store.load().items()
+                                                              if tp[0] == topic)

@@ -32,57 +32,20 @@ from mm2py.source.copy.exactly_once import prepare, spec_for
 from mm2py.source.copy.transactional import HOLD_AFTER_COMMIT, HOLD_BEFORE_COMMIT, TaskTransaction
 from mm2py.source.ranges import PartitionRange
 from tests.conftest import PORT_OFFSET, own_clusters
-from tests.integration.eos_writers import PARTITIONS, Writers
+from tests.integration.eos_helpers import Writers, assert_exactly_once
 from tests.integration.mirror_helpers import REPO, Replicator, properties, python_workers, wait_for
 from tests.kafkautil import consume, consume_all, create_topic, end_offsets, list_topics
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
 
 PORTS = {"eos-a": 32292 + PORT_OFFSET, "eos-b": 32392 + PORT_OFFSET}
+PARTITIONS = 4
 
 
 @pytest.fixture(scope="module")
 def eos_clusters(cluster_workdir: Path) -> Iterator[dict[str, devcluster.DevCluster]]:
     with own_clusters(cluster_workdir, PORTS) as started:
         yield {"A": started["eos-a"], "B": started["eos-b"]}
-
-
-def exactly_once(a: str, b: str, topic: str, aborted: set[bytes]) -> tuple[bool, str]:
-    """(caught up exactly, why not): per partition, B's read_committed records are A's committed ones in order.
-
-    A is read before and after B (writers may still run): B must hold all of A's first read and
-    be a prefix of A's second.
-    """
-    before = consume_all(a, topic, isolation="read_committed")
-    try:
-        target = consume_all(b, f"A.{topic}", isolation="read_committed")
-    except AssertionError as e:  # the remote topic not there yet
-        return False, str(e)
-    after = consume_all(a, topic, isolation="read_committed")
-    problems = []
-    for p, records in after.items():
-        want, got = [r.value for r in records], [r.value for r in target.get(p, [])]
-        if got != want[:len(got)] or len(got) < len(before[p]):
-            problems.append(f"partition {p}: {len(before[p])}..{len(want)} on A, {len(got)} on B, "
-                            f"{len(got) - len(set(got))} twice, {len(set(want[:len(before[p])]) - set(got))} missing, "
-                            f"{len(set(got) - set(want))} not on A")
-        if aborted & set(got):
-            problems.append(f"partition {p}: {len(aborted & set(got))} aborted records on B")
-    return not problems, "; ".join(problems)
-
-
-def assert_exactly_once(a: str, b: str, topic: str, writers: Writers, rep: Replicator, what: str) -> None:
-    """Wait until B caught up with A's committed records; fail on anything but an exact copy."""
-    state = {"why": ""}
-
-    def caught_up() -> bool:
-        ok, state["why"] = exactly_once(a, b, topic, writers.aborted_values)
-        return ok
-
-    try:
-        wait_for(caught_up, 240, f"B holds A's committed records exactly once after {what}", rep)
-    except AssertionError as e:
-        raise AssertionError(f"{e}\nlast difference: {state['why']}") from None
 
 
 def config_text(clusters: dict[str, devcluster.DevCluster], topic: str, extra: str = "") -> str:
@@ -112,7 +75,7 @@ def test_crash_loop_worker_kill_and_target_restart_keep_exactly_once_then_failov
     config = tmp_path / "mm2.properties"
     config.write_text(config_text(eos_clusters, topic))
     log = tmp_path / "mm2.log"
-    writers = Writers(a, topic, f"{unique_name}-src").start()
+    writers = Writers(a, topic, f"{unique_name}-src", PARTITIONS).start()
     rng = random.Random(7)
     rep = Replicator(config, log).start()
     try:

@@ -1,13 +1,14 @@
 """A copy task rescheduled to another executor on a standalone Spark cluster (issue 50).
 
-A standalone master with two one-core workers runs one flow A->B with two copy tasks, one per
-executor, over a backlog that a writer keeps growing. While a copy task runs, its worker JVM
-and its executor (one process group) are SIGKILLed; Spark runs the lost task again on the other
-executor. At-least-once: every source record is on B in source order per partition, duplicates
-only as whole stretches copied again. Exactly-once: read_committed on B holds exactly the
-source's committed records, in order, none twice, none missing, none aborted. Both: the flow
-commits on after the kill, and the driver's event log shows the lost attempt succeeded on the
-other executor.
+A standalone master with two one-core workers runs one flow A->B with continuous copy (its
+backlog micro-batches are copy intervals, exactly-once ones committing a transaction per commit
+period) and two copy tasks, one per executor, over a backlog that a writer keeps growing. While
+a copy task runs, its worker JVM and its executor (one process group) are SIGKILLed; Spark runs
+the lost task again on the other executor. At-least-once: every source record is on B in source
+order per partition, duplicates only as whole stretches copied again. Exactly-once:
+read_committed on B holds exactly the source's committed records, in order, none twice, none
+missing, none aborted. Both: the flow commits on after the kill, and the driver's event log
+shows the lost attempt succeeded on the other executor.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from mm2py.config import load_text
 from mm2py.dev.spark import StandaloneSpark, start_standalone
 from mm2py.stores.positions import PositionStore
 from tests.conftest import PORT_OFFSET
-from tests.integration.eos_writers import PARTITIONS, Writers
-from tests.integration.mirror_helpers import Replicator, properties, wait_for
+from tests.integration.eos_helpers import Writers, assert_exactly_once
+from tests.integration.mirror_helpers import Replicator, copy_intervals, properties, wait_for
 from tests.integration.spark_tasks import (
     event_spark_conf,
     executors_of,
@@ -39,9 +40,7 @@ from tests.kafkautil import Stream, consume_all, create_topic, end_offsets, list
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
 
-# Continuous copy with exactly-once is refused at start until its transactions are built
-# (mm2py.config.delivery); flip this when it lands, and the exactly-once case copies continuously too.
-EXACTLY_ONCE_CONTINUOUS = False
+PARTITIONS = 4
 SPARK_PORT = 29777 + PORT_OFFSET  # workers take port + 3 to + 7 (mm2py.dev.spark)
 QUERY = "source A->B"  # the copy query's name (mm2py.engine.driver), in each job's description
 BACKLOG = 60_000
@@ -107,10 +106,9 @@ def kill_a_copy_worker(spark: StandaloneSpark, events: Path, rep: Replicator, ho
 
 
 def flow_config(a: str, b: str, topic: str, exactly_once: bool, events: Path) -> str:
-    continuous = EXACTLY_ONCE_CONTINUOUS or not exactly_once
     keys = {"topics": topic, "tasks.max": "2", "trigger.interval.ms": "500", "batch.duration.ms": str(INTERVAL_MS),
             "max.batch.bytes": "1000000",  # the first plan, before a rate is measured: seconds, not minutes
-            "copy.continuous.enabled": str(continuous).lower(), "emit.checkpoints.interval.seconds": "5",
+            "copy.continuous.enabled": "true", "emit.checkpoints.interval.seconds": "5",
             "emit.heartbeats.interval.seconds": "2", "admin.timeout.ms": "15000"}
     extra = "".join(f"{k} = {v}\n" for k, v in event_spark_conf(events).items())
     if exactly_once:
@@ -120,19 +118,6 @@ def flow_config(a: str, b: str, topic: str, exactly_once: bool, events: Path) ->
 
 def positions(store: PositionStore, topic: str) -> dict[int, int]:
     return {p: at for (t, p), at in store.load().items() if t == topic}
-
-
-def committed_exactly(a: str, b: str, topic: str, aborted: set[bytes]) -> tuple[bool, str]:
-    """(B's read_committed copy is A's committed records exactly, per partition; the difference)."""
-    want = consume_all(a, topic, isolation="read_committed")
-    got = consume_all(b, f"A.{topic}", isolation="read_committed")
-    problems = []
-    for p in range(PARTITIONS):
-        w, g = [r.value for r in want[p]], [r.value for r in got.get(p, [])]
-        if g != w:
-            problems.append(f"partition {p}: {len(w)} on A, {len(g)} on B, {len(g) - len(set(g))} twice, "
-                            f"{len(set(w) - set(g))} missing, {len(set(g) & aborted)} aborted")
-    return not problems, "; ".join(problems)
 
 
 @pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
@@ -147,36 +132,25 @@ def test_copy_task_rescheduled_to_the_other_executor(cluster_a, cluster_b, uniqu
     log = tmp_path / "replicator.log"
     spark = start_standalone(tmp_path / "spark", port=SPARK_PORT, timeout=240)  # a loaded machine starts slowly
     assert spark.port == SPARK_PORT and spark.webui_port == SPARK_PORT + 3
-    writer: Writers | Stream = (Writers(a, topic, f"{unique_name}-txn") if exactly_once
+    writer: Writers | Stream = (Writers(a, topic, f"{unique_name}-txn", PARTITIONS) if exactly_once
                                 else Stream(a, topic, PARTITIONS, 2000)).start()
     rep = Replicator(config, log, "--spark-master", spark.master_url).start()
     store = PositionStore(load_text(config.read_text()).clusters["B"], "A")
     try:
-        if not exactly_once:  # copy intervals, not ranges: a backlog task copies after its planned ends
-            wait_for(lambda: f"A.{topic}" in list_topics(b) and len(mirror_events(log)) >= 3, 360,
-                     "the flow commits micro-batches", rep)
-            wait_for(lambda: any(e.get("tailed_records", 0) > 0 for e in mirror_events(log)), 120,
-                     "a continuous copy interval", rep)
-        # exactly-once tasks copy their ranges and end: caught up, they last a fraction of a
-        # second, so the kill is aimed at the first micro-batches, which copy the backlog
+        # copy intervals, not ranges: a backlog task copies after its planned ends
+        wait_for(lambda: f"A.{topic}" in list_topics(b) and len(mirror_events(log)) >= 3, 360,
+                 "the flow commits micro-batches", rep)
+        wait_for(lambda: copy_intervals(log) > 0, 120, "a continuous copy interval", rep)
         killed_at = len(log.read_text(errors="replace"))
         at_kill = positions(store, topic)
-        worker, tids = kill_a_copy_worker(spark, events, rep, hold=2.0 if not exactly_once else 0.3)
+        worker, tids = kill_a_copy_worker(spark, events, rep, hold=2.0)
         lost = executors_of(spark.logdir / f"worker-{worker}")
         time.sleep(15)  # the backlog grows on, one executor left
         writer.stop()
         assert not writer.failed, writer.failed[:3]
         ends = end_offsets(a, topic)
-        if exactly_once:
-            state = {"why": ""}
-
-            def caught_up() -> bool:
-                ok, state["why"] = committed_exactly(a, b, topic, writer.aborted_values)  # type: ignore[union-attr]
-                return ok
-            try:
-                wait_for(caught_up, 240, "B holds A's committed records exactly once", rep)
-            except AssertionError as e:
-                raise AssertionError(f"{e}\nlast difference: {state['why']}") from None
+        if isinstance(writer, Writers):
+            assert_exactly_once(a, b, topic, writer, rep, "a copy task rescheduled to the other executor")
         wait_for(lambda: positions(store, topic) == {p: end - 1 for p, end in ends.items()}, 240,
                  "positions on B at A's ends", rep)
         assert rep.alive(), rep.tail()

@@ -11,7 +11,6 @@ at the handover between two intervals, and its Python workers are SIGKILLed at t
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import time
@@ -21,22 +20,22 @@ import pytest
 
 from mm2py.config.model import ClusterConfig
 from mm2py.stores.positions import PositionStore
-from tests.integration.mirror_helpers import Replicator, properties, python_workers, stop_at_the_ends, wait_for
+from tests.integration.mirror_helpers import (
+    Replicator,
+    batch_lines,
+    copy_intervals,
+    next_commit,
+    properties,
+    python_workers,
+    records_behind,
+    stop_at_the_ends,
+    wait_for,
+)
 from tests.kafkautil import Stream, compare, create_topic, end_offsets, producer_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
 
 RATE = 400  # records/s over both partitions
-
-
-def batch_lines(log: Path) -> list[dict[str, int]]:
-    """records and tailed_records of every ``micro-batch mirrored`` line of the replicator's log."""
-    out = []
-    for line in log.read_text(errors="replace").splitlines():
-        if '"micro-batch mirrored"' in line:
-            event = json.loads(line[line.index("{"):])  # a child process logs JSON lines
-            out.append({"records": event["records"], "tailed": event["tailed_records"]})
-    return out
 
 
 def test_tailing_tasks_copy_a_stream_as_it_arrives_and_lose_nothing_across_restarts(cluster_a, cluster_b,
@@ -122,27 +121,6 @@ def start_on_a_backlog(bootstrap_a: str, bootstrap_b: str, topic: str,
     stream = Stream(bootstrap_a, topic, 2, 2000).start()
     time.sleep(BACKLOG_S)
     return config, log, stream, Replicator(config, log).start(), PositionStore(ClusterConfig("B", bootstrap_b), "A")
-
-
-def copy_intervals(log: Path) -> int:
-    """Micro-batches in ``log`` that copied past their planned ends: tails, or copy intervals where
-    ``copy.tail.ms = 0``."""
-    return sum(1 for b in batch_lines(log) if b["tailed"])
-
-
-def records_behind(bootstrap: str, topic: str, store: PositionStore) -> int:
-    """Records of ``topic`` on the source past the positions recorded on the target."""
-    return sum(end_offsets(bootstrap, topic).values()) - sum(at + 1 for tp, at in store.load().items()
-                                                              if tp[0] == topic)
-
-
-def next_commit(log: Path, replicator: Replicator) -> None:
-    """Return as the next micro-batch's commit line is written: its handover to the next plan and launch."""
-    seen = len(batch_lines(log))
-    deadline = time.monotonic() + 60
-    while len(batch_lines(log)) == seen and time.monotonic() < deadline and replicator.alive():
-        time.sleep(0.01)
-    assert len(batch_lines(log)) > seen, replicator.tail()
 
 
 def test_a_kill_at_the_handover_between_two_copy_intervals_loses_nothing_and_keeps_order(cluster_a, cluster_b,

@@ -497,16 +497,12 @@ def test_exactly_once_required_with_hash_partitioning_is_refused_naming_key_and_
     assert "mm2.properties:5" in message and "A->B.exactly.once.support" in message and "hash" in message
 
 
-def test_continuous_copy_with_exactly_once_is_refused_naming_both_keys_and_line() -> None:
+def test_continuous_copy_with_exactly_once_is_accepted() -> None:
     head = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
     for eos in ("A->B.exactly.once.support = required\n", "B.exactly.once.source.support = enabled\n"):
-        with pytest.raises(ConfigError) as err:
-            load_text(head + "A->B.copy.continuous.enabled = true\n" + eos, source="mm2.properties")
-        message = str(err.value)
-        assert "mm2.properties:5" in message and "A->B.copy.continuous.enabled" in message, message
-        assert eos.split(" =")[0] in message and "exactly-once" in message, message
+        flow = load_text(head + "A->B.copy.continuous.enabled = true\n" + eos).flows[0]
+        assert flow.copy.continuous_enabled and flow.delivery.exactly_once != "off"
     load_text(head + "A->B.copy.continuous.enabled = true\n")  # at-least-once: copy intervals
-    load_text(head + "copy.continuous.enabled = false\nexactly.once.support = required\n")
 
 
 def test_exactly_once_source_support_preparing_warns_that_flows_are_at_least_once() -> None:

@@ -25,11 +25,11 @@ def test_a_backlog_micro_batch_of_an_at_least_once_flow_is_an_interval_when_its_
     assert not fits(0, TaskSlots(2, 1)) and fits(2, TaskSlots(4, 2)) and fits(1, TaskSlots(1, 0))
 
 
-def test_no_interval_with_exactly_once_provenance_or_no_duration():
+def test_no_interval_with_provenance_or_no_duration_while_exactly_once_has_intervals():
     exactly_once = replace(FLOW, delivery=replace(FLOW.delivery, exactly_once="enabled"))
     no_duration = replace(FLOW, copy=replace(FLOW.copy, batch_duration_ms=0))
-    assert may_continue(FLOW, False)
-    for flow, provenance in ((exactly_once, False), (FLOW, True), (no_duration, False)):
+    assert may_continue(FLOW, False) and may_continue(exactly_once, False)
+    for flow, provenance in ((exactly_once, True), (FLOW, True), (no_duration, False)):
         assert not may_continue(flow, provenance)
         assert interval_ms(flow, provenance=provenance, backlog=True, tasks=1, share=TaskSlots(2, 1)) == 0
 

@@ -19,11 +19,13 @@ interval's micro-batch need not be caught up, and its tasks need not leave a slo
 - one writer per partition: a partition is in one task of an interval (every partition of the
   flow, ``BatchPlanner.idle_ranges``), and Spark starts the next interval's tasks only after all
   of this one's returned, each with nothing in flight;
-- only at-least-once flows without provenance (as tails; with exactly-once the setting is refused
-  at start, mm2py.config.delivery), never in a --once run (it copies
+- only flows without provenance (as tails), never in a --once run (it copies
   what was there at its start), and only while every task of the flows that hold slots runs at
   once (``tasks * flows <= slots``): a task waiting for a slot would start its interval when
   another ended it;
+- exactly-once: a task commits a transaction of what it holds every ``copy.tail.commit.ms`` over its
+  slice's transactional id, fenced by the producer epoch (mm2py.source.copy.interval_commits), and
+  each partition of the next interval starts after its committed position;
 - the planner plans ``PLANNED_SHARE`` of what an interval is measured to copy, and measures an
   interval by what it copied, not by what it planned (mm2py.source.plan.sizing: ``IntervalMeter``,
   ``BatchSizer.copied``).
@@ -36,10 +38,9 @@ from mm2py.source.copy.tail import TaskSlots
 
 
 def may_continue(flow: FlowConfig, provenance: bool) -> bool:
-    """Whether ``flow``'s backlog micro-batches are copy intervals at all: the setting, at-least-once,
-    no provenance, a positive ``batch.duration.ms``."""
-    return (flow.copy.continuous_enabled and flow.delivery.exactly_once == "off" and not provenance
-            and flow.copy.batch_duration_ms > 0)
+    """Whether ``flow``'s backlog micro-batches are copy intervals at all: the setting, no provenance,
+    a positive ``batch.duration.ms`` (at-least-once or exactly-once)."""
+    return flow.copy.continuous_enabled and not provenance and flow.copy.batch_duration_ms > 0
 
 
 def fits(tasks: int, share: TaskSlots) -> bool:

@@ -33,7 +33,8 @@ Invariants (the fetch and produce sides list their own):
   partition fetched from it tails: an answer may then leave out partitions with nothing new, which
   owe nothing; while any partition still owes planned data, requests are full and sessionless;
 - given a transactional ``ProducerState`` (exactly-once mode), batches carry it and the
-  transactional bit; committing is the caller's (``mm2py.source.copy.transactional``);
+  transactional bit; committing is the caller's (``mm2py.source.copy.transactional``), or, in a
+  copy interval, the window's every commit period (``mm2py.source.copy.interval_commits``);
 - given a ``Provenance`` (a flow on an identity cycle, mm2py.source.provenance), a batch first
   written on the target is left out like an aborted one (the offset syncs break there), and
   every other batch is stamped with the producer id ``producer_for`` gives its origin; batches
@@ -210,8 +211,7 @@ class Copier:
                     window.queued(tp, self.parts[tp])
             window.send()
             window.reap(block=False)
-        while window.futures or window.any_queued():
-            self._drain_once()
+        self._drain()
         self._keep_producer()
         self._record_progress()  # durable now, not only when the whole micro-batch commits
         results = [p.result() for p in self.parts.values()]
@@ -242,10 +242,19 @@ class Copier:
         return future, None if session else tps[0]
 
     def _record_progress(self) -> None:
-        """The writer settled, then what the target acknowledged made durable (mm2py.source.copy.tail_commit)."""
+        """The writer settled, then what the target acknowledged made durable (mm2py.source.copy.tail_commit);
+        a transaction (mm2py.source.copy.interval_commits) drained first, its successor stamping what follows."""
         self.writer.settle()
-        if self.tail is not None and self.tail.progress is not None:
-            self.tail.progress.record(self.parts.items())
+        progress = self.tail.progress if self.tail is not None else None
+        if progress is not None and progress.drains:
+            self._drain()
+        if progress is not None and (state := progress.record(self.parts.items())) is not None:
+            self.writer.producer_id, self.writer.epoch = state.producer_id, state.epoch
+
+    def _drain(self) -> None:
+        """Send everything queued and wait for every answer."""
+        while self.window.futures or self.window.any_queued():
+            self._drain_once()
 
     def _keep_producer(self) -> None:
         """Every batch is acknowledged: the producer id goes back to the slot with its next sequences."""

@@ -64,6 +64,7 @@ def spec_for(flow: FlowConfig) -> ExactlyOnce | None:
         source_syncs=cluster if syncs and not on_target else None,
         timeout_ms=flow.admin_timeout_ms,
         produce_timeout_ms=CopySettings.for_flow(flow).produce_timeout_ms,
+        commit_ms=flow.copy.tail_commit_ms,
     )
 
 

@@ -27,8 +27,9 @@ Invariants:
 - a tailing micro-batch holds every partition of the flow: those with nothing planned get an
   empty range starting at their next record (``BatchPlanner.idle_ranges``), so no partition
   waits for the next micro-batch while the others tail;
-- never with exactly-once delivery (read_committed consumers see a transaction's records only
-  at its commit, so a longer transaction only delays them), never with provenance (a batch
+- never with exactly-once delivery (its tasks' one transaction would hide a tail's records until
+  the task's end; copy intervals commit one per period, mm2py.source.copy.interval_commits, and
+  tails could too, but are not turned on), never with provenance (a batch
   past the planned ends may carry a producer id registered after the registry was read), and
   never in a --once run (it must end);
 - a tailing task holds a Spark task slot for the window: a micro-batch tails only when the
@@ -46,7 +47,7 @@ from mm2py import worker
 from mm2py.config.model import FlowConfig
 from mm2py.source.copy.partition import PartitionCopy
 from mm2py.source.copy.stop_flag import StopFlag
-from mm2py.source.copy.tail_commit import FlowProgressSink, TailProgress
+from mm2py.source.copy.tail_commit import FlowProgressSink, TailProgress, TaskProgress
 from mm2py.types import TP
 
 
@@ -56,10 +57,11 @@ class TailWindow:
     ``open()`` is False for good once the window's end passed or the run's stop flag rose
     (mm2py.source.copy.stop_flag): a stopping run's tails end where they stand, so their micro-batch
     commits at once. ``progress`` makes what the target acknowledged durable while the task
-    tails (mm2py.source.copy.tail_commit).
+    tails (mm2py.source.copy.tail_commit), or commits an exactly-once task's transaction every period
+    (mm2py.source.copy.interval_commits).
     """
 
-    def __init__(self, until: float, stop: StopFlag | None = None, progress: TailProgress | None = None,
+    def __init__(self, until: float, stop: StopFlag | None = None, progress: TaskProgress | None = None,
                  clock: Callable[[], float] = time.monotonic):
         self.until = until
         self.stop = stop
@@ -123,10 +125,10 @@ class Tails:
 
 def window_for(flow: FlowConfig, ms: int, stop: StopFlag | None) -> TailWindow | None:
     """A copy task's window: tailing for ``ms`` from now (0: not at all), recording the task's
-    progress with the worker's kept writers (mm2py.worker). None for exactly-once flows, whose
-    tasks commit in their transactions."""
+    progress with the worker's kept writers (mm2py.worker). Exactly-once: None without a window,
+    else one whose progress the task's transactions fill in (mm2py.source.copy.interval_commits)."""
     if flow.delivery.exactly_once != "off":
-        return None
+        return TailWindow(time.monotonic() + ms / 1000, stop) if ms > 0 else None
     sink = worker.kept_state(("tail progress", flow.name, flow.source.bootstrap_servers,
                               flow.target.bootstrap_servers), lambda: FlowProgressSink(flow).open())
     progress = TailProgress(sink, flow.copy.tail_commit_ms / 1000, syncs=flow.checkpoints.emit_offset_syncs_enabled,

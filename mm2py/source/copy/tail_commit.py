@@ -24,13 +24,15 @@ Invariants:
   micro-batch's commit, which writes everything; other errors fail the task, as the copy would;
 - a partition that lost records (deleted before they were mirrored) is left to the commit, which
   records the gap in the ledger before its position moves past it;
-- only at-least-once tasks record here; exactly-once tasks commit in their transactions.
+- only at-least-once tasks record here; exactly-once tasks commit in their transactions
+  (mm2py.source.copy.interval_commits), from the same ``gather``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import structlog
@@ -38,6 +40,7 @@ import structlog
 from mm2py.config.model import FlowConfig
 from mm2py.errors import KafkaError
 from mm2py.formats import OffsetSync
+from mm2py.source.copy.copy_settings import ProducerState
 from mm2py.source.copy.partition import PartitionCopy
 from mm2py.source.sync_history import history_for, run_starts
 from mm2py.source.sync_writer import OffsetSyncWriter
@@ -59,8 +62,24 @@ class ProgressSink(Protocol):
     def save_positions(self, positions: Mapping[TP, int], epochs: Mapping[TP, int]) -> None: ...
 
 
+class TaskProgress(Protocol):
+    """What a copy task's window records its progress with: ``TailProgress`` (at-least-once), or an
+    exactly-once task's transactions (mm2py.source.copy.interval_commits). With ``drains`` the copier
+    waits for every write in flight before ``record``, and stamps the batches after it with the
+    producer state ``record`` returns (a transaction's successor)."""
+
+    drains: bool
+    written: dict[TP, int]
+
+    def due(self, caught_up: Callable[[], bool] = ..., unrecorded: Callable[[], int] = ...) -> bool: ...
+    def unrecorded(self, parts: Iterable[tuple[TP, PartitionCopy]]) -> int: ...
+    def record(self, parts: Iterable[tuple[TP, PartitionCopy]]) -> ProducerState | None: ...
+
+
 class TailProgress:
     """Records one task's acknowledged progress every ``interval_s``. Constructor does no I/O."""
+
+    drains = False  # positions are written as they are acknowledged, writes go on meanwhile
 
     def __init__(self, sink: ProgressSink, interval_s: float, *, syncs: bool = True, history: bool = True,
                  clock: Callable[[], float] = time.monotonic):
@@ -100,37 +119,19 @@ class TailProgress:
         return sum(max(0, part.acked_next() - max(self.positions.get(tp, -1) + 1, part.range.start))
                    for tp, part in parts)
 
-    def record(self, parts: Iterable[tuple[TP, PartitionCopy]]) -> None:
+    def record(self, parts: Iterable[tuple[TP, PartitionCopy]]) -> ProducerState | None:
         """Write the syncs, then the positions, of what the target acknowledged since the last call."""
         self._last = self.clock()
-        syncs: list[OffsetSync] = []
-        history: list[OffsetSync] = []
-        positions: dict[TP, int] = {}
-        epochs: dict[TP, int] = {}  # the leader epoch of the batch holding each position (mm2py.source.plan.divergence)
-        counts: dict[TP, int] = {}
-        for tp, part in parts:
-            at = part.acked_next() - 1
-            if part.lost is not None or at < part.range.start or at <= self.positions.get(tp, -1):
-                continue
-            positions[tp] = at
-            if (epoch := part.epoch_below(at + 1)) >= 0:
-                epochs[tp] = epoch
-            if not self.syncs:
-                continue
-            done = self.written.get(tp, 0)
-            pairs = part.closed_syncs()[done:]
-            before = part.syncs[done - 1] if done else None
-            syncs += [OffsetSync(tp[0], tp[1], up, down) for up, down in pairs]
-            if self.history:
-                history += [OffsetSync(tp[0], tp[1], up, down) for up, down in run_starts(pairs, before)]
-            counts[tp] = len(part.syncs)
-        if not positions:
-            return
+        # a partition that lost records waits for the commit, which records the gap first
+        got = gather(((tp, p) for tp, p in parts if p.lost is None), self.positions, self.written,
+                     syncs=self.syncs, history=self.history)
+        if not got.positions:
+            return None
         try:
-            if syncs:
-                self.sink.write_syncs(syncs, history)
-            self.written.update(counts)
-            self.sink.save_positions(positions, epochs)
+            if got.syncs:
+                self.sink.write_syncs(got.syncs, got.history)
+            self.written.update(got.counts)
+            self.sink.save_positions(got.positions, got.epochs)
         except KafkaError as e:
             if not e.retriable:
                 raise
@@ -138,8 +139,44 @@ class TailProgress:
                 log.warning("a copy task could not record its progress; its micro-batch's commit will",
                             error=str(e))
                 self._warned = True
-            return
-        self.positions.update(positions)
+            return None
+        self.positions.update(got.positions)
+        return None
+
+
+@dataclass
+class Gathered:
+    """What a task has to record since its last record: positions (with the leader epoch of each, where
+    known), the syncs and history mapping the offsets below them, and each partition's count of syncs."""
+
+    positions: dict[TP, int] = field(default_factory=dict)
+    epochs: dict[TP, int] = field(default_factory=dict)
+    syncs: list[OffsetSync] = field(default_factory=list)
+    history: list[OffsetSync] = field(default_factory=list)
+    counts: dict[TP, int] = field(default_factory=dict)
+
+
+def gather(parts: Iterable[tuple[TP, PartitionCopy]], recorded: Mapping[TP, int], written: Mapping[TP, int], *,
+           syncs: bool, history: bool) -> Gathered:
+    """The positions ``acked_next - 1`` that moved past ``recorded``, and the syncs after the ``written`` ones."""
+    got = Gathered()
+    for tp, part in parts:
+        at = part.acked_next() - 1
+        if at < part.range.start or at <= recorded.get(tp, -1):
+            continue
+        got.positions[tp] = at
+        if (epoch := part.epoch_below(at + 1)) >= 0:  # the batch holding it (mm2py.source.plan.divergence)
+            got.epochs[tp] = epoch
+        if not syncs:
+            continue
+        done = written.get(tp, 0)
+        pairs = part.closed_syncs()[done:]
+        before = part.syncs[done - 1] if done else None
+        got.syncs += [OffsetSync(tp[0], tp[1], up, down) for up, down in pairs]
+        if history:
+            got.history += [OffsetSync(tp[0], tp[1], up, down) for up, down in run_starts(pairs, before)]
+        got.counts[tp] = len(part.syncs)
+    return got
 
 
 class FlowProgressSink:

@@ -26,6 +26,7 @@ from mm2py.source.copy.copy_mode import PLAIN, CopyMode
 from mm2py.source.copy.copy_settings import CopySettings, ProducerState
 from mm2py.source.copy.dead_letters import DeadLetters
 from mm2py.source.copy.exactly_once import spec_for
+from mm2py.source.copy.interval_commits import TransactionPeriods
 from mm2py.source.copy.producer_slot import ProducerSlot
 from mm2py.source.copy.record_sender import RecordSender
 from mm2py.source.copy.rehash import RehashWriter
@@ -99,8 +100,9 @@ class TaskRun:
     before it died, so after fencing it the ranges start after the committed positions;
     ``provenance``: the flow is on an identity cycle (mm2py.source.provenance): batches first
     written on the target stay behind, others are written with producer ids registered for their
-    origin; ``tail``: at-least-once ranges copy what arrives after them while it is open, and
-    progress is recorded as the target acknowledges it (mm2py.source.copy.tail).
+    origin; ``tail``: ranges copy what arrives after them while it is open, and progress is
+    recorded as the target acknowledges it (mm2py.source.copy.tail), or, exactly-once, committed in
+    a transaction every period (mm2py.source.copy.interval_commits).
     """
 
     client_id: str
@@ -147,12 +149,16 @@ def _transactional(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges:
     sink = (kept_writer(exactly_once.source_syncs, exactly_once.timeout_ms / 1000)
             if exactly_once.source_syncs is not None else None)
     txn = TaskTransaction(dst, exactly_once, run.slice_index, principal=spec.principals[1], source_syncs=sink)
-    producer = txn.begin()
+    producer = txn.begin()  # fences every earlier holder of the slice's id
+    # a copy interval (mm2py.source.copy.continuous): a transaction per commit period
+    periods = TransactionPeriods(txn, exactly_once.commit_ms / 1000) if run.tail is not None else None
+    window = TailWindow(run.tail.until, run.tail.stop, periods) if run.tail is not None else None
     results: list[RangeResult] = []
     try:
         if run.retry:
             ranges, results = after_committed(ranges, PositionStore(
-                spec.target, exactly_once.source_alias, timeout_ms=spec.settings.request_timeout_ms).load())
+                spec.target, exactly_once.source_alias, timeout_ms=spec.settings.request_timeout_ms).load(),
+                                              tails=window is not None)
         if ranges:
             origins = None
             if run.provenance is not None:
@@ -160,8 +166,11 @@ def _transactional(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges:
                 ids.register(producer.producer_id, run.provenance.source)
                 origins = transaction_origin(run.provenance, producer)
             mode = CopyMode(producer=producer, producer_for=origins)
-            results += _copier(clients, spec, ranges, replace(run, tail=None), mode).run()
-        txn.commit(results)
+            results += _copier(clients, spec, ranges, replace(run, tail=window), mode).run()
+        if periods is None:
+            txn.commit(results)
+        else:  # the copier committed the last period at its end
+            periods.finish()
     except BaseException:
         txn.abort()
         raise
@@ -244,14 +253,17 @@ def transaction_origin(provenance: Provenance, producer: ProducerState) -> Calla
     return producer_for
 
 
-def after_committed(ranges: list[PartitionRange], committed: Mapping[TP, int]) -> tuple[list[PartitionRange],
-                                                                                           list[RangeResult]]:
-    """``ranges`` starting after the ``committed`` positions, and results for those already wholly committed."""
+def after_committed(ranges: list[PartitionRange], committed: Mapping[TP, int], *,
+                    tails: bool = False) -> tuple[list[PartitionRange], list[RangeResult]]:
+    """``ranges`` starting after the ``committed`` positions, and results for those already wholly committed
+    (``tails``: a copy interval's, which go on from there as empty ranges instead)."""
     left: list[PartitionRange] = []
     done: list[RangeResult] = []
     for r in ranges:
         start = committed.get((r.topic, r.partition), -1) + 1
-        if start >= r.end:
+        if start >= r.end and tails:
+            left.append(replace(r, start=start, end=start, exact=True))
+        elif start >= r.end:
             done.append(RangeResult(r.topic, r.partition, r.start, r.end, start))
         elif start > r.start:
             left.append(replace(r, start=start, exact=True))

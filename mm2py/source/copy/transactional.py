@@ -44,7 +44,7 @@ from kafka.partitioner.default import murmur2
 
 from mm2py.config.model import ClusterConfig
 from mm2py.errors import KafkaError
-from mm2py.formats import SourceOffset
+from mm2py.formats import OffsetSync, SourceOffset
 from mm2py.kafka import batches as rb
 from mm2py.kafka.transactions import Transaction
 from mm2py.kafka.wire import RawClient, to_kafka_error
@@ -91,6 +91,7 @@ class ExactlyOnce:
     transaction_timeout_ms: int = 60000
     timeout_ms: int = 60000
     produce_timeout_ms: int = 30000  # the data producer's request.timeout.ms, for the syncs on the target
+    commit_ms: int = 2000  # copy.tail.commit.ms: a copy interval's task commits this often (interval_commits)
 
     def transactional_id(self, slice_index: int) -> str:
         return transactional_id(self.source_alias, self.target_alias, slice_index)
@@ -120,8 +121,12 @@ class TaskTransaction:
                                transaction_timeout_ms=spec.transaction_timeout_ms, principal=principal)
 
     def begin(self) -> ProducerState:
-        producer_id, epoch = self.txn.begin()
-        return ProducerState(producer_id, epoch, self.txn.transactional_id)
+        self.txn.begin()
+        return self.state()
+
+    def state(self) -> ProducerState:
+        """The producer state of the id's current transaction (each end bumps its epoch)."""
+        return ProducerState(self.txn.producer_id, self.txn.epoch, self.txn.transactional_id)
 
     def commit(self, results: Sequence[RangeResult]) -> None:
         """Write the positions (and syncs) of ``results`` in the transaction, then commit it.
@@ -136,23 +141,30 @@ class TaskTransaction:
         if not positions:  # acknowledged data moves a position, so none was written either
             self.txn.abort()
             return
+        self.commit_positions(positions, all_syncs(results), history_syncs(results))
+
+    def commit_positions(self, positions: Sequence[SourceOffset], syncs: Sequence[OffsetSync],
+                         history: Sequence[OffsetSync]) -> ProducerState:
+        """Write ``positions`` (and ``syncs``, ``history``) in the transaction and commit it; return the
+        producer state of the id's next transaction (transaction version 2 bumps the epoch at each end)."""
         records: dict[str, list[tuple[bytes, bytes | None]]] = {
             self.spec.positions_topic: [(p.key_bytes(), p.value_bytes()) for p in positions]}
-        syncs: dict[str, list[tuple[bytes, bytes | None]]] = {}
+        rows: dict[str, list[tuple[bytes, bytes | None]]] = {}
         if self.spec.syncs_topic is not None:
-            syncs[self.spec.syncs_topic] = [(s.key_bytes(), s.value_bytes()) for s in all_syncs(results)]
+            rows[self.spec.syncs_topic] = [(s.key_bytes(), s.value_bytes()) for s in syncs]
         if self.spec.history_topic is not None:
-            syncs[self.spec.history_topic] = [(s.key_bytes(), s.value_bytes()) for s in history_syncs(results)]
+            rows[self.spec.history_topic] = [(s.key_bytes(), s.value_bytes()) for s in history]
         if self.spec.source_syncs is None:  # on the target: in the transaction
-            records.update(syncs)
+            records.update(rows)
         self._produce(records)
         if self.spec.source_syncs is not None and self.source_syncs is not None:
-            for topic, rows in syncs.items():
-                if rows:
-                    self.source_syncs.write(topic, rows)
+            for topic, topic_rows in rows.items():
+                if topic_rows:
+                    self.source_syncs.write(topic, topic_rows)
         _hold(HOLD_BEFORE_COMMIT)
         self.txn.commit()
         _hold(HOLD_AFTER_COMMIT)
+        return self.state()
 
     def abort(self) -> None:
         """Abort, as far as the coordinator can be reached (else it aborts on the transaction timeout)."""

@@ -198,7 +198,8 @@ class BatchPlanner:
         A tail copies what arrives on the partitions its task holds; without these, a partition
         with nothing new at plan time would wait for the next micro-batch. Each begins where the
         partition's next record is (after its recorded position when a tail took it past Spark's
-        offset); held partitions are left out. Call after ``ranges``.
+        offset, and, exactly-once, after its committed position even in a micro-batch Spark runs
+        again); held partitions are left out. Call after ``ranges``.
         """
         return self.maker.idle_ranges(start_raw, end_raw, planned)
 

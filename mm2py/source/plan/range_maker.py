@@ -11,7 +11,8 @@ Invariants:
 - every partition planned or idle goes to ``StallBook`` (``planned``/``also_planned``), so the
   next review sees where each copy stopped;
 - an idle range begins where the partition's next record is: Spark's end, or after its
-  recorded position when a tail took it past that; held partitions, and those stopped by
+  recorded position when a tail took it past that (exactly-once: never before the record after
+  the committed position, as read by ``ranges``); held partitions, and those stopped by
   ``source.reset.policy = stop``, get none;
 - work per micro-batch: the planned partitions, plus one empty range per other partition only
   when the tasks tail. Spark's offset dicts are parsed once per micro-batch (``partitions``
@@ -42,6 +43,7 @@ class RangeMaker:
         self.exactly_once = exactly_once
         self.stopped = stopped  # partitions source.reset.policy = stop left where they are
         self._parsed: tuple[dict, dict, Offsets, Offsets] | None = None
+        self._committed: dict[TP, int] = {}  # exactly-once: the committed positions ``ranges`` read last
 
     def parse(self, start_raw: dict, end_raw: dict) -> tuple[Offsets, Offsets]:
         """Spark's two offset dicts, parsed; the same two dicts again give the same parse."""
@@ -60,7 +62,7 @@ class RangeMaker:
         remotes: dict[str, Remote] = {}
         # exactly-once: Spark re-runs a micro-batch whose tasks may have committed already (a
         # restarted query); start each range after what is committed (read_committed)
-        committed = self.stalls.tail.refresh() if self.exactly_once else {}
+        committed = self._committed = self.stalls.tail.refresh() if self.exactly_once else {}
         for key, stop in end.positions.items():
             begin = start.start_of(key)
             if begin is not None and stop <= begin and key not in end.restart:
@@ -95,6 +97,8 @@ class RangeMaker:
                 continue
             begin = start.start_of(key)
             begin = next_offset(key, stop if begin is None else max(begin, stop))
+            if self._committed:  # exactly-once: after the committed position, in a micro-batch run again too
+                begin = max(begin, self._committed.get(split_key(key), -1) + 1)
             out.append(self._range(key, begin, begin, True, remotes))
             idle[key] = PlannedRange(begin, begin, True)
         self.stalls.also_planned(idle)

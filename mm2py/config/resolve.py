@@ -234,6 +234,9 @@ class _Resolver:
             ms = self.parse(SHUTDOWN_TIMEOUT, name, entry.value)
             self.shutdown_timeout_ms = int(ms) if ms is not None else self.shutdown_timeout_ms  # type: ignore[call-overload]
         elif name.startswith("spark."):
+            if name == "spark.speculation" and entry.value.strip().lower() == "true":
+                self.problem(name, "a speculative copy task would write its partitions beside the first attempt, "
+                                   "out of order and past the exactly-once fence; leave it false")
             self.spark[name] = entry.value.strip()
         elif TOP_LEVEL_CLIENT.fullmatch(name) or name.partition(".")[0] in CLIENT_TYPES:
             if name == _RESET_KEY:

@@ -269,6 +269,13 @@ def test_spark_and_metrics_port():
     assert cfg.metrics_port == 9404 and cfg.source_path == "<text>"
 
 
+def test_spark_speculation_is_refused_naming_its_line():
+    text = AB + "spark.speculation = true\n"
+    found = keyed(text)["spark.speculation"]
+    assert "speculative copy task" in found.message and found.line == text.count("\n")
+    assert load_text(AB + "spark.speculation = false\n").spark == {"spark.speculation": "false"}
+
+
 # -- unknown keys --------------------------------------------------------------------------
 
 

@@ -218,12 +218,13 @@ FLOW_KEYS: tuple[Key, ...] = (
           "(0: tasks end at their planned ends).", minimum=0, extension=True),
     _flow("copy.tail.commit.ms", Kind.INT, "While a copy task tails, how often it records what the target "
           "acknowledged (offset syncs, then positions), so that a crash costs at most this long copied again "
-          "rather than the whole tail.", minimum=100, extension=True),
+          "rather than the whole tail; in an exactly-once copy interval, how often its transaction commits "
+          "(what read_committed consumers wait for).", minimum=100, extension=True),
     _flow("copy.continuous.enabled", Kind.BOOL, "On a backlog, copy tasks copy for the whole micro-batch "
           "interval (batch.duration.ms from their start) rather than for their planned ranges: a task that "
           "finished its ranges goes on copying its partitions to where they are when the interval closes, so no "
-          "task ends alone before the commit. At-least-once flows only (with exactly-once it is refused at "
-          "start), without provenance, only while the flow's tasks fit in Spark's task slots at once.",
+          "task ends alone before the commit. With exactly-once, a task commits a transaction every "
+          "copy.tail.commit.ms. Not with provenance; only while the flow's tasks fit in Spark's task slots at once.",
           extension=True),
     _flow("schemas.mode", Kind.ENUM, "Avro records in the Confluent wire format between clusters with a schema "
           "registry each: translate (sync subjects, rewrite every schema id to the target's), preserve (the "

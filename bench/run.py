@@ -267,6 +267,8 @@ def mm2_properties(alias: str, w: Workload, tool: str, net: Network | None = Non
         lines.append(f"copy.tail.ms = {LOW_LATENCY_TAIL_MS}")
     if tool == "mm2py-eos":  # mm2py's exactly-once mode (MM2's key; required: no silent fallback)
         lines.append("tgt.exactly.once.source.support = required")
+    if tool == "mm2py-continuous":  # backlog micro-batches as copy intervals (mm2py.source.copy.continuous)
+        lines.append("copy.continuous.enabled = true")
     if tool == "mm2py-provenance":  # on a cycle of a blind policy: provenance on (bench.untraced)
         lines += ["replication.policy.class = bench.untraced.PrefixedUntracedPolicy",
                   f"tgt->{alias}.enabled = true", f"tgt->{alias}.topics = bench-none",
@@ -515,7 +517,8 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
     if tool == "floor":
         return run_floor(w, pair, data_bytes, brokers, net)
     short = (tool.replace('py', 'p').replace('-eos', 'e').replace('-shallow', 's').replace('-provenance', 'v')
-             .replace('-lowlat', 'l').replace('@', '').replace('-', ''))  # a cluster alias: [A-Za-z0-9]
+             .replace('-lowlat', 'l').replace('-continuous', 'c')
+             .replace('@', '').replace('-', ''))  # a cluster alias: [A-Za-z0-9]
     alias = run_alias(pair, short, w, net, transforms)
     remote = [f"{alias}.{t}" for t in topic_names(w)]
     dst = Admin(ClusterConfig("tgt", f"127.0.0.1:{B_PORT}"))
@@ -675,7 +678,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a-d and f here; e (5,000 partitions) runs bench.shape on clusters of its own")
     parser.add_argument("--tools", default="floor,mm2,mm2py",
                         help="floor (the workload with no replicator: bench/floor.py), mm2, mm2py, mm2py-lowlat "
-                             "(copy.tail.ms 60 s), mm2py-eos (exactly-once mode), mm2py-shallow (Avro workloads copied "
+                             "(copy.tail.ms 60 s), mm2py-continuous (copy.continuous.enabled), "
+                             "mm2py-eos (exactly-once mode), mm2py-shallow (Avro workloads copied "
                              "without schemas.mode = translate), mm2py-provenance (the flow on an identity-like "
                              "cycle: provenance on) and copier (mm2py's copy path alone, without Spark)")
     parser.add_argument("--warmup-runs", type=int, default=1,
@@ -735,7 +739,8 @@ def main(argv: list[str] | None = None) -> int:
     results: list[RunResult] = []
     registries: list = []  # mm2py.dev.registry.DevRegistry, for Avro workloads
     try:
-        if {"mm2py", "mm2py-eos", "mm2py-shallow", "mm2py-provenance", "mm2py-lowlat"} & set(args.tools.split(",")):
+        if {"mm2py", "mm2py-eos", "mm2py-shallow", "mm2py-provenance", "mm2py-lowlat", "mm2py-continuous"} & set(
+                args.tools.split(",")):
             prime_mm2py()
         if any(w.avro for w in chosen):
             from mm2py.dev import registry as devregistry

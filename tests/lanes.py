@@ -1,9 +1,9 @@
 """``make test``: the suite in lanes, pytest processes side by side, so that waits do not add up.
 
-tests/lane_layout.py says which tests each lane runs: the tests not marked ``long`` in two rest
-lanes, the first of which streams its report to the terminal; the tests marked ``long`` (broker
-restarts, a three-minute outage, crash loops: minutes spent waiting on brokers, not on the CPU) in
-three long lanes beside them. Both are shared out by module, a module no lane names running in
+tests/lane_layout.py says which tests each lane runs: the tests not marked ``long`` in the rest
+lane, which streams its report to the terminal; the tests marked ``long`` (broker restarts, a
+three-minute outage, crash loops: minutes spent waiting on brokers, not on the CPU) in two long
+lanes beside it. Both are shared out by module, a module no lane names running in
 its marker's default lane. The lanes never meet: each has its own temporary directory, and its
 clusters, registries, KDCs and metrics listen at its own offset from ``MM2PY_TEST_PORT_OFFSET``
 (lane_layout's port band).
@@ -12,7 +12,7 @@ Tests marked ``krb_clients`` need confluent-kafka with GSSAPI, which PyPI's whee
 in the krb lane, with ``make kerberos-clients``' ``.venv-krb``. That build starts with the lanes,
 under ``nice -n 19`` (its output in ``krb-build.log`` of the lanes' folder); the krb lane runs as
 soon as the build has ended, beside the others, so it does not lengthen the run when it ends
-before the rest lanes. The other lanes' reports (``<lane>-lane.log``) are printed when all have
+before the rest lane. The other lanes' reports (``<lane>-lane.log``) are printed when all have
 ended, each with its seconds. Exit status: 0 only when the build and every lane passed; the last
 line names each lane that failed. Each lane must run tests (pytest's "no tests collected" fails
 it), unless ``-k`` narrows the selection, which may leave a lane none.

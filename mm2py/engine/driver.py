@@ -71,6 +71,10 @@ SPARK_DEFAULTS = {
 # (docs/design.md has the measurement). Given options come after ours.
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 JVM_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+# Seconds Spark's Python processes give their JVM to accept and authenticate their connection
+# (PySpark's SPARK_AUTH_SOCKET_TIMEOUT, 15 by default): on a host whose cores brokers and other
+# JVMs keep busy, 15 s ran out and failed a query (CANNOT_OPEN_SOCKET). The environment's wins.
+PYTHON_CONNECT_TIMEOUT_S = "120"
 # Local masters bind the driver to loopback: a replicator has no business listening elsewhere.
 LOCAL_NETWORK = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 
@@ -94,6 +98,8 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "mm2py",
     if master.startswith("local") or master.startswith("spark://127.") or master.startswith("spark://localhost"):
         settings.update(LOCAL_NETWORK)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("SPARK_AUTH_SOCKET_TIMEOUT", PYTHON_CONNECT_TIMEOUT_S)  # the driver's Python processes
+    settings["spark.executorEnv.SPARK_AUTH_SOCKET_TIMEOUT"] = os.environ["SPARK_AUTH_SOCKET_TIMEOUT"]  # executors'
     # Python workers must run the interpreter mm2py is installed in, not whatever is on PATH
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]

@@ -20,6 +20,7 @@ from mm2py.dev import cluster as devcluster
 from mm2py.engine.driver import Engine
 from mm2py.ops.failover import plan_failover
 from mm2py.stores.positions import PositionStore
+from tests.integration import reaper
 from tests.kafkautil import Stream, consume, create_topic, end_offsets, produce
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,8 +81,8 @@ class Replicator:
         log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
         cmd = [sys.executable, "-c", "import sys; from mm2py.cli import connect_mirror_maker_main as m; "
                "sys.exit(m())", str(self.config_path), *self.args]
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
-                                     start_new_session=True)
+        self.proc = reaper.track(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                                                  start_new_session=True), f"replicator of {self.config_path}")
         return self
 
     def alive(self) -> bool:

@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 
 from confluent_kafka import Producer
 
+from tests.integration import reaper
 from tests.integration.mirror_helpers import REPO, wait_for
 
 JOB = Path(__file__).with_name("spark_kafka_job.py")
@@ -23,9 +24,9 @@ def start_job(bootstrap: str, source: str, sink: Path, cp: Path, log: Path, form
               isolation: str = "read_uncommitted") -> subprocess.Popen:
     """The job (spark_kafka_job.py) as its own process, reading ``source`` in Kafka source form ``form``."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
-    return subprocess.Popen([sys.executable, str(JOB), bootstrap, source, str(sink), str(cp), form, isolation],
-                            cwd=REPO, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return reaper.track(subprocess.Popen([sys.executable, str(JOB), bootstrap, source, str(sink), str(cp), form,
+                                          isolation], cwd=REPO, env=env, stdout=open(log, "ab"),
+                                         stderr=subprocess.STDOUT, start_new_session=True), f"Spark job {JOB.name}")
 
 
 def sink_rows(sink: Path) -> list[dict]:

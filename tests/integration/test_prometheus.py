@@ -140,7 +140,8 @@ class Traffic:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(10)
+        if self._thread.is_alive():
+            self._thread.join(10)
         self.producer.flush(30)
         self.committer.close()
 
@@ -279,9 +280,9 @@ def test_prometheus_scrapes_mm2py_dashboards_strimzi_panels_healthy_rules_and_au
               f"test took {time.monotonic() - started:.0f} s")
         assert "records on the source are missing on the target" in (tmp_path / "replicator.log").read_text()
     finally:
+        rc = rep.stop()  # first: a clean-up error after it leaves no replicator running
         traffic.stop()
         server.stop()
-        rc = rep.stop()
     assert rc == 0, rep.tail()
 
 
@@ -361,7 +362,7 @@ def test_flow_stalled_fires_in_prometheus_when_the_target_stops_and_clears_when_
         run_promtool([("healthy, real scrape", healthy, healthy_at, False, {}),
                       ("stalled, real scrape", stalled_text, stalled_at, True, {"FlowStalled": ab})], tmp_path)
     finally:
+        rc = rep.stop()  # first: a clean-up error after it leaves no replicator running
         traffic.stop()
         server.stop()
-        rc = rep.stop()
     assert rc == 0, rep.tail()

@@ -64,9 +64,9 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def forget_last_commit(cp: Path, sink: Path) -> int:
     """The state of a query killed after its sink committed batch L and before Spark wrote commits/L
-    (what Spark re-runs as L on restart); returns L."""
+    (what Spark re-runs as L on restart); returns L. A stop that came between the two left that
+    state already: then commits/L is not there to delete."""
     last = sink_batches(sink)[-1]
-    assert (cp / "commits" / str(last)).exists(), "the job stopped with its sink's last batch committed"
     for path in (cp / "commits" / str(last), cp / "commits" / f".{last}.crc"):
         path.unlink(missing_ok=True)
     for sub in ("offsets", "commits"):  # planned after L: not there when L's commit is missing

@@ -6,6 +6,7 @@ Every helper takes the bootstrap address first; ``client`` adds confluent-kafka 
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -218,9 +219,16 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 60, isolation: str 
         consumer.close()
 
 
+# Waits detect hangs; they are no speed targets (make bench measures speed). make test's lanes share
+# two cores, where a Spark start takes minutes at the worst: tests/lanes.py sets a scale of 2.
+TIMEOUT_SCALE = float(os.environ.get("MM2PY_TEST_TIMEOUT_SCALE", "1"))
+
+
 def wait_until(predicate: Callable[[], object], timeout: float = 30, interval: float = 0.5,
                message: str = "condition") -> None:
-    """Poll ``predicate`` until it is truthy; AssertionError naming ``message`` after ``timeout`` s."""
+    """Poll ``predicate`` until it is truthy; AssertionError naming ``message`` after ``timeout`` s
+    (times ``TIMEOUT_SCALE``)."""
+    timeout *= TIMEOUT_SCALE
     deadline = time.monotonic() + timeout
     while True:
         if predicate():

@@ -37,11 +37,15 @@ NO_TESTS = 5  # pytest's exit status when no test was collected
 REPO = Path(__file__).resolve().parents[1]
 KRB_PYTHON = REPO / ".venv-krb" / "bin" / "python"
 BUILD = "kerberos-clients build"
+# the lanes' waits (tests/kafkautil.TIMEOUT_SCALE): lanes side by side load two cores past what a
+# lone test sees, a replicator's start took 84 s and its first query's Python runner a retry
+TIMEOUT_SCALE = "2"
 
 
 def _pytest(lane: Lane, args: list[str], root: Path, offset: int, out: IO[bytes] | None) -> subprocess.Popen:
     python = KRB_PYTHON if lane.krb else Path(sys.executable)
     env = dict(os.environ, MM2PY_TEST_PORT_OFFSET=str(offset + lane.offset))
+    env.setdefault("MM2PY_TEST_TIMEOUT_SCALE", TIMEOUT_SCALE)
     cmd = [str(python), "-m", "pytest", "-q", "--durations=25", "-m", lane.marker, f"--basetemp={root / lane.name}",
            *args, *selection(lane)]
     return subprocess.Popen(cmd, env=env, cwd=REPO, start_new_session=True, stdout=out,

@@ -21,7 +21,7 @@ from mm2py.engine.driver import Engine
 from mm2py.ops.failover import plan_failover
 from mm2py.stores.positions import PositionStore
 from tests.integration import reaper
-from tests.kafkautil import Stream, consume, create_topic, end_offsets, produce
+from tests.kafkautil import TIMEOUT_SCALE, Stream, consume, create_topic, end_offsets, produce
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -115,6 +115,9 @@ class Replicator:
 
 
 def wait_for(predicate, timeout: float, message: str, replicator: Replicator | None = None) -> None:
+    """Poll ``predicate`` each second until truthy; AssertionError naming ``message`` after ``timeout``
+    s (times kafkautil's ``TIMEOUT_SCALE``) or as soon as ``replicator`` exited."""
+    timeout *= TIMEOUT_SCALE
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

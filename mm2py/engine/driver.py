@@ -47,6 +47,7 @@ from mm2py.source.sync_history import prepare_history
 log = structlog.get_logger(__name__)
 
 DEFAULT_MASTER = "local[*]"
+PYTHON_AUTH_TIMEOUT_S = 120  # spark.python.authenticate.socketTimeout below
 SPARK_DEFAULTS = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "2",
@@ -65,16 +66,17 @@ SPARK_DEFAULTS = {
     # Python workers that ignore SIGINT/SIGTERM, as the driver JVM does (mm2py.engine.sparkhome):
     # a signal to every process of a systemd unit must not end a copy task before its commit
     "spark.python.daemon.module": "mm2py.connectors.daemon",
+    # Seconds a Python process Spark starts (a worker, a streaming source's runner) and its JVM give
+    # each other to connect and authenticate: 15 by default, which a host whose cores brokers and
+    # other JVMs keep busy exceeded (CANNOT_OPEN_SOCKET, a failed query). The JVM passes it to its
+    # Python processes as SPARK_AUTH_SOCKET_TIMEOUT.
+    "spark.python.authenticate.socketTimeout": f"{PYTHON_AUTH_TIMEOUT_S}s",
 }
 # Spark's JVM only schedules here (records never pass through it), so the optimizing JIT
 # compiler only burns CPU; C1 alone and the serial collector do the same work for less
 # (docs/design.md has the measurement). Given options come after ours.
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 JVM_OPTION_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
-# Seconds Spark's Python processes give their JVM to accept and authenticate their connection
-# (PySpark's SPARK_AUTH_SOCKET_TIMEOUT, 15 by default): on a host whose cores brokers and other
-# JVMs keep busy, 15 s ran out and failed a query (CANNOT_OPEN_SOCKET). The environment's wins.
-PYTHON_CONNECT_TIMEOUT_S = "120"
 # Local masters bind the driver to loopback: a replicator has no business listening elsewhere.
 LOCAL_NETWORK = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 
@@ -98,8 +100,8 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "mm2py",
     if master.startswith("local") or master.startswith("spark://127.") or master.startswith("spark://localhost"):
         settings.update(LOCAL_NETWORK)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("SPARK_AUTH_SOCKET_TIMEOUT", PYTHON_CONNECT_TIMEOUT_S)  # the driver's Python processes
-    settings["spark.executorEnv.SPARK_AUTH_SOCKET_TIMEOUT"] = os.environ["SPARK_AUTH_SOCKET_TIMEOUT"]  # executors'
+    # the driver process's own connections to its JVM (results of collect) wait as long
+    os.environ.setdefault("SPARK_AUTH_SOCKET_TIMEOUT", str(PYTHON_AUTH_TIMEOUT_S))
     # Python workers must run the interpreter mm2py is installed in, not whatever is on PATH
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]

@@ -226,6 +226,9 @@ def test_a_crash_loop_advances_positions_and_copies_little_twice(cluster_a, clus
     def positions() -> int:
         return sum(at + 1 for (t, _p), at in store.load().items() if t == topic)
 
+    def caught_up() -> bool:  # within 3 s of data of the source's ends: tailing (positions every 2 s)
+        return positions() >= sum(end_offsets(cluster_a.bootstrap, topic).values()) - 3 * rate
+
     stream = Stream(cluster_a.bootstrap, topic, 2, rate).start()
     replicator = Replicator(config, log).start()
     moved: list[int] = []  # records the positions moved by between two kills
@@ -242,6 +245,12 @@ def test_a_crash_loop_advances_positions_and_copies_little_twice(cluster_a, clus
             wait_for(lambda b=before: landed(cluster_b.bootstrap, remote) > b, 120, "the run copying", replicator)
             startups.append(round(time.monotonic() - began, 1))
             time.sleep(max(began + rng.uniform(12, 18) - time.monotonic(), rng.uniform(2, 5)))
+            # the kill is to come mid-tail: on a loaded machine the backlog a run's start left can
+            # take longer than that to copy, and a kill mid-backlog re-copies a whole backlog batch;
+            # then the kill comes a few seconds after the run's positions caught up
+            if not caught_up():
+                wait_for(caught_up, 240, "the run's positions caught up with the source", replicator)
+                time.sleep(rng.uniform(2, 5))
             replicator.kill()
             kills += 1
             now = positions()

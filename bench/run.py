@@ -269,6 +269,8 @@ def mm2_properties(alias: str, w: Workload, tool: str, net: Network | None = Non
         lines.append("tgt.exactly.once.source.support = required")
     if tool == "mm2py-continuous":  # backlog micro-batches as copy intervals (mm2py.source.copy.continuous)
         lines.append("copy.continuous.enabled = true")
+    if tool == "mm2py-resident":  # tails' copiers outlive their tasks (mm2py.source.copy.resident)
+        lines.append("copy.resident.enabled = true")
     if tool == "mm2py-provenance":  # on a cycle of a blind policy: provenance on (bench.untraced)
         lines += ["replication.policy.class = bench.untraced.PrefixedUntracedPolicy",
                   f"tgt->{alias}.enabled = true", f"tgt->{alias}.topics = bench-none",
@@ -517,7 +519,7 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
     if tool == "floor":
         return run_floor(w, pair, data_bytes, brokers, net)
     short = (tool.replace('py', 'p').replace('-eos', 'e').replace('-shallow', 's').replace('-provenance', 'v')
-             .replace('-lowlat', 'l').replace('-continuous', 'c')
+             .replace('-lowlat', 'l').replace('-continuous', 'c').replace('-resident', 'r')
              .replace('@', '').replace('-', ''))  # a cluster alias: [A-Za-z0-9]
     alias = run_alias(pair, short, w, net, transforms)
     remote = [f"{alias}.{t}" for t in topic_names(w)]
@@ -679,6 +681,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tools", default="floor,mm2,mm2py",
                         help="floor (the workload with no replicator: bench/floor.py), mm2, mm2py, mm2py-lowlat "
                              "(copy.tail.ms 60 s), mm2py-continuous (copy.continuous.enabled), "
+                             "mm2py-resident (copy.resident.enabled), "
                              "mm2py-eos (exactly-once mode), mm2py-shallow (Avro workloads copied "
                              "without schemas.mode = translate), mm2py-provenance (the flow on an identity-like "
                              "cycle: provenance on) and copier (mm2py's copy path alone, without Spark)")
@@ -739,7 +742,8 @@ def main(argv: list[str] | None = None) -> int:
     results: list[RunResult] = []
     registries: list = []  # mm2py.dev.registry.DevRegistry, for Avro workloads
     try:
-        if {"mm2py", "mm2py-eos", "mm2py-shallow", "mm2py-provenance", "mm2py-lowlat", "mm2py-continuous"} & set(
+        if {"mm2py", "mm2py-eos", "mm2py-shallow", "mm2py-provenance", "mm2py-lowlat", "mm2py-continuous",
+                "mm2py-resident"} & set(
                 args.tools.split(",")):
             prime_mm2py()
         if any(w.avro for w in chosen):

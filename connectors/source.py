@@ -20,6 +20,7 @@ from pyspark.sql.types import StructType
 from mm2py import worker
 from mm2py.flowspec import FlowSpec
 from mm2py.source.copy.continuous import fits, interval_ms, may_continue
+from mm2py.source.copy.resident_task import resident_lease
 from mm2py.source.copy.stop_flag import StopFlag
 from mm2py.source.copy.tail import TailWindow, TaskSlots, may_tail, tail_ms, window_for
 from mm2py.source.copy.task import CopySpec, TaskRun, copy_ranges
@@ -55,22 +56,25 @@ class MirrorSourceDataSource(DataSource):
         spec, copy = decode(self.options["spec"]), decode(self.options["copy"])
         assert isinstance(spec, FlowSpec) and isinstance(copy, CopySpec)
         slots = int(self.options.get("tasks", "2"))
-        return MirrorSourceStreamReader(spec, copy, slots, tailing_flows=int(self.options.get("tailing", "1")),
-                                        stop=StopFlag(self.options.get("stop")))
+        return MirrorSourceStreamReader(spec, copy, TaskSlots(slots, int(self.options.get("tailing", "1"))),
+                                        stop=StopFlag(self.options.get("stop")),
+                                        one_host=self.options.get("one_host", "false") == "true")
 
 
 class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, spec: FlowSpec, copy: CopySpec, tasks: int, *, tailing_flows: int = 1,
-                 stop: StopFlag | None = None):
+    def __init__(self, spec: FlowSpec, copy: CopySpec, share: TaskSlots, *, stop: StopFlag | None = None,
+                 one_host: bool = False):
         self.flow_spec = spec  # the flow, resolved once by the driver (mm2py.flowspec)
         self.flow = flow = spec.flow
         # raised when the run stops: tails end, no new plan (not ``stop``: Spark calls ``stop()``)
         self.stop_flag = stop or StopFlag(None)
-        self.share = TaskSlots(tasks, tailing_flows)  # Spark's task slots; flows of this run whose copy tasks may tail
+        self.share = share  # Spark's task slots; flows of this run whose copy tasks may tail
         # tasks.max as given (above the core count, extra tasks wait for a core); else Spark's parallelism
-        self.tasks = flow.copy.tasks_max or tasks
+        self.tasks = flow.copy.tasks_max or share.slots
         self.spec = copy  # the copy path, resolved once by the driver (CopySpec.for_flow)
         self._planner = None  # driver side only; built on first use, never pickled
+        # copy.resident.enabled: every copy task takes over from the flow's resident copiers first
+        self.resident = resident_lease(self.flow, provenance=spec.provenance, one_host=one_host)
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -129,7 +133,8 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         client_id = f"mm2py-{self.flow.name}-{os.getpid()}"
         context = TaskContext.get()
         retry = context is not None and context.attemptNumber() > 0
-        run = TaskRun(client_id, partition.index, retry, partition.provenance, self._tail(partition.tail_ms))
+        run = TaskRun(client_id, partition.index, retry, partition.provenance, self._tail(partition.tail_ms),
+                      self.resident, partition.tail_ms > 0)
         results = copy_ranges(self.spec, partition.ranges, run)
         yield RangeResult.pack(results)
         worker.settle()

@@ -103,6 +103,32 @@ def task_clients(
         raise
 
 
+Lent = tuple[tuple[RawClient, RawClient], tuple[tuple, tuple]]  # (source, target) clients, and their keys
+
+
+def lend_clients(source: ClusterConfig, target: ClusterConfig, client_id: str, timeout_ms: int, *,
+                 receive_max_bytes: int = 256 << 20) -> Lent:
+    """(source, target) clients taken out of the kept ones, for a copier that outlives its task
+    (mm2py.source.copy.resident): no task of this worker gets them until ``give_back``."""
+    keys = (_key(source, "consumer", client_id, timeout_ms, receive_max_bytes),
+            _key(target, "producer", client_id, timeout_ms, receive_max_bytes))
+    src = _kept.pop(keys[0], None) or RawClient(source, client_id=client_id, timeout_ms=timeout_ms, role="consumer",
+                                                 receive_max_bytes=receive_max_bytes)
+    dst = _kept.pop(keys[1], None) or RawClient(target, client_id=client_id, timeout_ms=timeout_ms, role="producer",
+                                                 receive_max_bytes=receive_max_bytes)
+    return (src, dst), keys
+
+
+def give_back(lent: Lent, *, failed: bool) -> None:
+    """Lent clients kept again, or closed when their copy failed or a task made new ones meanwhile."""
+    for client, key in zip(*lent, strict=True):
+        if failed or key in _kept:
+            with contextlib.suppress(Exception):
+                client.close()
+        else:
+            _kept[key] = client
+
+
 _writers: dict[tuple, RecordWriter] = {}
 
 

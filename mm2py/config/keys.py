@@ -19,6 +19,7 @@ _FLOW_DEFAULTS = flow_field_paths()  # "section.field" -> default
 _PATHS = {path.rpartition(".")[2]: path for path in _FLOW_DEFAULTS} | {
     "copy_tail_ms": "copy.tail_ms", "copy_tail_commit_ms": "copy.tail_commit_ms",
     "copy_continuous_enabled": "copy.continuous_enabled",
+    "copy_resident_enabled": "copy.resident_enabled", "copy_resident_grace_ms": "copy.resident_grace_ms",
     **{f"schemas_{path.rpartition('.')[2]}": path for path in _FLOW_DEFAULTS if path.startswith("schemas.")}}
 _INT = re.compile(r"[+-]?\d+")
 # Java's Long/Double syntax, not Python's: no "1_000", "nan" or "inf"
@@ -226,6 +227,14 @@ FLOW_KEYS: tuple[Key, ...] = (
           "task ends alone before the commit. With exactly-once, a task commits a transaction every "
           "copy.tail.commit.ms. Not with provenance; only while the flow's tasks fit in Spark's task slots at once.",
           extension=True),
+    _flow("copy.resident.enabled", Kind.BOOL, "A tailing copy task returns at its window's end while its "
+          "copier goes on in the Python worker until the flow's next task takes over from where the target "
+          "acknowledged (a handover through a Unix socket on the executor's host), so records arriving between "
+          "two micro-batches do not wait for the next one. At-least-once flows that tail (copy.tail.ms > 0), "
+          "without provenance.", extension=True),
+    _flow("copy.resident.grace.ms", Kind.INT, "How long a resident copier goes on after its task returned "
+          "when no task takes over; with executors on other hosts (a non-local Spark master), how long a task "
+          "that found no copier to take over here waits before it copies.", minimum=100, extension=True),
     _flow("schemas.mode", Kind.ENUM, "Avro records in the Confluent wire format between clusters with a schema "
           "registry each: translate (sync subjects, rewrite every schema id to the target's), preserve (the "
           "registry's storage topic is mirrored too and ids stay), off (bytes as they are).",

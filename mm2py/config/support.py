@@ -70,6 +70,7 @@ SUPPORT: dict[str, Support] = {
     "partition.mismatch": X, "source.reset.policy": X, "sync.topic.deletes.enabled": X, "max.batch.bytes": X,
     "batch.duration.ms": X,
     "trigger.interval.ms": X, "copy.tail.ms": X, "copy.tail.commit.ms": X, "copy.continuous.enabled": X,
+    "copy.resident.enabled": X, "copy.resident.grace.ms": X,
     "metrics.port": X, "metrics.bind.address": X,
     "audit.interval.seconds": X, "shutdown.timeout.ms": X,
     "auto.offset.reset": Support(Status.HONOURED, "'{source}.consumer.auto.offset.reset'; 'latest' as MM2 3.7+"),

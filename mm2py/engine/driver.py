@@ -90,6 +90,11 @@ def local_master_with_retries(master: str) -> str:
     return master
 
 
+def loopback_master(master: str) -> bool:
+    """The master runs its executors on this host: local, or a standalone master on loopback."""
+    return master.startswith("local") or master.startswith("spark://127.") or master.startswith("spark://localhost")
+
+
 def build_session(master: str, conf: Mapping[str, str], app_name: str = "mm2py", *,
                   extra_driver_options: str = "", output: JvmOutput | None = None,
                   archive: DriverArchive | None = None) -> SparkSession:
@@ -97,7 +102,7 @@ def build_session(master: str, conf: Mapping[str, str], app_name: str = "mm2py",
     archive (mm2py.engine.jvmcache), made here when not given."""
     builder = SparkSession.builder.appName(app_name).master(local_master_with_retries(master))
     settings = dict(SPARK_DEFAULTS)
-    if master.startswith("local") or master.startswith("spark://127.") or master.startswith("spark://localhost"):
+    if loopback_master(master):
         settings.update(LOCAL_NETWORK)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # the driver process's own connections to its JVM (results of collect) wait as long
@@ -167,7 +172,8 @@ class Engine:
         )
         if source is MirrorSourceDataSource:
             reader = (reader.option("copy", encode(CopySpec.for_flow(spec)))
-                      .option("tailing", str(len(self.tailing))))
+                      .option("tailing", str(len(self.tailing)))
+                      .option("one_host", str(loopback_master(self.spark.sparkContext.master or "")).lower()))
             if self.stop_flag.path is not None:
                 reader = reader.option("stop", self.stop_flag.path)
         df = reader.load()

@@ -30,6 +30,7 @@ from mm2py.source.copy.interval_commits import TransactionPeriods
 from mm2py.source.copy.producer_slot import ProducerSlot
 from mm2py.source.copy.record_sender import RecordSender
 from mm2py.source.copy.rehash import RehashWriter
+from mm2py.source.copy.resident_task import ResidentLease, handed_over, run_resident
 from mm2py.source.copy.tail import TailWindow
 from mm2py.source.copy.time_routing import TimeRoutingWriter, WindowOutput
 from mm2py.source.copy.transactional import ExactlyOnce, TaskTransaction
@@ -44,7 +45,7 @@ from mm2py.transforms.decoded import SourceRegistry
 from mm2py.transforms.timestamp_router import TimestampRouter, timestamp_router_of
 from mm2py.transforms.tolerance import ErrorPolicy, error_policy
 from mm2py.types import TP
-from mm2py.worker import kept_state, kept_writer, task_clients
+from mm2py.worker import kept_state, kept_writer, lend_clients, task_clients
 
 log = structlog.get_logger(__name__)
 
@@ -110,6 +111,10 @@ class TaskRun:
     retry: bool = False
     provenance: Provenance | None = None
     tail: TailWindow | None = None
+    # a flow with copy.resident.enabled (mm2py.source.copy.resident_task): every task releases the
+    # copiers holding its partitions first; ``resident_copies``: a tailing task copies as one
+    resident: ResidentLease | None = None
+    resident_copies: bool = False
 
 
 def copy_ranges(spec: CopySpec, ranges: list[PartitionRange], run: TaskRun) -> list[RangeResult]:
@@ -122,6 +127,11 @@ def copy_ranges(spec: CopySpec, ranges: list[PartitionRange], run: TaskRun) -> l
         raise ValueError("partition.mismatch = hash and TimestampRouter have no exactly-once mode (refused at start)")
     results: list[RangeResult] = []
     settings = spec.settings
+    if run.resident is not None:
+        raw, results = handed_over(run.resident, raw)
+        if (run.resident_copies and not hashed and not routed and spec.exactly_once is None and run.provenance is None
+                and run.tail is not None):
+            return results + _resident(spec, raw, run, run.resident)
     with task_clients(spec.source, spec.target, run.client_id, settings.request_timeout_ms,
                       receive_max_bytes=receive_limit(settings)) as (src, dst):
         if hashed:
@@ -138,6 +148,15 @@ def copy_ranges(spec: CopySpec, ranges: list[PartitionRange], run: TaskRun) -> l
         elif raw:
             results += _transactional((src, dst), spec, raw, run)
     return results
+
+
+def _resident(spec: CopySpec, ranges: list[PartitionRange], run: TaskRun, lease: ResidentLease) -> list[RangeResult]:
+    """``ranges`` copied by a resident copier over clients lent to it (mm2py.source.copy.resident)."""
+    assert run.tail is not None
+    lent = lend_clients(spec.source, spec.target, f"{run.client_id}-resident", spec.settings.request_timeout_ms,
+                        receive_max_bytes=receive_limit(spec.settings))
+    return run_resident(lease, run.tail, lent,
+                        lambda window: _copier(lent[0], spec, ranges, replace(run, tail=window)))
 
 
 def _transactional(clients: tuple[RawClient, RawClient], spec: CopySpec, ranges: list[PartitionRange],

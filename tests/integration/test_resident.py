@@ -1,0 +1,80 @@
+"""Resident copiers (mm2py.source.copy.resident) on real clusters: a stream copied with no gap
+between micro-batches, handed over from task to task, across a clean stop, a kill and Python
+workers SIGKILLed.
+
+A producer streams into A throughout; ``connect-mirror-maker`` (a real child process) mirrors it
+to B with short tails, so a run sees a handover every few seconds. Every record must land, once
+per partition in order while nothing fails (each handover starts where the last copier's
+acknowledged writes ended), and in order with nothing lost after a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from mm2py.config.model import ClusterConfig
+from mm2py.stores.positions import PositionStore
+from tests.integration.mirror_helpers import (
+    Replicator,
+    batch_lines,
+    properties,
+    python_workers,
+    stop_at_the_ends,
+    wait_for,
+)
+from tests.kafkautil import Stream, compare, create_topic, end_offsets
+
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
+
+RATE = 1000  # records/s over both partitions
+
+
+def resident_config(bootstrap_a: str, bootstrap_b: str, topic: str) -> str:
+    return properties({"A": bootstrap_a, "B": bootstrap_b},
+                      {"A->B": {"topics": topic, "copy.tail.ms": "2000", "copy.resident.enabled": "true",
+                                "copy.resident.grace.ms": "5000", "emit.checkpoints.enabled": "false"}})
+
+
+def test_resident_copiers_hand_over_without_a_gap_or_a_duplicate(cluster_a, cluster_b, unique_name, tmp_path):
+    topic, remote = f"{unique_name}-events", f"A.{unique_name}-events"
+    create_topic(cluster_a.bootstrap, topic, 2)
+    config = tmp_path / "mm2.properties"
+    config.write_text(resident_config(cluster_a.bootstrap, cluster_b.bootstrap, topic))
+    log = tmp_path / "replicator.log"
+    stream = Stream(cluster_a.bootstrap, topic, 2, RATE).start()
+    replicator = Replicator(config, log).start()
+    store = PositionStore(ClusterConfig("B", cluster_b.bootstrap), "A")
+    try:
+        wait_for(lambda: sum(1 for b in batch_lines(log) if b["records"]) >= 8, 240,
+                 "eight micro-batches that copied (seven handovers)", replicator)
+        steady = compare(cluster_b.bootstrap, remote, stream.snapshot())
+        assert replicator.stop(driver_only=True) == 0, replicator.tail()
+        after_stop = compare(cluster_b.bootstrap, remote, stream.snapshot())
+        replicator = Replicator(config, log).start()
+        beyond = sum(map(len, stream.snapshot().values())) + 2 * RATE
+        wait_for(lambda: sum(end_offsets(cluster_b.bootstrap, remote).values()) >= beyond, 180,
+                 "the restarted replicator copying the stream", replicator)
+        restarted = compare(cluster_b.bootstrap, remote, stream.snapshot())
+        # Python workers SIGKILLed while a resident copier runs: their tasks fail and run again
+        for _ in range(2):
+            time.sleep(3)
+            for worker in python_workers(replicator.proc.pid) if replicator.proc else []:
+                os.kill(worker.pid, signal.SIGKILL)
+        replicator.kill()  # and the whole replicator: the copiers' lease ends them with the workers
+        replicator = Replicator(config, log).start()
+        sent = stop_at_the_ends(stream, cluster_a.bootstrap, topic, store, replicator, 180)
+    finally:
+        stream.stop()
+        if replicator.alive():
+            replicator.kill()
+    final = compare(cluster_b.bootstrap, remote, stream.snapshot())
+    print(f"resident: steady {steady}; "
+          f"after a clean stop {after_stop}; after the restart {restarted}; at the end {final}, {sent} sent")
+    assert steady.missing == 0 and steady.duplicates == 0 and not steady.out_of_order
+    assert after_stop.duplicates == 0 and restarted.duplicates == 0, "a clean stop copies nothing twice"
+    assert final.missing == 0 and not final.out_of_order and final.on_target >= sent
+

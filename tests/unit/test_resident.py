@@ -1,0 +1,174 @@
+"""Resident copiers' pure parts: the handover's range continuation, delta rows, snapshots, and the
+release across processes through the flow's folder (mm2py.source.copy.resident, .handover)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import uuid
+
+import pytest
+
+from mm2py.source.copy import handover
+from mm2py.source.copy.resident import SnapshotProgress, delta
+from mm2py.source.copy.resident_task import ResidentLease, continue_after, handed_over
+from mm2py.source.ranges import PartitionRange, RangeResult
+
+T = "orders"
+
+
+def rng(p: int, start: int, end: int) -> PartitionRange:
+    return PartitionRange(T, p, start, end, f"A.{T}")
+
+
+def row(p: int, start: int, end: int, next_offset: int, records: int = 0, **kw) -> RangeResult:
+    return RangeResult(T, p, start, end, next_offset, records=records, bytes=records * 100, **kw)
+
+
+def test_ranges_continue_where_the_released_copier_ended() -> None:
+    ranges = [rng(0, 100, 150), rng(1, 10, 20), rng(2, 5, 5)]
+    out = continue_after(ranges, {(T, 0): (180, 100), (T, 1): (15, 10)})
+    # past the planned end: a range that only tails from there, its start an exact record position
+    assert out[0] == PartitionRange(T, 0, 180, 150, f"A.{T}", exact=True)
+    assert out[1] == PartitionRange(T, 1, 15, 20, f"A.{T}", exact=True)
+    assert out[2] == ranges[2]  # no copier held it
+
+
+def test_a_reset_below_the_copiers_planned_end_keeps_its_plan() -> None:
+    ranges = [rng(0, 0, 50)]  # the topic was re-created: the planner starts below the copier's range
+    assert continue_after(ranges, {(T, 0): (620, 500)}) == ranges
+
+
+def test_a_copier_behind_the_plan_changes_nothing() -> None:
+    ranges = [rng(0, 300, 350)]
+    assert continue_after(ranges, {(T, 0): (250, 200)}) == ranges
+
+
+def test_delta_is_what_the_copier_did_after_its_snapshot() -> None:
+    base = row(0, 0, 100, 120, records=120, tailed=20, transformed=(("Filter", 120, 100, 20, 0),))
+    final = row(0, 0, 100, 200, records=200, tailed=100, transformed=(("Filter", 200, 170, 30, 0),))
+    d = delta(final, base)
+    assert (d.start, d.next_offset, d.records, d.bytes, d.tailed) == (120, 200, 80, 8000, 80)
+    assert d.transformed == (("Filter", 80, 70, 10, 0),)
+    assert delta(final, None) == final
+
+
+def test_delta_leaves_a_gap_the_snapshot_reported_to_the_ledger_once() -> None:
+    base = row(0, 0, 100, 120, lost_start=10, lost_end=20)
+    assert delta(row(0, 0, 100, 130, lost_start=10, lost_end=20), base).lost_start == -1
+    assert delta(row(0, 0, 100, 130, lost_start=125, lost_end=127), row(0, 0, 100, 120)).lost_start == 125
+
+
+class FakeTail:
+    def __init__(self) -> None:
+        self.written: dict = {(T, 0): 2}
+        self.recorded = 0
+
+    def due(self, caught_up=lambda: False, unrecorded=lambda: 0) -> bool:
+        return False
+
+    def unrecorded(self, parts) -> int:
+        return 0
+
+    def record(self, parts) -> None:
+        self.recorded += 1
+
+
+class FakePart:
+    def __init__(self, r: RangeResult) -> None:
+        self.r = r
+
+    def result(self) -> RangeResult:
+        return self.r
+
+
+def test_a_snapshot_is_taken_only_once_asked_and_the_planned_ends_are_reached() -> None:
+    inner = FakeTail()
+    progress = SnapshotProgress(inner)  # type: ignore[arg-type]
+    reached = [False]
+    progress.ready = lambda: reached[0]
+    parts = [((T, 0), FakePart(row(0, 0, 10, 12, syncs=((0, 0), (5, 5), (12, 12)))))]
+    assert not progress.due()
+    progress.wanted.set()
+    assert not progress.due()  # asked, but a planned range is not at its end yet
+    progress.record(parts)  # type: ignore[arg-type]
+    assert not progress.taken.is_set()
+    reached[0] = True
+    assert progress.due()
+    progress.record(parts)  # type: ignore[arg-type]
+    assert progress.taken.is_set() and not progress.wanted.is_set()
+    assert progress.rows[0].syncs_written == 2  # the tail's record wrote two of its syncs
+    assert inner.recorded == 2
+
+
+class FakeResident:
+    def __init__(self, tps, rows) -> None:
+        self.tps = frozenset(tps)
+        self.rows = rows
+        self.ended = threading.Event()
+        self.released = 0
+
+    def release(self, timeout_s: float):
+        self.released += 1
+        self.ended.set()
+        return self.rows, {(r.topic, r.partition): (r.next_offset, r.end) for r in self.rows}
+
+
+def _hold(key: str, ready, done) -> None:
+    handover.register(key, FakeResident({(T, 0), (T, 1)}, [row(0, 0, 10, 42)]))  # type: ignore[arg-type]
+    ready.set()
+    done.wait(30)
+
+
+@pytest.fixture
+def key() -> str:
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
+def test_release_ends_only_the_copiers_holding_the_partitions(key: str) -> None:
+    mine, other = FakeResident({(T, 0)}, [row(0, 0, 10, 30)]), FakeResident({(T, 5)}, [])
+    handover.register(key, mine)  # type: ignore[arg-type]
+    handover.register(key, other)  # type: ignore[arg-type]
+    rows, held, ends = handover.release(key, {(T, 0), (T, 1)}, 5)
+    assert rows == [row(0, 0, 10, 30)] and held == {(T, 0)} and ends == {(T, 0): (30, 10)}
+    assert (mine.released, other.released) == (1, 0)
+    assert handover.release(key, {(T, 0)}, 5) == ([], set(), {})  # released once
+
+
+def test_release_reaches_a_copier_in_another_process(key: str) -> None:
+    ctx = multiprocessing.get_context("fork")
+    ready, done = ctx.Event(), ctx.Event()
+    child = ctx.Process(target=_hold, args=(key, ready, done))
+    child.start()
+    try:
+        assert ready.wait(30)
+        rows, held, ends = handover.release(key, {(T, 1)}, 5)
+        assert rows == [row(0, 0, 10, 42)] and held == {(T, 0), (T, 1)} and ends == {(T, 0): (42, 10)}
+    finally:
+        done.set()
+        child.join(30)
+    assert child.exitcode == 0
+
+
+def test_a_stale_socket_is_removed(key: str) -> None:
+    stale = handover.folder(key) / "999999999.sock"
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.bind(str(stale))  # bound, never listening: connections are refused
+    assert handover.release(key, {(T, 0)}, 5) == ([], set(), {})
+    assert not stale.exists()
+
+
+def test_a_task_on_a_cluster_waits_the_grace_unless_every_partition_was_handed_over(key: str) -> None:
+    slept: list[float] = []
+    lease = ResidentLease(key, 2.5, one_host=False, timeout_s=5)
+    handover.register(key, FakeResident({(T, 0)}, [row(0, 0, 10, 30)]))  # type: ignore[arg-type]
+    ranges, rows = handed_over(lease, [rng(0, 10, 20)], sleep=slept.append)
+    assert slept == [] and ranges[0].start == 30 and rows == [row(0, 0, 10, 30)]
+    handed_over(lease, [rng(0, 20, 30)], sleep=slept.append)
+    assert slept == [2.5]
+    handed_over(ResidentLease(key, 2.5, one_host=True, timeout_s=5), [rng(0, 20, 30)], sleep=slept.append)
+    assert slept == [2.5]
+    assert os.path.isdir(handover.folder(key))

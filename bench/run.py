@@ -472,6 +472,7 @@ def run_floor(w: Workload, pair: int, data_bytes: int, brokers: Brokers, net: Ne
         time.sleep(2)
         probe.stop.set()
         reader.join(30)
+        probe.write_profile(WORK / f"{alias}.latency")
         brokers_per_gb = cpu_per_gb(brokers_before, brokers.cpu(), sent * w.size / 1e9)
         Admin(ClusterConfig("A", f"127.0.0.1:{A_PORT}")).delete_topic(topic)
         return RunResult("floor", w.name, pair, sent, sent * w.size, 0.0, round(done - first, 2),

@@ -76,11 +76,19 @@ class FakeTail:
 
 
 class FakePart:
-    def __init__(self, r: RangeResult) -> None:
-        self.r = r
+    def __init__(self, r: RangeResult, acked: int) -> None:
+        self.r, self.acked = r, acked
+        self.syncs = list(r.syncs)
 
     def result(self) -> RangeResult:
+        self.syncs.append((99, 99))  # result() closes the syncs
         return self.r
+
+    def acked_next(self) -> int:
+        return self.acked
+
+    def epoch_below(self, offset: int) -> int:
+        return 7
 
 
 def test_a_snapshot_is_taken_only_once_asked_and_the_planned_ends_are_reached() -> None:
@@ -88,7 +96,8 @@ def test_a_snapshot_is_taken_only_once_asked_and_the_planned_ends_are_reached() 
     progress = SnapshotProgress(inner)  # type: ignore[arg-type]
     reached = [False]
     progress.ready = lambda: reached[0]
-    parts = [((T, 0), FakePart(row(0, 0, 10, 12, syncs=((0, 0), (5, 5), (12, 12)))))]
+    # fetched to 12, acknowledged to 11: a batch is still in flight
+    parts = [((T, 0), FakePart(row(0, 0, 10, 12, syncs=((0, 0), (5, 5), (11, 11))), acked=11))]
     assert not progress.due()
     progress.wanted.set()
     assert not progress.due()  # asked, but a planned range is not at its end yet
@@ -99,6 +108,9 @@ def test_a_snapshot_is_taken_only_once_asked_and_the_planned_ends_are_reached() 
     progress.record(parts)  # type: ignore[arg-type]
     assert progress.taken.is_set() and not progress.wanted.is_set()
     assert progress.rows[0].syncs_written == 2  # the tail's record wrote two of its syncs
+    # the snapshot is what the target acknowledged, and the copy's syncs stay open
+    assert (progress.rows[0].next_offset, progress.rows[0].leader_epoch) == (11, 7)
+    assert parts[0][1].syncs == [(0, 0), (5, 5), (11, 11)]
     assert inner.recorded == 2
 
 

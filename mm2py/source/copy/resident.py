@@ -15,9 +15,10 @@ Invariants:
   end, before its own copier starts; with executors on other hosts (a non-local master) a task
   that did not release all its partitions here waits the grace first, which outlasts any lease
   the previous micro-batch's tasks left, as they returned before this task started;
-- a snapshot is taken in the copier's thread, after its progress was recorded, once every planned
-  range reached its end (or stalled): Spark's offsets stay a lower bound and each snapshot position
-  is ``acked_next - 1``, durable before the task returns it;
+- a snapshot is taken in the copier's thread, after its progress was recorded, once the target
+  acknowledged every planned range to its end (or it stalled): Spark's offsets stay a lower bound;
+  a snapshot row's ``next_offset`` is ``acked_next``, never a fetch position past batches still
+  queued or in flight, which a failure would lose;
 - what a copier copied after its snapshot reaches the sink once, as a *delta* row returned by the
   task that released it (``ResidentCopy.release``); its progress was recorded by the copier itself
   (mm2py.source.copy.tail_commit), syncs once each;
@@ -71,9 +72,21 @@ class SnapshotProgress:
         parts = list(parts)
         self.inner.record(parts)
         if self.wanted.is_set() and self.ready():
-            self.rows = [with_written(p.result(), self.written) for _, p in parts]
+            self.rows = [with_written(acked_row(p), self.written) for _, p in parts]
             self.wanted.clear()
             self.taken.set()
+
+
+def acked_row(part: PartitionCopy) -> RangeResult:
+    """``part``'s row as of what the target acknowledged, taken while it copies on: ``next_offset``
+    is ``acked_next`` (batches queued or in flight are not mirrored yet), and its syncs stay open."""
+    kept = len(part.syncs)
+    row = part.result()
+    del part.syncs[kept:]  # result() closes the syncs for good; the copy goes on
+    acked = part.acked_next()
+    if acked < row.next_offset:
+        row = replace(row, next_offset=acked, leader_epoch=part.epoch_below(acked))
+    return row
 
 
 def with_written(r: RangeResult, written: dict[TP, int]) -> RangeResult:
@@ -126,7 +139,8 @@ class ResidentCopy:
 
     def _ready(self) -> bool:
         tails = self.copier.tails
-        return all(p.done or p.stalled or tp in tails for tp, p in self.copier.parts.items())
+        return all(p.done or p.stalled or (tp in tails and p.acked_next() >= p.range.end)
+                   for tp, p in self.copier.parts.items())
 
     def start(self) -> None:
         self._thread.start()

@@ -42,9 +42,10 @@ class ResidentLease:
 
 
 def resident_lease(flow: FlowConfig, *, provenance: bool, one_host: bool) -> ResidentLease | None:
-    """``flow``'s lease when its tails copy as resident copiers: the setting, at-least-once, tailing,
-    no provenance."""
-    if not (flow.copy.resident_enabled and may_tail(flow, provenance)):
+    """``flow``'s lease when its tails copy as resident copiers: the setting (unset: on with
+    ``one_host``), at-least-once, tailing, no provenance."""
+    enabled = one_host if flow.copy.resident_enabled is None else flow.copy.resident_enabled
+    if not (enabled and may_tail(flow, provenance)):
         return None
     return ResidentLease(handover.flow_key(flow.name, flow.source.bootstrap_servers, flow.target.bootstrap_servers),
                          flow.copy.resident_grace_ms / 1000, one_host, flow.admin_timeout_ms / 1000 + 30)

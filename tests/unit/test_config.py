@@ -276,6 +276,16 @@ def test_spark_speculation_is_refused_naming_its_line():
     assert load_text(AB + "spark.speculation = false\n").spark == {"spark.speculation": "false"}
 
 
+def test_resident_copiers_are_refused_naming_the_key_and_line_unless_named_experimental(monkeypatch):
+    monkeypatch.delenv("MM2PY_EXPERIMENTAL", raising=False)
+    text = AB + "A->B.copy.resident.enabled = true\n"
+    found = keyed(text)["A->B.copy.resident.enabled"]
+    assert "lost records" in found.message and found.line == text.count("\n")
+    assert flow(load_text(AB + "copy.resident.enabled = false\n"), "A->B").copy.resident_enabled is False
+    monkeypatch.setenv("MM2PY_EXPERIMENTAL", "resident")
+    assert flow(load_text(text), "A->B").copy.resident_enabled is True
+
+
 # -- unknown keys --------------------------------------------------------------------------
 
 

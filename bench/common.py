@@ -94,13 +94,25 @@ def flow_properties(alias: str, source_port: int, target_port: int, topics: str)
 
 
 def stop_tool(proc: subprocess.Popen) -> None:
-    """SIGTERM to the tool's process group (started with ``start_new_session``); SIGKILL after 60 s."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+    """SIGTERM to the tool's process group (started with ``start_new_session``); SIGKILL after 60 s.
+    Returns once the tool and every process under it exited: a JVM the tool launched outlives its
+    parent by a moment, and may still write (a Spark checkpoint) after the parent is gone."""
+    if proc.poll() is not None:
+        return
+    try:
+        under = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        under = []
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    _, alive = psutil.wait_procs(under, timeout=60)
+    for child in alive:
+        child.kill()
+    psutil.wait_procs(alive, timeout=10)
 
 
 def write_log4j(work: Path) -> None:

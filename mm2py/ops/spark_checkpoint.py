@@ -75,17 +75,18 @@ def read_batch(checkpoint: Path) -> SparkBatch:
     if not planned:
         raise Mm2pyError(f"{checkpoint}: no offsets/N files: not a started Structured Streaming checkpoint")
     latest = planned[-1]
-    done = [b for b in planned if b in set(committed)]
     if latest in committed:
-        use, note = latest, f"batch {latest} (committed)"
-    elif done:
-        use = done[-1]
-        note = (f"batch {use} (committed); batch {latest} was planned but not committed, and Spark "
-                f"re-runs it from batch {use}'s offsets")
-    else:
-        planned_only = _offsets_file(checkpoint, latest, latest, "planned, not committed")
-        return _initial_offsets(checkpoint, planned_only)
-    rerun = None if use == latest else _offsets_file(checkpoint, latest, latest, "planned, not committed")
+        return _offsets_file(checkpoint, latest, latest, f"batch {latest} (committed)")
+    rerun = _offsets_file(checkpoint, latest, latest, "planned, not committed")
+    if latest == 0:
+        return _initial_offsets(checkpoint, rerun)
+    use = latest - 1  # Spark's rule: the re-run starts at offsets/L-1, whatever commits/ holds
+    if use not in planned:
+        raise Mm2pyError(f"{checkpoint}: batch {latest} was planned but not committed, and offsets/{use}, "
+                         "which Spark re-runs it from, is missing")
+    state = "committed" if use in committed else "no commit either: Spark does not re-run it"
+    note = (f"batch {use} ({state}); batch {latest} was planned but not committed, and Spark re-runs it "
+            f"from batch {use}'s offsets")
     return _offsets_file(checkpoint, use, latest, note, rerun)
 
 

@@ -37,6 +37,24 @@ def test_planned_uncommitted_batch_uses_the_one_before(tmp_path):
     assert b.offsets == {("orders", 0): 5}
 
 
+def test_a_rerun_starts_at_the_batch_before_even_without_its_commit(tmp_path):
+    """Spark re-runs the latest planned batch L from ``offsets/L-1`` whatever ``commits/`` holds (a
+    job stopped while its JVM still wrote can leave commits/L-1 missing): so does the failover."""
+    batch(tmp_path, 0, {"orders": {"0": 5}})
+    batch(tmp_path, 1, {"orders": {"0": 9}}, commit=False)
+    batch(tmp_path, 2, {"orders": {"0": 12}}, commit=False)
+    b = read_batch(tmp_path)
+    assert (b.batch_id, b.latest_id, b.offsets) == (1, 2, {("orders", 0): 9})
+    assert b.rerun is not None and b.rerun.batch_id == 2 and "no commit either" in b.note
+
+
+def test_a_rerun_without_the_batch_before_refuses(tmp_path):
+    batch(tmp_path, 0, {"orders": {"0": 5}})
+    batch(tmp_path, 2, {"orders": {"0": 12}}, commit=False)
+    with pytest.raises(Mm2pyError, match="offsets/1.*missing"):
+        read_batch(tmp_path)
+
+
 def test_nothing_committed_without_initial_offsets_refuses(tmp_path):
     batch(tmp_path, 0, {"orders": {"0": 5}}, commit=False)
     with pytest.raises(Mm2pyError, match="never committed.*sources/0/0"):

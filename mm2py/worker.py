@@ -110,12 +110,12 @@ def lend_clients(source: ClusterConfig, target: ClusterConfig, client_id: str, t
                  receive_max_bytes: int = 256 << 20) -> Lent:
     """(source, target) clients taken out of the kept ones, for a copier that outlives its task
     (mm2py.source.copy.resident): no task of this worker gets them until ``give_back``."""
+    src, dst = (_client(cluster, role, client_id, timeout_ms, receive_max_bytes)
+                for cluster, role in ((source, "consumer"), (target, "producer")))
     keys = (_key(source, "consumer", client_id, timeout_ms, receive_max_bytes),
             _key(target, "producer", client_id, timeout_ms, receive_max_bytes))
-    src = _kept.pop(keys[0], None) or RawClient(source, client_id=client_id, timeout_ms=timeout_ms, role="consumer",
-                                                 receive_max_bytes=receive_max_bytes)
-    dst = _kept.pop(keys[1], None) or RawClient(target, client_id=client_id, timeout_ms=timeout_ms, role="producer",
-                                                 receive_max_bytes=receive_max_bytes)
+    for key in keys:
+        del _kept[key]
     return (src, dst), keys
 
 
@@ -123,8 +123,7 @@ def give_back(lent: Lent, *, failed: bool) -> None:
     """Lent clients kept again, or closed when their copy failed or a task made new ones meanwhile."""
     for client, key in zip(*lent, strict=True):
         if failed or key in _kept:
-            with contextlib.suppress(Exception):
-                client.close()
+            _drop(client)
         else:
             _kept[key] = client
 

@@ -55,3 +55,28 @@ def test_thaw_lets_a_collection_free_a_frozen_cycle_that_died(thawed):
     worker.thaw()
     gc.collect()
     assert dead() is None
+
+
+class FakeClient:
+    def __init__(self, cluster, **kwargs) -> None:
+        self.cluster, self.closed = cluster, False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_lent_clients_leave_the_kept_ones_until_given_back(monkeypatch, thawed):
+    from mm2py.config.model import ClusterConfig
+
+    monkeypatch.setattr(worker, "RawClient", FakeClient)
+    monkeypatch.setattr(worker, "_kept", {})
+    a, b = ClusterConfig("A", "a:9092"), ClusterConfig("B", "b:9092")
+    lent = worker.lend_clients(a, b, "task", 1000)
+    (src, dst), _ = lent
+    assert worker._kept == {}, "a lent client is no task's meanwhile"
+    worker.give_back(lent, failed=False)
+    assert set(worker._kept.values()) == {src, dst} and not src.closed
+    again = worker.lend_clients(a, b, "task", 1000)
+    assert again[0] == (src, dst), "the kept clients are lent again"
+    worker.give_back(again, failed=True)
+    assert worker._kept == {} and src.closed and dst.closed

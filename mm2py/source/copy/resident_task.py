@@ -97,7 +97,7 @@ def run_resident(lease: ResidentLease, tail: TailWindow, lent: worker.Lent,
     resident.start()
     while tail.open() and not resident.ended.is_set():
         time.sleep(WAIT_STEP_S)
-    rows = resident.snapshot(float("inf"))
+    rows = resident.snapshot()
     resident.raise_failure()
     if tail.stop is not None and tail.stop.raised():  # the run stops: all of it commits with this task
         return rows + handover.release_here(lease.key, resident.tps, lease.timeout_s)[0]

@@ -148,6 +148,28 @@ def test_release_ends_only_the_copiers_holding_the_partitions(key: str) -> None:
     assert handover.release(key, {(T, 0)}, 5) == ([], set(), {})  # released once
 
 
+class StuckResident(FakeResident):
+    """A copier that does not end within the first release's timeout (its writes still refused)."""
+
+    timed_out = False
+
+    def release(self, timeout_s: float):
+        if not self.timed_out:
+            self.timed_out = True
+            raise TimeoutError("did not end")
+        return super().release(timeout_s)
+
+
+def test_a_copier_that_did_not_end_in_time_is_released_again_by_the_retry(key: str) -> None:
+    stuck = StuckResident({(T, 0)}, [row(0, 0, 10, 30)])
+    handover.register(key, stuck)  # type: ignore[arg-type]
+    with pytest.raises(TimeoutError):
+        handover.release(key, {(T, 0)}, 1)
+    # still registered: the task's retry waits for it rather than writing beside it
+    assert handover.release(key, {(T, 0)}, 1)[1] == {(T, 0)}
+    assert stuck.released == 1
+
+
 def test_release_reaches_a_copier_in_another_process(key: str) -> None:
     ctx = multiprocessing.get_context("fork")
     ready, done = ctx.Event(), ctx.Event()
@@ -184,3 +206,28 @@ def test_a_task_on_a_cluster_waits_the_grace_unless_every_partition_was_handed_o
     handed_over(ResidentLease(key, 2.5, one_host=True, timeout_s=5), [rng(0, 20, 30)], sleep=slept.append)
     assert slept == [2.5]
     assert os.path.isdir(handover.folder(key))
+
+
+class ReadyCopier:
+    def __init__(self, parts) -> None:
+        self.parts = parts
+        self.tails: set = set()
+
+
+def test_a_snapshot_waits_for_a_done_partition_whose_batches_are_unacknowledged() -> None:
+    """A partition done with batches still unacknowledged (its tail stopped, the target down) is not
+    ready: a snapshot row below its planned end would be committed as the micro-batch's end."""
+    from mm2py.source.copy.partition import PartitionCopy, Pending
+    from mm2py.source.copy.resident import ResidentCopy
+
+    part = PartitionCopy.of(rng(0, 0, 100))
+    part.next_fetch, part.done = 150, True
+    part.in_flight.append(Pending(60, 90, 900))
+    copier = ReadyCopier({(T, 0): part})
+    resident = ResidentCopy(copier, None, SnapshotProgress(FakeTail()))  # type: ignore[arg-type]
+    assert not resident.progress.ready()
+    part.in_flight.clear()
+    assert resident.progress.ready(), "acknowledged past the planned end"
+    part.next_fetch = 60
+    part.stall(60, 10, "too large")
+    assert resident.progress.ready(), "a stalled partition's row says where it stopped"

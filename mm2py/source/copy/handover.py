@@ -9,7 +9,8 @@ partitions, and gets back their rows past their last snapshot.
 
 Invariants:
 - ``release`` returns only after every copier holding one of the partitions ended, or raises:
-  a listener that does not answer in time fails the task rather than letting two copiers write;
+  a listener that does not answer in time fails the task rather than letting two copiers write,
+  and a copier that did not end in time stays registered, so the task's retry waits for it too;
 - a socket that refuses connections belongs to a process that is gone, and is removed;
 - requests and answers are length-prefixed pickles between processes of the same user, over a
   folder only that user can enter.
@@ -88,12 +89,13 @@ def release_here(key: str, wanted: frozenset[TP], timeout_s: float) -> Handed:
     """``release`` for this process's copiers."""
     with _lock:
         mine = [r for r in _residents.get(key, []) if r.tps & wanted]
-        _residents[key] = [r for r in _residents.get(key, []) if not r.tps & wanted and not r.ended.is_set()]
     rows: list[RangeResult] = []
     held: set[TP] = set()
     ends: dict[TP, tuple[int, int]] = {}
     for resident in mine:
-        got, their_ends = resident.release(timeout_s)
+        got, their_ends = resident.release(timeout_s)  # raises while it runs: it stays registered
+        with _lock:
+            _residents[key] = [r for r in _residents.get(key, []) if r is not resident and not r.ended.is_set()]
         rows += got
         held |= resident.tps
         ends.update(their_ends)

@@ -138,9 +138,9 @@ class ResidentCopy:
         progress.ready = self._ready
 
     def _ready(self) -> bool:
-        tails = self.copier.tails
-        return all(p.done or p.stalled or (tp in tails and p.acked_next() >= p.range.end)
-                   for tp, p in self.copier.parts.items())
+        """Every planned range acknowledged to its end, or stalled. A partition done short of its end
+        (its tail or its copy stopped) is not: its row waits for the copier's final one."""
+        return all(p.stalled or p.acked_next() >= p.range.end for p in self.copier.parts.values())
 
     def start(self) -> None:
         self._thread.start()

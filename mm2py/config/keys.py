@@ -233,7 +233,8 @@ FLOW_KEYS: tuple[Key, ...] = (
           "two micro-batches do not wait for the next one. At-least-once flows that tail (copy.tail.ms > 0), "
           "without provenance. On a cluster (executors on other hosts than the driver), a task that lands on "
           "another host than the copier it takes over from waits copy.resident.grace.ms first. Refused at "
-          "start unless MM2PY_EXPERIMENTAL=resident is set: a test run lost records with it (docs/design.md).",
+          "start unless MM2PY_EXPERIMENTAL=resident is set: tests across a re-created topic fail with it "
+          "(docs/design.md).",
           extension=True),
     _flow("copy.resident.grace.ms", Kind.INT, "How long a resident copier goes on after its task returned "
           "when no task takes over; with executors on other hosts (a non-local Spark master), how long a task "

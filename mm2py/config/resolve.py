@@ -93,7 +93,7 @@ EXPERIMENTAL_ENV = "MM2PY_EXPERIMENTAL"  # comma-separated features refused othe
 
 def resident_allowed() -> bool:
     """``copy.resident.enabled = true`` is refused unless the environment names ``resident`` in
-    ``EXPERIMENTAL_ENV`` (docs/design.md, resident copiers: a known loss)."""
+    ``EXPERIMENTAL_ENV`` (docs/design.md, resident copiers: still failing)."""
     return "resident" in os.environ.get(EXPERIMENTAL_ENV, "").split(",")
 
 
@@ -286,9 +286,9 @@ class _Resolver:
             return False
         value = self.parse(key, name, text)
         if setting == "copy.resident.enabled" and value is True and not resident_allowed():
-            self.problem(name, "resident copiers lost records in a test run where the target was down for "
-                               f"minutes and are refused until that is fixed; {EXPERIMENTAL_ENV}=resident "
-                               "runs them anyway, for measurement only")
+            self.problem(name, "resident copiers translate offsets wrongly across a re-created source topic "
+                               "or a deleted remote topic in tests and are refused until that is fixed; "
+                               f"{EXPERIMENTAL_ENV}=resident runs them anyway, for measurement only")
         earlier = settings.names.get(key.field)
         if value is not None and not (deprecated and earlier in FLOW_KEYS_BY_NAME):
             settings.values[key.field] = value

@@ -5,7 +5,9 @@ backlog micro-batches are copy intervals, exactly-once ones committing a transac
 period) and two copy tasks, one per executor, over a backlog that a writer keeps growing. While
 a copy task runs, its worker JVM and its executor (one process group) are SIGKILLed; Spark runs
 the lost task again on the other executor. At-least-once: every source record is on B in source
-order per partition, duplicates only as whole stretches copied again. Exactly-once:
+order per partition, duplicates only as whole stretches copied again; the same with resident
+copiers (``resident``: tails' copiers outlive their tasks, handed over between executors through
+the host's folder). Exactly-once:
 read_committed on B holds exactly the source's committed records, in order, none twice, none
 missing, none aborted. Both: the flow commits on after the kill, and the driver's event log
 shows the lost attempt succeeded on the other executor.
@@ -24,6 +26,7 @@ from confluent_kafka import Producer
 
 from mm2py.config import load_text
 from mm2py.dev.spark import StandaloneSpark, start_standalone
+from mm2py.source.copy import handover
 from mm2py.stores.positions import PositionStore
 from tests.conftest import PORT_OFFSET
 from tests.integration.eos_helpers import Writers, assert_exactly_once
@@ -108,11 +111,13 @@ def kill_a_copy_worker(spark: StandaloneSpark, events: Path, rep: Replicator, ho
     raise AssertionError(f"no copy task seen running for {hold} s in 360 s; {rep.tail()}")
 
 
-def flow_config(a: str, b: str, topic: str, exactly_once: bool, events: Path) -> str:
+def flow_config(a: str, b: str, topic: str, exactly_once: bool, events: Path, resident: bool = False) -> str:
     keys = {"topics": topic, "tasks.max": "2", "trigger.interval.ms": "500", "batch.duration.ms": str(INTERVAL_MS),
             "max.batch.bytes": "1000000",  # the first plan, before a rate is measured: seconds, not minutes
             "copy.continuous.enabled": "true", "emit.checkpoints.interval.seconds": "5",
             "emit.heartbeats.interval.seconds": "2", "admin.timeout.ms": "15000"}
+    if resident:  # on a cluster master resident copiers are off unless set
+        keys["copy.resident.enabled"] = "true"
     extra = "".join(f"{k} = {v}\n" for k, v in event_spark_conf(events).items())
     if exactly_once:
         extra += "B.exactly.once.source.support = required\n"
@@ -123,20 +128,23 @@ def positions(store: PositionStore, topic: str) -> dict[int, int]:
     return {p: at for (t, p), at in store.load().items() if t == topic}
 
 
-@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once"])
-def test_copy_task_rescheduled_to_the_other_executor(cluster_a, cluster_b, unique_name, tmp_path, delivery):
+@pytest.mark.parametrize("delivery", ["at-least-once", "exactly-once", "resident"])
+def test_copy_task_rescheduled_to_the_other_executor(cluster_a, cluster_b, unique_name, tmp_path, delivery,
+                                                     monkeypatch):
     a, b, topic = cluster_a.bootstrap, cluster_b.bootstrap, unique_name
     exactly_once = delivery == "exactly-once"
     create_topic(a, topic, PARTITIONS)
     preload(a, topic, EXACTLY_ONCE_BACKLOG if exactly_once else BACKLOG)
     events = tmp_path / "events"
     config = tmp_path / "mm2.properties"
-    config.write_text(flow_config(a, b, topic, exactly_once, events))
+    config.write_text(flow_config(a, b, topic, exactly_once, events, resident=delivery == "resident"))
     log = tmp_path / "replicator.log"
     spark = start_standalone(tmp_path / "spark", port=SPARK_PORT, timeout=240)  # a loaded machine starts slowly
     assert spark.port == SPARK_PORT and spark.webui_port == SPARK_PORT + 3
     writer: Writers | Stream = (Writers(a, topic, f"{unique_name}-txn", PARTITIONS) if exactly_once
                                 else Stream(a, topic, PARTITIONS, 2000)).start()
+    if delivery == "resident":
+        monkeypatch.setenv("MM2PY_EXPERIMENTAL", "resident")  # refused at start otherwise (docs/design.md)
     rep = Replicator(config, log, "--spark-master", spark.master_url).start()
     store = PositionStore(load_text(config.read_text()).clusters["B"], "A")
     try:
@@ -144,6 +152,9 @@ def test_copy_task_rescheduled_to_the_other_executor(cluster_a, cluster_b, uniqu
             wait_for(lambda: f"A.{topic}" in list_topics(b) and len(mirror_events(log)) >= 3, 360,
                      "the flow commits micro-batches", rep)
             wait_for(lambda: copy_intervals(log) > 0, 120, "a continuous copy interval", rep)
+        if delivery == "resident":  # a copier of an executor's Python worker listens in the flow's folder
+            held = handover.folder(handover.flow_key("A->B", a, b))
+            wait_for(lambda: any(held.glob("*.sock")), 120, "a resident copier on an executor", rep)
         # exactly-once has no tails: its copy interval is the backlog's first micro-batch, aimed at there
         killed_at = len(log.read_text(errors="replace"))
         at_kill = positions(store, topic)

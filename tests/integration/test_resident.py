@@ -10,6 +10,7 @@ acknowledged writes ended), and in order with nothing lost after a crash.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -17,6 +18,7 @@ import time
 import pytest
 
 from mm2py.config.model import ClusterConfig
+from mm2py.source.copy import handover
 from mm2py.stores.positions import PositionStore
 from tests.integration.mirror_helpers import (
     Replicator,
@@ -41,7 +43,7 @@ def resident_config(bootstrap_a: str, bootstrap_b: str, topic: str) -> str:
 
 def test_resident_copiers_hand_over_without_a_gap_or_a_duplicate(cluster_a, cluster_b, unique_name, tmp_path,
                                                                   monkeypatch):
-    monkeypatch.setenv("MM2PY_EXPERIMENTAL", "resident")  # refused at start otherwise (a known loss)
+    monkeypatch.setenv("MM2PY_EXPERIMENTAL", "resident")  # refused at start otherwise (docs/design.md)
     topic, remote = f"{unique_name}-events", f"A.{unique_name}-events"
     create_topic(cluster_a.bootstrap, topic, 2)
     config = tmp_path / "mm2.properties"
@@ -80,3 +82,52 @@ def test_resident_copiers_hand_over_without_a_gap_or_a_duplicate(cluster_a, clus
     assert after_stop.duplicates == 0 and restarted.duplicates == 0, "a clean stop copies nothing twice"
     assert final.missing == 0 and not final.out_of_order and final.on_target >= sent
 
+
+
+def copied(log) -> int:
+    """Micro-batches that copied records, in the replicator's log."""
+    return sum(1 for b in batch_lines(log) if b["records"])
+
+
+def test_python_workers_sigkilled_during_a_handover_lose_nothing_and_keep_order(cluster_a, cluster_b, unique_name,
+                                                                                  tmp_path, monkeypatch):
+    """Twice: every Python worker holding a resident copier (a socket in the flow's handover folder) is
+    frozen with SIGSTOP after a micro-batch, so the next task's release waits on it mid-handover; then
+    every Python worker, holders and releasers, is SIGKILLed. The failed tasks run again, their
+    releases find the dead sockets, and the copy goes on from the recorded positions."""
+    monkeypatch.setenv("MM2PY_EXPERIMENTAL", "resident")  # refused at start otherwise (docs/design.md)
+    topic, remote = f"{unique_name}-events", f"A.{unique_name}-events"
+    create_topic(cluster_a.bootstrap, topic, 2)
+    config = tmp_path / "mm2.properties"
+    config.write_text(resident_config(cluster_a.bootstrap, cluster_b.bootstrap, topic))
+    log = tmp_path / "replicator.log"
+    sockets = handover.folder(handover.flow_key("A->B", cluster_a.bootstrap, cluster_b.bootstrap))
+    stream = Stream(cluster_a.bootstrap, topic, 2, RATE).start()
+    replicator = Replicator(config, log).start()
+    store = PositionStore(ClusterConfig("B", cluster_b.bootstrap), "A")
+    frozen: list[int] = []
+    try:
+        for _ in range(2):
+            want = copied(log) + 4
+            wait_for(lambda w=want: copied(log) >= w, 240, "micro-batches that copied, handing over", replicator)
+            workers = {w.pid for w in (python_workers(replicator.proc.pid) if replicator.proc else [])}
+            holders = [int(p.stem) for p in sockets.glob("*.sock") if int(p.stem) in workers]
+            assert holders, f"no worker of this run holds a resident copier ({sorted(sockets.iterdir())})"
+            for pid in holders:
+                os.kill(pid, signal.SIGSTOP)
+            batches = len(batch_lines(log))
+            time.sleep(4)  # two tails' worth: the next micro-batch's task waits in its release
+            frozen.append(len(batch_lines(log)) - batches)
+            for worker in python_workers(replicator.proc.pid) if replicator.proc else []:
+                with contextlib.suppress(ProcessLookupError):  # a worker may end between the listing and the kill
+                    os.kill(worker.pid, signal.SIGKILL)
+        sent = stop_at_the_ends(stream, cluster_a.bootstrap, topic, store, replicator, 240)
+    finally:
+        stream.stop()
+        if replicator.alive():
+            replicator.kill()
+    final = compare(cluster_b.bootstrap, remote, stream.snapshot())
+    print(f"resident, SIGKILL during a handover: micro-batches committed while the holders were frozen "
+          f"{frozen}; at the end {final}, {sent} sent")
+    assert frozen == [0, 0], "a micro-batch committed while its release waited on a frozen copier"
+    assert final.missing == 0 and not final.out_of_order and final.on_target >= sent

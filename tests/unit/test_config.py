@@ -280,7 +280,7 @@ def test_resident_copiers_are_refused_naming_the_key_and_line_unless_named_exper
     monkeypatch.delenv("MM2PY_EXPERIMENTAL", raising=False)
     text = AB + "A->B.copy.resident.enabled = true\n"
     found = keyed(text)["A->B.copy.resident.enabled"]
-    assert "lost records" in found.message and found.line == text.count("\n")
+    assert "refused until that is fixed" in found.message and found.line == text.count("\n")
     assert flow(load_text(AB + "copy.resident.enabled = false\n"), "A->B").copy.resident_enabled is False
     monkeypatch.setenv("MM2PY_EXPERIMENTAL", "resident")
     assert flow(load_text(text), "A->B").copy.resident_enabled is True

@@ -373,23 +373,6 @@ def test_partition_a_tailing_copy_took_past_its_end_is_planned_from_its_recorded
     assert r.planner.latest_offsets(last, None) == last
 
 
-def test_a_restarted_run_plans_a_partition_whose_copy_stopped_short_from_its_position():
-    """A micro-batch committed with t:0 copied to 40 of its planned 100, then the query restarted: the
-    new run does not know the last plan's ranges, so its first review finds t:0 behind Spark's offset."""
-    before = rig({"t": 2})
-    before.src.latest = {("t", 0): 100, ("t", 1): 10}
-    end = before.planner.latest_offsets(before.planner.initial_offsets(), None)
-    after = rig({"t": 2})  # the restarted run's planner
-    after.src.latest = {("t", 0): 120, ("t", 1): 10}
-    after.tail.positions = {("t", 0): 39, ("t", 1): 9}
-    with capture_logs() as logs:
-        again = after.planner.latest_offsets(end, None)
-    assert again["r"] == {"t:0": [40, True]}, "planned again from where the copy stopped, exactly"
-    [short] = after.planner.ranges(end, again)
-    assert (short.partition, short.start, short.end, short.exact) == (0, 40, 120, True)
-    assert [e["partition"] for e in logs if "stopped short" in e["event"]] == ["t:0"]
-
-
 def test_after_the_first_review_only_planned_or_ahead_partitions_are_compared():
     tail = FakeTail()
     book = StallBook("A->B", tail)

@@ -54,22 +54,6 @@ def ahead_of(start: dict[str, int], recorded: dict[TP, int]) -> dict[str, int]:
     return out
 
 
-def behind_of(start: dict[str, int], recorded: dict[TP, int]) -> dict[str, tuple[int, bool]]:
-    """Partitions whose recorded position lies before Spark's ``start``: where to start each again.
-
-    Spark's offset is the end the last micro-batch planned, whatever its copy reached; only a copy
-    that stopped short leaves the recorded position below it. A run that starts (a restart, a
-    restarted query) no longer knows the last plan's ranges, so its first review compares every
-    partition's start with its position. A partition with no position recorded is left as Spark has it.
-    """
-    out = {}
-    for key, begin in start.items():
-        last = recorded.get(split_key(key))
-        if last is not None and last + 1 < begin:
-            out[key] = (last + 1, True)
-    return out
-
-
 def short_ranges(planned: dict[str, PlannedRange], recorded: dict[str, int | None]) -> dict[str, PlannedRange]:
     """Ranges whose copy stopped before their end, and where to start them again.
 
@@ -131,8 +115,6 @@ class StallBook:
     Invariants:
     - a partition is re-planned only from a position the sink recorded, or from the start of the
       range that stopped short: never past what was copied;
-    - a run's first review, which does not know the last plan's ranges, re-plans every partition
-      whose recorded position lies before Spark's start (``behind_of``) from that position;
     - a partition whose recorded position lies past Spark's start (``ahead_of``) is planned from
       after that position: what a tailing copy took beyond its planned end is not copied again;
       only a copy moves a position, so after a run's first review (every partition) only the
@@ -178,17 +160,10 @@ class StallBook:
         if self._planned or (start and not self._reviewed):
             self._recorded = self.tail.refresh()
         start = start or {}
-        first = not self._reviewed
-        if not first:  # a position moved only where a copy ran: the last plan's partitions
+        if self._reviewed:  # a position moved only where a copy ran: the last plan's partitions
             start = {k: start[k] for k in self._planned.keys() | self._ahead.keys() if k in start}
         self._reviewed = True
         restart = self._stopped_short(available_now, self._recorded)
-        if first:
-            for key, (offset, exact) in behind_of(start, self._recorded).items():
-                log.warning("the copy stopped short before this run started; planning the partition again "
-                            "from its recorded position", flow=self.flow_name, partition=key, offset=offset,
-                            spark_offset=start[key])
-                restart.setdefault(key, (offset, exact))
         ahead = self._ahead = ahead_of(start, self._recorded)
         # A remote topic deleted meanwhile stops its partitions short: a refresh re-creates it; one
         # raised max.message.bytes is seen by a refresh too. At once for a new stall, then every

@@ -145,6 +145,16 @@ def python_workers(root: int) -> list[psutil.Process]:
     return [w for d in daemons for w in d.children()]
 
 
+def kill_python_workers(replicator: Replicator) -> int:
+    """SIGKILL every Spark Python worker of ``replicator``; how many were hit (one may end meanwhile)."""
+    hit = 0
+    for worker in python_workers(replicator.proc.pid) if replicator.proc else []:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signal.SIGKILL)
+            hit += 1
+    return hit
+
+
 def a_group_on_a_mirrored_topic(spark, cluster_a, cluster_b, unique_name: str, tmp_path):
     """3,000 records in 3 partitions mirrored A->B, a group that read part of each on A; (topic, file text, plan)."""
     topic = f"{unique_name}-orders"

@@ -10,7 +10,6 @@ acknowledged writes ended), and in order with nothing lost after a crash.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import time
@@ -23,6 +22,7 @@ from mm2py.stores.positions import PositionStore
 from tests.integration.mirror_helpers import (
     Replicator,
     batch_lines,
+    kill_python_workers,
     properties,
     python_workers,
     stop_at_the_ends,
@@ -66,8 +66,7 @@ def test_resident_copiers_hand_over_without_a_gap_or_a_duplicate(cluster_a, clus
         # Python workers SIGKILLed while a resident copier runs: their tasks fail and run again
         for _ in range(2):
             time.sleep(3)
-            for worker in python_workers(replicator.proc.pid) if replicator.proc else []:
-                os.kill(worker.pid, signal.SIGKILL)
+            kill_python_workers(replicator)
         replicator.kill()  # and the whole replicator: the copiers' lease ends them with the workers
         replicator = Replicator(config, log).start()
         sent = stop_at_the_ends(stream, cluster_a.bootstrap, topic, store, replicator, 180)
@@ -118,9 +117,7 @@ def test_python_workers_sigkilled_during_a_handover_lose_nothing_and_keep_order(
             batches = len(batch_lines(log))
             time.sleep(4)  # two tails' worth: the next micro-batch's task waits in its release
             frozen.append(len(batch_lines(log)) - batches)
-            for worker in python_workers(replicator.proc.pid) if replicator.proc else []:
-                with contextlib.suppress(ProcessLookupError):  # a worker may end between the listing and the kill
-                    os.kill(worker.pid, signal.SIGKILL)
+            kill_python_workers(replicator)  # holders and releasers
         sent = stop_at_the_ends(stream, cluster_a.bootstrap, topic, store, replicator, 240)
     finally:
         stream.stop()

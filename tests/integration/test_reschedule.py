@@ -187,7 +187,10 @@ def test_copy_task_rescheduled_to_the_other_executor(cluster_a, cluster_b, uniqu
         assert copied == records and restarts == 0
     assert copy_intervals(log) > 0, "the flow ran no continuous copy interval"
     moved = [e for e in after if e.get("records", 0) > 0]
-    assert len(moved) >= 2, f"the flow committed {len(moved)} micro-batches with records after the kill"
+    # resident copiers copy between micro-batches, so the backlog's rest may come in one (positions at
+    # A's ends, checked above, say the flow went on)
+    least = 1 if delivery == "resident" else 2
+    assert len(moved) >= least, f"the flow committed {len(moved)} micro-batches with records after the kill"
     assert all(at > at_kill.get(p, -1) for p, at in positions_now.items()), f"positions at the kill {at_kill}"
 
     stages = query_stages(events, QUERY)

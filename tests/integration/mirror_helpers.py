@@ -135,14 +135,21 @@ def python_workers(root: int) -> list[psutil.Process]:
         tree = psutil.Process(root).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
+
     def command(p: psutil.Process) -> str:
         try:
             return " ".join(p.cmdline())
         except psutil.Error:  # gone, or a zombie
             return ""
 
+    def children(p: psutil.Process) -> list[psutil.Process]:
+        try:
+            return p.children()
+        except psutil.Error:  # the daemon ended since the tree was listed
+            return []
+
     daemons = [p for p in tree if "mm2py.connectors.daemon" in command(p)]
-    return [w for d in daemons for w in d.children()]
+    return [w for d in daemons for w in children(d)]
 
 
 def kill_python_workers(replicator: Replicator) -> int:

@@ -12,9 +12,6 @@ nothing.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import threading
 import time
 from pathlib import Path
@@ -41,9 +38,9 @@ from tests.integration.mirror_helpers import (
     Replicator,
     batch_lines,
     copy_intervals,
+    kill_python_workers,
     next_commit,
     properties,
-    python_workers,
     records_behind,
     wait_for,
 )
@@ -135,11 +132,7 @@ def test_python_workers_killed_mid_interval_leave_nothing_twice_and_nothing_miss
         for _ in range(2):
             next_commit(log, rep)
             time.sleep(1.2)  # the next interval launched and copying: more than two commit periods in
-            hit = 0
-            for w in python_workers(rep.proc.pid) if rep.proc else []:
-                with contextlib.suppress(ProcessLookupError):  # a worker may end between the listing and the kill
-                    os.kill(w.pid, signal.SIGKILL)
-                    hit += 1
+            hit = kill_python_workers(rep)
             killed.append(hit)
         at_kills = len(batch_lines(log))
         wait_for(lambda: len(batch_lines(log)) >= at_kills + 2, 400, "two micro-batches after the kills", rep)

@@ -10,9 +10,6 @@ at the handover between two intervals, and its Python workers are SIGKILLed at t
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import time
 from pathlib import Path
 
@@ -24,9 +21,9 @@ from tests.integration.mirror_helpers import (
     Replicator,
     batch_lines,
     copy_intervals,
+    kill_python_workers,
     next_commit,
     properties,
-    python_workers,
     records_behind,
     stop_at_the_ends,
     wait_for,
@@ -178,11 +175,7 @@ def test_python_workers_killed_at_handovers_between_copy_intervals_lose_nothing_
         wait_for(lambda: copy_intervals(log) >= 2, 180, "two copy intervals committed", replicator)
         for _ in range(3):
             next_commit(log, replicator)
-            hit = 0
-            for w in python_workers(replicator.proc.pid) if replicator.proc else []:
-                with contextlib.suppress(ProcessLookupError):  # a worker may end between the listing and the kill
-                    os.kill(w.pid, signal.SIGKILL)
-                    hit += 1
+            hit = kill_python_workers(replicator)
             killed.append((hit, records_behind(cluster_a.bootstrap, topic, store)))
         # the copy goes on: two micro-batches committed after the kills (copy intervals while the restarted
         # flow is behind, plain ones once it caught up: which, depends on the machine's pace)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from functools import partial
 
 from mm2py.connectors.options import decode
 from pyspark import TaskContext
@@ -20,7 +21,7 @@ from pyspark.sql.types import StructType
 from mm2py import worker
 from mm2py.flowspec import FlowSpec
 from mm2py.source.copy.continuous import fits, interval_ms, may_continue
-from mm2py.source.copy.resident_task import resident_lease
+from mm2py.source.copy.resident_task import resident_lease, settle
 from mm2py.source.copy.stop_flag import StopFlag
 from mm2py.source.copy.tail import TailWindow, TaskSlots, may_tail, tail_ms, window_for
 from mm2py.source.copy.task import CopySpec, TaskRun, copy_ranges
@@ -86,7 +87,8 @@ class MirrorSourceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         if self._planner is None:
             from mm2py.source.plan.wiring import planner_for
 
-            self._planner = planner_for(self.flow_spec)
+            lease = self.resident  # a reset first ends the copiers that outlive their tasks
+            self._planner = planner_for(self.flow_spec, None if lease is None else partial(settle, lease))
             # backlog micro-batches are copy intervals when the flow's tasks all fit in the slots
             self._planner.continuous = (may_continue(self.flow, self.flow_spec.provenance)
                                         and fits(self.tasks, self.share))

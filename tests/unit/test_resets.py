@@ -69,6 +69,25 @@ def test_continue_copies_a_recreated_topic_from_its_new_log_start_and_says_so():
     assert line["action"] == CONTINUE and line["topic"] == "orders" and line["partition"] == 0
 
 
+def test_the_copiers_still_writing_a_partition_end_before_its_reset_is_recorded_or_acted_on():
+    g = Guarded({"orders": 1, "other": 1}, stored={("orders", 0): 1999, ("other", 0): 9})
+    g.r.src.latest = {("orders", 0): 2000, ("other", 0): 10}
+    order: list[str] = []
+    settled: list[set] = []
+    g.guard.settle = lambda tps: (settled.append(set(tps)), order.append("settle"))
+    appended = g.ledger.append
+    g.ledger.append = lambda *a, **k: (order.append("ledger"), appended(*a, **k))  # type: ignore[method-assign]
+    end = advance(g, g.r.planner.initial_offsets())
+    assert settled == [], "no reset: nothing is ended"
+    g.ids["orders"] = "orders-2"
+    g.r.src.latest, g.r.src.earliest = {("orders", 0): 50, ("other", 0): 12}, {("orders", 0): 0, ("other", 0): 0}
+    g.r.dst.latest = {("A.orders", 0): 2000}
+    order.clear()
+    g.r.planner.latest_offsets(end, None)
+    assert settled == [{("orders", 0)}] and order[0] == "settle" and "ledger" in order
+    assert g.saved and g.syncs, "the reset's positions and syncs are written after"
+
+
 def test_a_log_end_below_the_position_is_found_within_one_plan_and_copied_from_its_start():
     g = Guarded({"orders": 1}, stored={("orders", 0): 1999})
     g.r.src.latest = {("orders", 0): 2000}

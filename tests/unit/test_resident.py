@@ -12,7 +12,7 @@ import pytest
 
 from mm2py.source.copy import handover
 from mm2py.source.copy.resident import SnapshotProgress, delta
-from mm2py.source.copy.resident_task import ResidentLease, continue_after, handed_over
+from mm2py.source.copy.resident_task import ResidentLease, continue_after, handed_over, settle
 from mm2py.source.ranges import PartitionRange, RangeResult
 
 T = "orders"
@@ -206,6 +206,27 @@ def test_a_task_on_a_cluster_waits_the_grace_unless_every_partition_was_handed_o
     handed_over(ResidentLease(key, 2.5, one_host=True, timeout_s=5), [rng(0, 20, 30)], sleep=slept.append)
     assert slept == [2.5]
     assert os.path.isdir(handover.folder(key))
+
+
+def test_a_released_copiers_rows_of_a_partition_planned_back_are_not_committed(key: str) -> None:
+    # the topic was re-created: partition 0 is planned from 0, below the copier's planned end 100;
+    # the copier's rows of the old log (its syncs, its position) must not follow the reset's
+    handover.register(key, FakeResident({(T, 0), (T, 1)}, [row(0, 0, 100, 130), row(1, 0, 10, 30)]))  # type: ignore[arg-type]
+    lease = ResidentLease(key, 2.5, one_host=True, timeout_s=5)
+    ranges, rows = handed_over(lease, [rng(0, 0, 40), rng(1, 10, 20)])
+    assert rows == [row(1, 0, 10, 30)]
+    assert ranges == [rng(0, 0, 40), PartitionRange(T, 1, 30, 20, f"A.{T}", exact=True)]
+
+
+def test_settle_releases_on_one_host_and_waits_the_grace_elsewhere(key: str) -> None:
+    copier = FakeResident({(T, 0), (T, 1)}, [row(0, 0, 100, 130)])
+    handover.register(key, copier)  # type: ignore[arg-type]
+    slept: list[float] = []
+    settle(ResidentLease(key, 2.5, one_host=True, timeout_s=5), {(T, 0)}, sleep=slept.append)
+    assert copier.released == 1 and slept == []
+    assert handover.release(key, {(T, 1)}, 5) == ([], set(), {}), "released: it holds nothing any more"
+    settle(ResidentLease(key, 2.5, one_host=False, timeout_s=5), {(T, 0)}, sleep=slept.append)
+    assert slept == [2.5]
 
 
 class ReadyCopier:

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+import structlog
+
 from mm2py import worker
 from mm2py.config.model import FlowConfig
 from mm2py.source.copy import handover
@@ -22,6 +24,8 @@ from mm2py.source.copy.tail import TailWindow, may_tail
 from mm2py.source.copy.tail_commit import TailProgress
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.types import TP
+
+log = structlog.get_logger(__name__)
 
 WAIT_STEP_S = 0.02
 
@@ -58,7 +62,34 @@ def handed_over(lease: ResidentLease, ranges: list[PartitionRange],
     rows, held, ends = handover.release(lease.key, tps, lease.timeout_s)
     if not lease.one_host and not tps <= held:
         sleep(lease.grace_s)  # a copier on another host stops by its lease, which began before this task
-    return continue_after(ranges, ends), rows
+    back = went_back(ranges, ends)
+    return continue_after(ranges, ends), [r for r in rows if (r.topic, r.partition) not in back]
+
+
+def went_back(ranges: list[PartitionRange], ends: Mapping[TP, tuple[int, int]]) -> set[TP]:
+    """The partitions planned below a released copier's planned end: a reset (re-created, truncated)
+    or a stall planned again. Their released rows are not committed: the copier recorded its progress
+    itself, and syncs or positions of the old run written after the plan went back would supersede
+    the reset's (mm2py.source.plan.reset_guard) and this task's own."""
+    return {(r.topic, r.partition) for r in ranges
+            if (r.topic, r.partition) in ends and r.start < ends[(r.topic, r.partition)][1]}
+
+
+def settle(lease: ResidentLease, tps: set[TP], sleep: Callable[[float], None] = time.sleep) -> None:
+    """End the flow's resident copiers holding any of ``tps`` before the planner acts on them (a
+    reset, mm2py.source.plan.reset_guard): on one host they are released; with executors on other
+    hosts the grace is waited, which outlasts every lease the last micro-batch's tasks left.
+
+    The released copiers recorded their progress themselves; their rows are not committed (as
+    ``handed_over`` drops them for partitions planned back). Their other partitions are copied
+    again from Spark's offsets by the next tasks: at-least-once, with duplicates."""
+    if not lease.one_host:
+        sleep(lease.grace_s)
+        return
+    rows, held, _ = handover.release(lease.key, tps, lease.timeout_s)
+    if held:
+        log.info("resident copiers ended before a reset is acted on", partitions=len(held),
+                 records_after_snapshot=sum(r.records for r in rows))
 
 
 def continue_after(ranges: list[PartitionRange], ends: Mapping[TP, tuple[int, int]]) -> list[PartitionRange]:

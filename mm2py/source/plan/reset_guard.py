@@ -25,6 +25,9 @@ Invariants:
 - a remote topic deleted on the target and created again by the catalogue (``remote_lost``) has
   its partitions planned again from the source's log start, after a ledger event and an offset
   sync ``(log start, 0)``; an ERROR names the records below the log start it held, gone for good;
+- before it records or acts on a partition, ``settle`` ended every copier still writing it
+  (resident copiers outlive their tasks): nothing of the old run is written after the reset's
+  positions and syncs;
 - the constructor does no I/O.
 """
 
@@ -103,7 +106,8 @@ class ResetGuard:
                  write_syncs: Callable[[Sequence[OffsetSync]], None] | None = None,
                  recreate_remote: Callable[[str], None] | None = None,
                  source_partitions: Callable[[], Mapping[str, int]] | None = None,
-                 sleep: Callable[[float], None] = time.sleep, divergence: DivergenceCheck | None = None):
+                 sleep: Callable[[float], None] = time.sleep, divergence: DivergenceCheck | None = None,
+                 settle: Callable[[set[TP]], None] | None = None):
         self.flow_name, self.policy = flow_name, policy
         self.ledger, self.source, self.target = ledger, source, target
         self.remote_topic, self.topic_ids = remote_topic, topic_ids
@@ -111,6 +115,8 @@ class ResetGuard:
         self.source_partitions = source_partitions
         self.sleep = sleep
         self.divergence = divergence  # logs diverged after an unclean election (None: log ends only)
+        # ends the flow's copiers still running past their tasks (mm2py.source.copy.resident_task.settle)
+        self.settle = settle
         self._state: LedgerState | None = None
         self._stopped: dict[TP, Reset] = {}
         self._stops: dict[TP, LedgerEntry] = {}  # stops the ledger holds, by partition (``_note``)
@@ -147,6 +153,8 @@ class ResetGuard:
         lost = {tp: position for tp, position in begin.items()
                 if tp[0] in self._lost and tp not in seen and tp not in self._stopped}
         self._lost -= {t for t, _ in begin}
+        if self.settle is not None and (found or lost):
+            self.settle({r.tp for r in found} | set(lost))
         refilled = self._refill(lost, log_ends, state) if lost else {}
         if unknown and not found:
             state.topic_ids.update(unknown)

@@ -7,6 +7,8 @@ before Spark starts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mm2py.config.filters import topic_filter_for
 from mm2py.flowspec import FlowSpec
 from mm2py.kafka.admin import Admin
@@ -21,10 +23,12 @@ from mm2py.source.plan.stalls import StallBook
 from mm2py.source.provenance import RegistryTail
 from mm2py.stores.ledger import Ledger
 from mm2py.stores.positions import PositionStore, PositionTail
+from mm2py.types import TP
 
 
-def planner_for(spec: FlowSpec) -> BatchPlanner:
-    """The planner of ``spec``'s flow with its real collaborators (clients are created, nothing is asked yet)."""
+def planner_for(spec: FlowSpec, settle: Callable[[set[TP]], None] | None = None) -> BatchPlanner:
+    """The planner of ``spec``'s flow with its real collaborators (clients are created, nothing is asked yet);
+    ``settle``: ends the copiers that outlive their tasks before a reset is acted on (``ResetGuard``)."""
     flow, policy, guard = spec.flow, spec.policy, spec.guard
     src = Admin(flow.source, timeout_ms=flow.admin_timeout_ms)
     dst = Admin(flow.target, timeout_ms=flow.admin_timeout_ms)
@@ -45,7 +49,8 @@ def planner_for(spec: FlowSpec) -> BatchPlanner:
                         source=listing, target=dst, remote_topic=lambda topic: catalogue.remote_topic(topic),
                         topic_ids=listing.topic_ids, save_positions=store.save, write_syncs=reset_sync_writer(flow),
                         recreate_remote=lambda topic: catalogue.refresh_topics(force=True),
-                        source_partitions=src.topics, divergence=DivergenceCheck(listing, lambda: tail))
+                        source_partitions=src.topics, divergence=DivergenceCheck(listing, lambda: tail),
+                        settle=settle)
     catalogue.on_remote_lost = resets.remote_lost
     planner = BatchPlanner(flow, catalogue=catalogue, source=src, target=dst, store=store, resets=resets,
                            stalls=StallBook(flow.name, tail),

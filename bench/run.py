@@ -540,10 +540,8 @@ def run_one(tool: str, w: Workload, pair: int, data_bytes: int, brokers: Brokers
     timeline = open(WORK / f"{alias}.timeline", "w")  # noqa: SIM115 - closed below
     brokers_before = brokers.cpu()
     t0 = time.monotonic()
-    # resident copiers are refused at start unless named experimental (mm2py.config.resolve)
-    env = {**os.environ, "MM2PY_EXPERIMENTAL": "resident"} if tool == "mm2py-resident" else None
     proc = subprocess.Popen(command(tool, config, bool(w.steady_rate)), stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-                            start_new_session=True, env=env)
+                            start_new_session=True)
     probe = None
     tail: PositionTail | None = None
     first = None

@@ -232,9 +232,8 @@ FLOW_KEYS: tuple[Key, ...] = (
           "acknowledged (a handover through a Unix socket on the executor's host), so records arriving between "
           "two micro-batches do not wait for the next one. At-least-once flows that tail (copy.tail.ms > 0), "
           "without provenance. On a cluster (executors on other hosts than the driver), a task that lands on "
-          "another host than the copier it takes over from waits copy.resident.grace.ms first. Refused at "
-          "start unless MM2PY_EXPERIMENTAL=resident is set: tests across a re-created topic fail with it "
-          "(docs/design.md).",
+          "another host than the copier it takes over from waits copy.resident.grace.ms first. Unset: on with "
+          "a local Spark master (every executor on the driver's host), off on a cluster.",
           extension=True),
     _flow("copy.resident.grace.ms", Kind.INT, "How long a resident copier goes on after its task returned "
           "when no task takes over; with executors on other hosts (a non-local Spark master), how long a task "

@@ -128,7 +128,7 @@ class CopyConfig:
     tail_commit_ms: int = 2000  # a tailing task records its progress this often (mm2py.source.copy.tail_commit)
     continuous_enabled: bool = False  # backlog tasks copy for the interval (mm2py.source.copy.continuous)
     # a tail's copier outlives its task (mm2py.source.copy.resident); None: with a local master only
-    resident_enabled: bool | None = False
+    resident_enabled: bool | None = None
     resident_grace_ms: int = 5000  # ... this long past its task's return, unless a task releases it first
 
 

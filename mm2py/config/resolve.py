@@ -15,7 +15,6 @@ rules). Every problem is collected and raised together, each naming its key and 
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -86,15 +85,6 @@ def parse_cluster_key(key: str, aliases: Iterable[str]) -> tuple[str, str] | Non
         return None
     alias = max(matches, key=len)
     return alias, key[len(alias) + 1 :]
-
-
-EXPERIMENTAL_ENV = "MM2PY_EXPERIMENTAL"  # comma-separated features refused otherwise
-
-
-def resident_allowed() -> bool:
-    """``copy.resident.enabled = true`` is refused unless the environment names ``resident`` in
-    ``EXPERIMENTAL_ENV`` (docs/design.md, resident copiers: still failing)."""
-    return "resident" in os.environ.get(EXPERIMENTAL_ENV, "").split(",")
 
 
 @dataclass
@@ -285,10 +275,6 @@ class _Resolver:
         if key is None or key.field is None:
             return False
         value = self.parse(key, name, text)
-        if setting == "copy.resident.enabled" and value is True and not resident_allowed():
-            self.problem(name, "resident copiers translate offsets wrongly across a re-created source topic "
-                               "or a deleted remote topic in tests and are refused until that is fixed; "
-                               f"{EXPERIMENTAL_ENV}=resident runs them anyway, for measurement only")
         earlier = settings.names.get(key.field)
         if value is not None and not (deprecated and earlier in FLOW_KEYS_BY_NAME):
             settings.values[key.field] = value

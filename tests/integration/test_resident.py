@@ -41,9 +41,7 @@ def resident_config(bootstrap_a: str, bootstrap_b: str, topic: str) -> str:
                                 "copy.resident.grace.ms": "5000", "emit.checkpoints.enabled": "false"}})
 
 
-def test_resident_copiers_hand_over_without_a_gap_or_a_duplicate(cluster_a, cluster_b, unique_name, tmp_path,
-                                                                  monkeypatch):
-    monkeypatch.setenv("MM2PY_EXPERIMENTAL", "resident")  # refused at start otherwise (docs/design.md)
+def test_resident_copiers_hand_over_without_a_gap_or_a_duplicate(cluster_a, cluster_b, unique_name, tmp_path):
     topic, remote = f"{unique_name}-events", f"A.{unique_name}-events"
     create_topic(cluster_a.bootstrap, topic, 2)
     config = tmp_path / "mm2.properties"
@@ -89,12 +87,11 @@ def copied(log) -> int:
 
 
 def test_python_workers_sigkilled_during_a_handover_lose_nothing_and_keep_order(cluster_a, cluster_b, unique_name,
-                                                                                  tmp_path, monkeypatch):
+                                                                                  tmp_path):
     """Twice: every Python worker holding a resident copier (a socket in the flow's handover folder) is
     frozen with SIGSTOP after a micro-batch, so the next task's release waits on it mid-handover; then
     every Python worker, holders and releasers, is SIGKILLed. The failed tasks run again, their
     releases find the dead sockets, and the copy goes on from the recorded positions."""
-    monkeypatch.setenv("MM2PY_EXPERIMENTAL", "resident")  # refused at start otherwise (docs/design.md)
     topic, remote = f"{unique_name}-events", f"A.{unique_name}-events"
     create_topic(cluster_a.bootstrap, topic, 2)
     config = tmp_path / "mm2.properties"

@@ -276,14 +276,10 @@ def test_spark_speculation_is_refused_naming_its_line():
     assert load_text(AB + "spark.speculation = false\n").spark == {"spark.speculation": "false"}
 
 
-def test_resident_copiers_are_refused_naming_the_key_and_line_unless_named_experimental(monkeypatch):
-    monkeypatch.delenv("MM2PY_EXPERIMENTAL", raising=False)
-    text = AB + "A->B.copy.resident.enabled = true\n"
-    found = keyed(text)["A->B.copy.resident.enabled"]
-    assert "refused until that is fixed" in found.message and found.line == text.count("\n")
+def test_resident_copiers_are_unset_by_default_and_follow_the_setting():
+    assert flow(load_text(AB), "A->B").copy.resident_enabled is None  # on with a local master only
+    assert flow(load_text(AB + "A->B.copy.resident.enabled = true\n"), "A->B").copy.resident_enabled is True
     assert flow(load_text(AB + "copy.resident.enabled = false\n"), "A->B").copy.resident_enabled is False
-    monkeypatch.setenv("MM2PY_EXPERIMENTAL", "resident")
-    assert flow(load_text(text), "A->B").copy.resident_enabled is True
 
 
 # -- unknown keys --------------------------------------------------------------------------

@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
-from mm2py.config.model import FlowConfig
 from mm2py.formats import OffsetSync
 from mm2py.source.plan.divergence import DivergenceCheck
 from mm2py.source.plan.resets import (
@@ -289,20 +288,3 @@ class ResetGuard:
             self.recreate_remote(topic)
         self._lost.discard(topic)  # created again on purpose, planned from the new log start
 
-
-def reset_sync_writer(flow: FlowConfig) -> Callable[[Sequence[OffsetSync]], None] | None:
-    """Writes the syncs a reset starts a partition's new runs with (syncs topic and history); None without syncs."""
-    if not flow.checkpoints.emit_offset_syncs_enabled:
-        return None
-    from mm2py.source.sync_history import history_for
-    from mm2py.source.sync_writer import OffsetSyncWriter
-
-    writer = OffsetSyncWriter(flow)
-    history = history_for(flow) if flow.checkpoints.offset_syncs_history_enabled else None
-
-    def write(syncs: Sequence[OffsetSync]) -> None:
-        if history is not None:
-            history.cover({s.topic for s in syncs})
-        writer.write(syncs, syncs if history is not None else ())
-
-    return write

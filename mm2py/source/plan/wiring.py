@@ -7,17 +7,19 @@ before Spark starts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from mm2py.config.filters import topic_filter_for
+from mm2py.config.model import FlowConfig
 from mm2py.flowspec import FlowSpec
+from mm2py.formats import OffsetSync
 from mm2py.kafka.admin import Admin
 from mm2py.metadata.sync import MetadataSync
 from mm2py.source.plan.catalogue import TopicCatalogue
 from mm2py.source.plan.divergence import DivergenceCheck
 from mm2py.source.plan.listing import SourceListing
 from mm2py.source.plan.planner import BatchPlanner
-from mm2py.source.plan.reset_guard import ResetGuard, reset_sync_writer
+from mm2py.source.plan.reset_guard import ResetGuard
 from mm2py.source.plan.sizing import BatchSizer
 from mm2py.source.plan.stalls import StallBook
 from mm2py.source.provenance import RegistryTail
@@ -58,3 +60,21 @@ def planner_for(spec: FlowSpec, settle: Callable[[set[TP]], None] | None = None)
                            registry=RegistryTail(flow.source, flow.admin_timeout_ms / 1000)
                            if guard.provenance else None, offsets=listing)
     return planner
+
+
+def reset_sync_writer(flow: FlowConfig) -> Callable[[Sequence[OffsetSync]], None] | None:
+    """Writes the syncs a reset starts a partition's new runs with (syncs topic and history); None without syncs."""
+    if not flow.checkpoints.emit_offset_syncs_enabled:
+        return None
+    from mm2py.source.sync_history import history_for
+    from mm2py.source.sync_writer import OffsetSyncWriter
+
+    writer = OffsetSyncWriter(flow)
+    history = history_for(flow) if flow.checkpoints.offset_syncs_history_enabled else None
+
+    def write(syncs: Sequence[OffsetSync]) -> None:
+        if history is not None:
+            history.cover({s.topic for s in syncs})
+        writer.write(syncs, syncs if history is not None else ())
+
+    return write

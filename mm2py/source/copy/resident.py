@@ -21,7 +21,9 @@ Invariants:
   queued or in flight, which a failure would lose;
 - what a copier copied after its snapshot reaches the sink once, as a *delta* row returned by the
   task that released it (``ResidentCopy.release``); its progress was recorded by the copier itself
-  (mm2py.source.copy.tail_commit), syncs once each;
+  (mm2py.source.copy.tail_commit), syncs once each; rows of a partition planned back (a reset)
+  and of a copier a reset ended are dropped, never written after the reset's
+  (mm2py.source.copy.resident_task: ``went_back``, ``settle``);
 - a copier's clients are lent to it (mm2py.worker.lend_clients): no other task of the worker uses
   them until it ended;
 - a copier that failed is released with no rows: the task starts at its plan, after the recorded

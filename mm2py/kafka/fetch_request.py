@@ -35,7 +35,8 @@ def by_topic(items: Iterable[tuple[TP, _V]]) -> dict[str, list[_V]]:
 
 def fetch_request(plan: SessionRequest, *, topic_id: Callable[[str], uuid.UUID] | None, partition_max_bytes: int,
                   max_bytes: int, max_wait_ms: int, min_bytes: int, rack: str) -> Any:
-    """The Fetch request of ``plan``: by topic id when ``topic_id`` is given (a session), else by name."""
+    """The Fetch request of ``plan``: by topic id when ``topic_id`` is given (a session, pinned topics),
+    else by name."""
     kind = FETCH_BY_ID if topic_id is not None else FETCH
 
     def topic_key(topic: str) -> dict[str, object]:

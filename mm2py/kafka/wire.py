@@ -2,7 +2,9 @@
 
 Built on kafka-python's protocol classes and network client, which carry the ``records``
 field as opaque bytes both ways. Request versions are pinned to the last ones that name
-topics rather than topic ids (Fetch v12, Produce v12), which every Kafka from 2.7 on speaks.
+topics rather than topic ids (Fetch v12, Produce v12), which every Kafka from 2.7 on speaks;
+fetches name topics by id (Fetch v13) in a session, and for topics pinned to an id
+(``pin_topic_ids``: the topic a copy was planned for, never a re-created one).
 Instances are made inside Spark tasks (never pickled) and closed when the task ends.
 """
 
@@ -38,6 +40,7 @@ from mm2py.kafka.leader_epochs import EpochEnd, epoch_answers, epoch_request
 from mm2py.kafka.list_offsets import EARLIEST, TIMESTAMPS, OffsetRequests, list_offsets_request
 from mm2py.kafka.log_dirs import log_dirs_request, log_sizes_of
 from mm2py.kafka.reauth import renew_ending_session
+from mm2py.kafka.topic_ids import TopicIds
 from mm2py.types import TP
 
 W = TypeVar("W")  # what one broker is asked (``RawClient._per_broker``)
@@ -90,34 +93,6 @@ def to_kafka_error(
                       **where)
 
 
-
-
-class TopicIds:
-    """Topic names and ids both ways, as the newest metadata answers give them.
-
-    Invariant: a name has one id and an id one name; learning a recreated topic's new id drops
-    its old id, so a fetch answer naming the old id is refused rather than named.
-    """
-
-    def __init__(self) -> None:
-        self._ids: dict[str, uuid.UUID] = {}
-        self._names: dict[uuid.UUID, str] = {}
-
-    def learn(self, name: str, topic_id: uuid.UUID) -> None:
-        old = self._ids.get(name)
-        if old is not None and old != topic_id:
-            del self._names[old]
-        self._ids[name] = topic_id
-        self._names[topic_id] = name
-
-    def knows(self, name: str) -> bool:
-        return name in self._ids
-
-    def id_of(self, name: str) -> uuid.UUID:
-        return self._ids[name]
-
-    def name_of(self, topic_id: uuid.UUID) -> str:
-        return self._names[topic_id]
 
 
 def _connect(cluster: ClusterConfig, conf: dict[str, Any], role: str, timeout_ms: int) -> KafkaNetClient:
@@ -296,9 +271,22 @@ class RawClient:
             out.update(parse(self.wait(future), wanted))
         return out
 
+    def pin_topic_ids(self, ids: Mapping[str, str]) -> None:
+        """Fetch the topics of ``ids`` by these ids (``uuid.UUID`` text) whatever metadata says later;
+        replaces the last pins. A changed id ends this client's fetch sessions, which the brokers
+        hold by the old id."""
+        if self._topic_ids.pin({name: uuid.UUID(topic_id) for name, topic_id in ids.items()}):
+            self._sessions.clear()
+
+    def recreated(self, topic: str) -> str | None:
+        """The id metadata gives a pinned ``topic`` now, when it is not the pinned one (re-created)."""
+        moved = self._topic_ids.moved(topic)
+        return None if moved is None else str(moved)
+
     def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
         """The ids of ``topics`` as the newest metadata answer (``leaders``) gave them; unknown ones left out."""
-        return {t: str(self._topic_ids.id_of(t)) for t in topics if self._topic_ids.knows(t)}
+        learned = self._topic_ids.learned
+        return {t: str(i) for t in topics if (i := learned(t)) is not None}
 
     # -- fetch ------------------------------------------------------------------------
 
@@ -326,12 +314,16 @@ class RawClient:
         consumers do: a broker keys a session's partitions by topic and partition, and by name the
         keys of similarly named topics collide (``31 * partition + hash(name)``), which made a broker
         spend seconds building a session of 5,000 partitions. A topic whose id this client has not
-        seen in a metadata answer (``leaders``) is fetched without a session.
+        seen in a metadata answer (``leaders``) is fetched without a session. Pinned topics
+        (``pin_topic_ids``) are fetched by their pinned id, in a session or not.
         """
-        session = session and all(self._topic_ids.knows(topic) for topic, _ in positions)
+        ids = self._topic_ids
+        by_id = all(ids.knows(topic) for topic, _ in positions) and (
+            session or all(ids.pinned(topic) for topic, _ in positions))
+        session = session and by_id
         plan = self._sessions.setdefault(node, FetchSession()).request(positions, partition_max_bytes,
                                                                       use_session=session)
-        request = fetch_request(plan, topic_id=self._topic_ids.id_of if session else None,
+        request = fetch_request(plan, topic_id=ids.id_of if by_id else None,
                                 partition_max_bytes=partition_max_bytes, max_bytes=max_bytes,
                                 max_wait_ms=max_wait_ms, min_bytes=min_bytes,
                                 rack=self.rack if closest_replica else "")

@@ -41,6 +41,9 @@ class PartitionRange:
     # the remote topic's max.message.bytes when known (0: unknown): a larger batch stalls the
     # partition before it is sent, so nothing after it reaches the target out of order
     max_batch_bytes: int = 0
+    # the source topic's id the plan was made for ("": unknown): the copy fetches that topic by
+    # this id, so a topic re-created under it is never read as if it went on (mm2py.kafka.topic_ids)
+    topic_id: str = ""
 
     @property
     def key(self) -> str:

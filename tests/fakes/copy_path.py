@@ -45,6 +45,12 @@ class FakeSource:
     def leaders(self, topics: set[str]) -> dict[TP, int]:
         return {tp: 1 for tp in self.logs if tp[0] in topics}
 
+    def pin_topic_ids(self, ids: dict[str, str]) -> None:
+        self.pinned = dict(ids)
+
+    def recreated(self, topic: str) -> str | None:
+        return None
+
     def fetch(self, node: int, positions: dict[TP, int], **_: object) -> Answer:
         out = {}
         for tp, offset in positions.items():

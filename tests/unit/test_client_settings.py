@@ -437,3 +437,40 @@ def test_a_recreated_topic_s_old_id_is_forgotten():
     assert (ids.id_of("t"), ids.name_of(new)) == (new, "t")
     with pytest.raises(KeyError):
         ids.name_of(old)
+
+
+def test_a_pinned_topic_keeps_its_id_and_names_the_one_metadata_gives_instead():
+    ids, old, new = TopicIds(), uuid.uuid4(), uuid.uuid4()
+    ids.learn("t", old)
+    assert ids.pin({"t": old}) is False, "pinned to the id it had: nothing changed"
+    ids.learn("t", new)  # re-created under the pin
+    assert (ids.id_of("t"), ids.moved("t"), ids.learned("t")) == (old, new, new)
+    assert ids.name_of(old) == ids.name_of(new) == "t", "an answer naming the pinned id is still named"
+    assert ids.pin({"t": new}) is True, "the next copy pinned to the new id"
+    assert (ids.id_of("t"), ids.moved("t")) == (new, None)
+    with pytest.raises(KeyError):
+        ids.name_of(old)
+    assert ids.pin({}) is False and ids.id_of("t") == new and not ids.pinned("t")
+
+
+def test_pinned_topics_are_fetched_by_id_outside_sessions_too_and_a_new_pin_ends_the_sessions():
+    from types import SimpleNamespace
+
+    client = _SendSpy(flow("").source, "consumer")
+    old, new = uuid.uuid4(), uuid.uuid4()
+    client._topic_ids.learn("t", old)
+    client.fetch(1, {("t", 0): 5}, partition_max_bytes=10, max_bytes=20)
+    assert client.sent[-1].API_VERSION == 12, "not pinned, no session: by name"
+    client.pin_topic_ids({"t": str(old)})
+    client._topic_ids.learn("t", new)  # metadata after the topic was re-created
+    client.fetch(1, {("t", 0): 5}, partition_max_bytes=10, max_bytes=20)
+    request = client.sent[-1]
+    assert (request.API_VERSION, request.session_epoch) == (13, -1)
+    assert [t.topic_id for t in request.topics] == [old], "the id it was pinned to, not the new one"
+    assert client.recreated("t") == str(new)
+    opening = client.fetch(1, {("t", 0): 5}, partition_max_bytes=10, max_bytes=20, session=True)
+    opening.success(SimpleNamespace(error_code=0, session_id=9))
+    assert client._sessions[1].session_id == 9
+    client.pin_topic_ids({"t": str(new)})
+    assert client._sessions == {}, "the brokers hold the session's partitions by the old id"
+    assert client.recreated("t") is None

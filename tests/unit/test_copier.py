@@ -508,6 +508,51 @@ def test_a_log_gone_back_under_a_planned_range_stalls_the_partition_where_it_sto
     assert "re-created" in result.stall_reason and result.lost_start == -1
 
 
+class RecreatedUnderTheCopy(FakeSource):
+    """A topic re-created after ``serves`` answers: fetched by its planned id, the broker answers
+    UNKNOWN_TOPIC_ID, and metadata looked up after that names the new id."""
+
+    NEW_ID = "00000000-0000-0000-0000-000000000002"
+
+    def __init__(self, logs: dict[TP, list[bytes]], serves: int):
+        super().__init__(logs)
+        self.serves, self.lookups, self.fetches, self.new_id_seen = serves, 0, 0, False
+
+    def leaders(self, topics: set[str]) -> dict[TP, int]:
+        self.lookups += 1
+        self.new_id_seen = self.fetches > self.serves
+        return super().leaders(topics)
+
+    def fetch(self, node: int, positions: dict[TP, int], **kw: object) -> Answer:
+        self.fetches += 1
+        if self.fetches <= self.serves:
+            return super().fetch(node, positions, **kw)
+        return Answer({tp: FetchedPartition(100, -1, -1, -1, (), b"") for tp in positions}, is_done=True)
+
+    def recreated(self, topic: str) -> str | None:
+        return self.NEW_ID if self.new_id_seen and self.pinned.get(topic) else None
+
+
+def test_a_topic_re_created_under_the_copy_stalls_it_where_it_stood_and_nothing_new_is_read() -> None:
+    planned_id = "00000000-0000-0000-0000-000000000001"
+    logs = {("t", 0): [batch(o, 10) for o in range(0, 100, 10)]}
+    source = RecreatedUnderTheCopy(logs, serves=2)
+    target, result = straddled(source, PartitionRange("t", 0, 0, 100, "A.t", topic_id=planned_id))
+    assert source.pinned == {"t": planned_id}, "fetched by the id it was planned with"
+    assert target.logs[("A.t", 0)] == [0, 10], "the two batches read before the re-creation, nothing after"
+    assert (result.next_offset, result.stall_offset) == (20, 20)
+    assert "re-created" in result.stall_reason and RecreatedUnderTheCopy.NEW_ID in result.stall_reason
+    assert source.lookups == 2, "one lookup at the start, one after the unknown id: no loop"
+
+
+def test_a_topic_re_created_between_the_plan_and_the_start_is_not_read_at_all() -> None:
+    source = RecreatedUnderTheCopy({("t", 0): [batch(0, 10)]}, serves=0)
+    source.fetches = 1  # the metadata at the start names the new id already
+    target, result = straddled(source, PartitionRange("t", 0, 0, 10, "A.t", topic_id="1" * 32))
+    assert target.logs == {} and (result.next_offset, result.stall_offset) == (0, 0)
+    assert source.fetches == 1, "stalled at its start: never fetched"
+
+
 def straddled(source: FakeSource, r: PartitionRange) -> tuple[KeepingTarget, object]:
     target = KeepingTarget()
     c = Copier(source, target, [r], CopySettings(offset_lag_max=1000))  # type: ignore[arg-type]

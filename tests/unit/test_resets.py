@@ -39,6 +39,7 @@ def test_first_plan_records_the_topic_ids_and_plans_as_before():
     end = g.r.planner.latest_offsets(start, None)
     assert end["p"] == {"orders:0": 100}
     assert g.ledger.appended == [([], {"orders": "orders-1"})]
+    assert [r.topic_id for r in g.r.planner.ranges(start, end)] == ["orders-1"], "the copy is pinned to that topic"
     g.r.planner.latest_offsets(end, None)
     assert len(g.ledger.appended) == 1, "recorded once"
 
@@ -55,7 +56,8 @@ def test_continue_copies_a_recreated_topic_from_its_new_log_start_and_says_so():
     with capture_logs() as logs:
         nxt = g.r.planner.latest_offsets(end, None)
     ranges = g.r.planner.ranges(end, nxt)
-    assert [(x.start, x.end, x.exact) for x in ranges] == [(0, 2500, True)]
+    assert [(x.start, x.end, x.exact, x.topic_id) for x in ranges] == [(0, 2500, True, "orders-2")], \
+        "the new log, read by the new id"
     [(entries, ids)] = g.ledger.appended[1:]
     assert ids == {"orders": "orders-2"}
     [entry] = entries

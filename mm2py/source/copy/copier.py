@@ -23,7 +23,9 @@ Invariants (the fetch and produce sides list their own):
 - any error not handled below fails the task; Spark's retry re-copies the ranges
   (at-least-once), and positions never pass what the target acknowledged;
 - a partition the target refuses for good *stalls* (mm2py.source.copy.produce_window); so does one
-  whose source log went back below its position (mm2py.source.plan.resets acts on it), and a batch
+  whose source log went back below its position, or whose topic was re-created since the plan
+  (fetched by the topic id it was planned with, it never reads the new log; mm2py.source.plan.resets
+  acts on both), and a batch
   larger than the remote topic's max.message.bytes is never sent. The rest of the task goes
   on; the result row carries the offset, size and reason, and the planner re-plans from there;
 - records deleted from the source before they were mirrored (retention, DeleteRecords) are
@@ -134,8 +136,11 @@ class Copier:
             self.writer.producer_id, self.writer.epoch = self._kept.producer_id, self._kept.epoch
             for part in self.parts.values():
                 part.sequence = self._kept.next_sequence.get(part.target, 0)
+        self.src.pin_topic_ids({r.topic: r.topic_id for r in ranges if r.topic_id})
         with self._acl("DESCRIBE", "TOPIC", ", ".join(sorted({r.topic for r in ranges}))):
             self.fetching.leaders = self.src.leaders({r.topic for r in ranges})
+        for tp, part in self.parts.items():
+            self.intake.recreated(tp, part)  # re-created between the plan and this start
         self.window.leaders = self._target_leaders({r.target_topic for r in ranges})
         self.writer.start()
         for tp, part in self.parts.items():

@@ -14,7 +14,8 @@ Invariants:
 - a partition that errs while tailing owes nothing past its plan: it is done where it stands;
 - records deleted from the source before they were copied (retention, DeleteRecords) are
   skipped to the log start and reported as the partition's lost range; a log that went back
-  below the position (re-created, truncated) stalls the partition for mm2py.source.plan.resets;
+  below the position (re-created, truncated) stalls the partition for mm2py.source.plan.resets,
+  and so does a topic re-created under the copy (fetched by its planned id, ``recreated``);
 - an answer with no whole batch below the planned end, where the log ends below it, is a
   ``DataLossError`` naming the partition, never a silent end;
 - a batch of a newer leader epoch from another broker than the batch before (the leader moved
@@ -123,8 +124,9 @@ class Intake:
         if code == OFFSET_OUT_OF_RANGE:
             self._out_of_range(tp, part)
             return
-        if action_for(code) in (Action.RETRY, Action.REFRESH):  # leader moved, broker restarting
+        if action_for(code) in (Action.RETRY, Action.REFRESH):  # leader moved, broker restarting, topic re-created
             self.fetching.moved()
+            self.recreated(tp, part)
             return
         if issubclass(error_for(code), kerr.AuthorizationError):
             raise missing_acl("READ", "TOPIC", r.topic, cluster=self.src.alias, principal=self.principal,
@@ -132,6 +134,18 @@ class Intake:
                                                    partition=r.partition))
         raise to_kafka_error(code, cluster=self.src.alias, topic=r.topic, partition=r.partition,
                              offset=part.next_fetch)
+
+    def recreated(self, tp: TP, part: PartitionCopy) -> None:
+        """Stall ``part`` where it stands when its topic was re-created since the plan.
+
+        Fetched by the id it was planned with (``PartitionRange.topic_id``), it reads nothing of the
+        new log (UNKNOWN_TOPIC_ID), and waiting would never end; the planner finds the new id and
+        acts by source.reset.policy (mm2py.source.plan.resets).
+        """
+        new = self.src.recreated(tp[0])
+        if new is not None and not part.stalled:
+            part.stall(part.next_fetch, -1, f"source topic {tp[0]} was re-created (topic id {new}; the copy "
+                       f"was planned for {part.range.topic_id})")
 
     def _out_of_range(self, tp: TP, part: PartitionCopy) -> None:
         """``next_fetch`` is outside the log: below its start (records deleted) or above its end (log went back)."""

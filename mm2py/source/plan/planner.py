@@ -106,7 +106,8 @@ class BatchPlanner:
         self.intervals = IntervalMeter()
         self._keyed: tuple[dict[str, int], dict[str, TP]] | None = None  # see _keys
         self.maker = RangeMaker(catalogue, stalls, exactly_once=flow.delivery.exactly_once != "off",
-                                stopped=lambda: self.resets.stopped() if self.resets is not None else frozenset())
+                                stopped=lambda: self.resets.stopped() if self.resets is not None else frozenset(),
+                                topic_ids=lambda: self.resets.known_ids() if self.resets is not None else {})
 
     def recorded(self) -> dict[TP, int]:
         """The positions recorded on the target, as read at first need (once per run)."""

@@ -14,6 +14,8 @@ Invariants:
   recorded position when a tail took it past that (exactly-once: never before the record after
   the committed position, as read by ``ranges``); held partitions, and those stopped by
   ``source.reset.policy = stop``, get none;
+- a range carries its topic's id as the reset guard accepted it in this plan's review
+  (``topic_ids``): the copy reads that topic, never one re-created under its name since;
 - work per micro-batch: the planned partitions, plus one empty range per other partition only
   when the tasks tail. Spark's offset dicts are parsed once per micro-batch (``partitions``
   hands ``ranges`` and ``idle_ranges`` the same two dicts).
@@ -21,7 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from mm2py.source.plan.catalogue import TopicCatalogue
 from mm2py.source.plan.spark_offsets import Offsets
@@ -29,19 +31,21 @@ from mm2py.source.plan.stalls import PlannedRange, StallBook
 from mm2py.source.ranges import PartitionRange, split_key
 from mm2py.types import TP
 
-# per topic: (remote topic, target partitions to rehash onto, the remote's batch byte limit)
-Remote = tuple[str, int, int]
+# per topic: (remote topic, target partitions to rehash onto, the remote's batch byte limit, source topic id)
+Remote = tuple[str, int, int, str]
 
 
 class RangeMaker:
     """Turns one micro-batch's Spark offsets into ``PartitionRange``s; no I/O but the committed positions."""
 
     def __init__(self, catalogue: TopicCatalogue, stalls: StallBook, *, exactly_once: bool,
-                 stopped: Callable[[], frozenset[TP]]):
+                 stopped: Callable[[], frozenset[TP]], topic_ids: Callable[[], Mapping[str, str]] = dict):
         self.catalogue = catalogue
         self.stalls = stalls
         self.exactly_once = exactly_once
         self.stopped = stopped  # partitions source.reset.policy = stop left where they are
+        # the source topic ids the reset guard accepted in this plan's review: each range carries its topic's
+        self.topic_ids = topic_ids
         self._parsed: tuple[dict, dict, Offsets, Offsets] | None = None
         self._committed: dict[TP, int] = {}  # exactly-once: the committed positions ``ranges`` read last
 
@@ -107,13 +111,14 @@ class RangeMaker:
     def _range(self, key: str, begin: int, stop: int, exact: bool, remotes: dict[str, Remote]) -> PartitionRange:
         """The range ``[begin, stop)`` of partition ``key``, with its remote topic's partitions and limit.
 
-        ``remotes`` keeps each topic's (remote topic, target partitions, limit) across the calls of one
+        ``remotes`` keeps each topic's (remote topic, target partitions, limit, id) across the calls of one
         plan: a topic's ten or more partitions ask the policy and the catalogue once.
         """
         topic, partition = split_key(key)
         if (known := remotes.get(topic)) is None:
             remote = self.catalogue.remote_topic(topic)
             known = remotes[topic] = (remote, self.catalogue.rehash.get(topic, 0),
-                                      self.catalogue.max_batch_bytes.get(remote, 0))
+                                      self.catalogue.max_batch_bytes.get(remote, 0),
+                                      self.topic_ids().get(topic, ""))
         return PartitionRange(topic, partition, begin, stop, known[0], exact=exact, target_partitions=known[1],
-                              max_batch_bytes=known[2])
+                              max_batch_bytes=known[2], topic_id=known[3])

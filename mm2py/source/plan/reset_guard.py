@@ -132,6 +132,10 @@ class ResetGuard:
     def stopped(self) -> frozenset[TP]:
         return frozenset(self._stopped)
 
+    def known_ids(self) -> Mapping[str, str]:
+        """The source topic ids the last review accepted: the topics the flow's copy goes on reading."""
+        return self._state.topic_ids if self._state is not None else {}
+
     def review(self, begin: Mapping[TP, int], log_ends: Mapping[TP, int]) -> ResetOutcome:
         """Check every partition of a plan (``begin``: next offset to copy; ``log_ends``: the source's ends)."""
         state = self._load()

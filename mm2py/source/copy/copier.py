@@ -16,17 +16,15 @@ Invariants (the fetch and produce sides list their own):
 - given a ``TailWindow`` (mm2py.source.copy.tail), a partition that copied its range goes on copying
   what arrives after it while the window is open, and is then done with the batch it was at:
   ``next_offset`` is still the first offset not copied, so the sink records only acked data;
-- the window's ``progress`` (every at-least-once task has a window, tailing or not) records what
-  was acknowledged every ``copy.tail.commit.ms``, more often while many acknowledged records wait,
-  and once at the task's end, before the
-  micro-batch commits (mm2py.source.copy.tail_commit), each time after the writer settled;
+- the window's ``progress`` (every at-least-once task has one) records what was acknowledged every
+  ``copy.tail.commit.ms``, more often while many acknowledged records wait, and once at the task's
+  end, before the micro-batch commits (mm2py.source.copy.tail_commit), after the writer settled;
 - any error not handled below fails the task; Spark's retry re-copies the ranges
   (at-least-once), and positions never pass what the target acknowledged;
 - a partition the target refuses for good *stalls* (mm2py.source.copy.produce_window); so does one
   whose source log went back below its position, or whose topic was re-created since the plan
-  (fetched by the topic id it was planned with, it never reads the new log; mm2py.source.plan.resets
-  acts on both), and a batch
-  larger than the remote topic's max.message.bytes is never sent. The rest of the task goes
+  (fetched by its planned topic id, it never reads the new log; mm2py.source.plan.resets acts), and
+  a batch larger than the remote topic's max.message.bytes is never sent. The rest of the task goes
   on; the result row carries the offset, size and reason, and the planner re-plans from there;
 - records deleted from the source before they were mirrored (retention, DeleteRecords) are
   skipped: the copy goes on from the log start, the batch holding it copied from there on, and
@@ -139,11 +137,10 @@ class Copier:
         self.src.pin_topic_ids({r.topic: r.topic_id for r in ranges if r.topic_id})
         with self._acl("DESCRIBE", "TOPIC", ", ".join(sorted({r.topic for r in ranges}))):
             self.fetching.leaders = self.src.leaders({r.topic for r in ranges})
-        for tp, part in self.parts.items():
-            self.intake.recreated(tp, part)  # re-created between the plan and this start
         self.window.leaders = self._target_leaders({r.target_topic for r in ranges})
         self.writer.start()
         for tp, part in self.parts.items():
+            self.intake.recreated(tp, part)  # re-created between the plan and this start
             if part.range.end <= part.range.start and not part.stalled:
                 self.tails.reached_end(tp, part)  # planned empty: only a tail copies here
 

@@ -95,9 +95,13 @@ class Replicator:
         self.proc.wait(30)
 
     def stop(self, timeout: float = 90, *, driver_only: bool = False) -> int:
-        """SIGTERM to the process group (as Ctrl-C or systemd), or with ``driver_only`` to mm2py's process alone."""
+        """SIGTERM to the process group (as Ctrl-C or systemd), or with ``driver_only`` to mm2py's process alone.
+
+        The signal goes once mm2py's process catches it: before that the interpreter is still starting
+        (no mm2py code has run, nothing can be owed) and any program dies of it, as Python's default."""
         assert self.proc is not None
         if self.proc.poll() is None:
+            _wait_until_caught(self.proc, signal.SIGTERM, 30 * TIMEOUT_SCALE)
             if driver_only:
                 os.kill(self.proc.pid, signal.SIGTERM)
             else:
@@ -112,6 +116,26 @@ class Replicator:
 
     def tail(self, n: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler for ``signum`` (the SigCgt mask of /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next((int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigCgt:")), 0)
+    return bool(mask >> (signum - 1) & 1)
+
+
+def _wait_until_caught(proc: subprocess.Popen, signum: int, timeout: float) -> None:
+    """Wait up to ``timeout`` s while ``proc`` runs without a handler for ``signum``; AssertionError after."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and not _catches(proc.pid, signum):
+        if time.monotonic() > deadline:
+            name = signal.Signals(signum).name
+            raise AssertionError(f"process {proc.pid} installed no {name} handler in {timeout} s")
+        time.sleep(0.05)
 
 
 def wait_for(predicate, timeout: float, message: str, replicator: Replicator | None = None) -> None:

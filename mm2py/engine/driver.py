@@ -29,7 +29,7 @@ from mm2py.connectors.source import MirrorSourceDataSource
 from mm2py.connectors.warmup import WarmupDataSource
 from mm2py.engine.console import JvmOutput
 from mm2py.engine.jvmcache import DriverArchive
-from mm2py.engine.queries import Connector, RunningFlow, await_first_batches
+from mm2py.engine.queries import Connector, RunningFlow
 from mm2py.engine.sparkhome import use_lean_spark_home
 from mm2py.engine.supervisor import Supervisor
 from mm2py.engine.watch import QueryWatch
@@ -229,10 +229,6 @@ class Engine:
             log.info("flow started", flow=flow.name, source=flow.source.bootstrap_servers,
                      target=flow.target.bootstrap_servers,
                      delivery="exactly-once" if flow.delivery.exactly_once != "off" else "at-least-once")
-        # the other connectors' queries are made once the sources' first micro-batches copy
-        if not until_caught_up:
-            await_first_batches([r.connectors[0] for r in self.flows if r.flow.name in by_name],
-                                stopped=self.stop_flag.raised)
         for flow in flows:
             checkpoints = flow.checkpoints
             if checkpoints.emit_checkpoints_enabled and checkpoints.emit_offset_syncs_enabled and not until_caught_up:

@@ -7,8 +7,7 @@ heartbeat-only flow has no sink.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -16,12 +15,6 @@ from pyspark.sql.streaming import StreamingQuery
 
 from mm2py.config.model import FlowConfig
 from mm2py.source.plan.commit import FlowCommitter
-
-PROCESSING = "Processing new data"  # a streaming query's status message while a micro-batch runs
-# the longest the checkpoint and heartbeat queries wait for the sources' first micro-batches, and
-# how long once those run (task launch, clients, first fetch)
-FOLLOWERS_WAIT_S = 20.0
-FIRST_TASKS_S = 3.0
 
 
 class FlowSink(Protocol):
@@ -62,54 +55,6 @@ class Connector:
         self.progress_at = stamp
         self.phases = parse_durations(durations)
         return True
-
-    def first_batch(self) -> str:
-        """Where the query's first micro-batch is: "planning" (not yet running), "running" (its tasks
-        were launched or are being planned), or "done" (it ran, or the query ended).
-
-        Spark's status says "Processing new data" from the batch's planned offsets to its commit;
-        a query whose JVM side is gone counts as done (nothing is left to wait for).
-        """
-        try:
-            jsq = self.query._jsq
-            if not jsq.isActive() or jsq.lastProgress() is not None:
-                return "done"
-            return "running" if jsq.status().message() == PROCESSING else "planning"
-        except Exception:
-            return "done"
-
-
-class FirstBatch(Protocol):
-    def first_batch(self) -> str: ...
-
-
-def await_first_batches(sources: Sequence[FirstBatch], *, stopped: Callable[[], bool],
-                        wait_s: float = FOLLOWERS_WAIT_S, running_s: float = FIRST_TASKS_S,
-                        clock: Callable[[], float] = time.monotonic,
-                        sleep: Callable[[float], None] = time.sleep) -> str:
-    """Wait until every source query ran its first micro-batch, or all have run theirs ``running_s``
-    seconds; at most ``wait_s`` in all, and not past ``stopped()``. Returns which ended the wait:
-    "done", "running", "waited" or "stopped".
-
-    The engine makes the checkpoint and heartbeat queries after it: making a query takes about
-    two seconds of the machine (Spark's planner process for it, its first offsets), which, spent
-    while a source plans and its first tasks set up their clients, delays the first mirrored records
-    by as much.
-    """
-    deadline = clock() + wait_s
-    running_since: float | None = None
-    while not stopped():
-        states = {source.first_batch() for source in sources}
-        if states <= {"done"}:
-            return "done"
-        if "planning" not in states:
-            running_since = clock() if running_since is None else running_since
-            if clock() - running_since >= running_s:
-                return "running"
-        if clock() >= deadline:
-            return "waited"
-        sleep(0.1)
-    return "stopped"
 
 
 def parse_durations(text: str) -> dict[str, int]:

@@ -102,6 +102,7 @@ class Replicator:
         assert self.proc is not None
         if self.proc.poll() is None:
             _wait_until_caught(self.proc, signal.SIGTERM, 30 * TIMEOUT_SCALE)
+        if self.proc.poll() is None:  # not reaped meanwhile: its pid is still its own
             if driver_only:
                 os.kill(self.proc.pid, signal.SIGTERM)
             else:

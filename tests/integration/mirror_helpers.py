@@ -100,8 +100,9 @@ class Replicator:
         The signal goes once mm2py's process catches it: before that the interpreter is still starting
         (no mm2py code has run, nothing can be owed) and any program dies of it, as Python's default."""
         assert self.proc is not None
-        if self.proc.poll() is None:
-            _wait_until_caught(self.proc, signal.SIGTERM, 30 * TIMEOUT_SCALE)
+        proc = self.proc
+        wait_for(lambda: proc.poll() is not None or _catches(proc.pid, signal.SIGTERM), 30,
+                 f"replicator {proc.pid} catching SIGTERM")
         if self.proc.poll() is None:  # not reaped meanwhile: its pid is still its own
             if driver_only:
                 os.kill(self.proc.pid, signal.SIGTERM)
@@ -127,16 +128,6 @@ def _catches(pid: int, signum: int) -> bool:
         return False
     mask = next((int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigCgt:")), 0)
     return bool(mask >> (signum - 1) & 1)
-
-
-def _wait_until_caught(proc: subprocess.Popen, signum: int, timeout: float) -> None:
-    """Wait up to ``timeout`` s while ``proc`` runs without a handler for ``signum``; AssertionError after."""
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None and not _catches(proc.pid, signum):
-        if time.monotonic() > deadline:
-            name = signal.Signals(signum).name
-            raise AssertionError(f"process {proc.pid} installed no {name} handler in {timeout} s")
-        time.sleep(0.05)
 
 
 def wait_for(predicate, timeout: float, message: str, replicator: Replicator | None = None) -> None:

@@ -22,6 +22,13 @@ $(VENV_STAMP): pyproject.toml
 
 venv: $(VENV_STAMP)
 
+# bytecode for our own modules: where PYTHONDONTWRITEBYTECODE is set (this machine's shell sets it), every
+# Python process (a replicator starts about a dozen: Spark's data source runners and workers)
+# would compile mm2py from source again; Python reads these files and ignores a stale one
+.PHONY: bytecode
+bytecode: $(VENV_STAMP)
+	$(PY) -m compileall -q mm2py connectors tests bench >/dev/null
+
 $(JARS_STAMP): build/kafka/pom.xml
 	mvn -q -B -f build/kafka/pom.xml package -Dkafka.version=$(KAFKA_VERSION)
 	touch $@
@@ -117,12 +124,12 @@ $(KRB_VENV_STAMP): pyproject.toml $(RDKAFKA_LIB)
 	$(KRB_VENV)/bin/python -c 'from mm2py.kafka.krb5conf import rdkafka_has_gssapi as g; assert g(), "no GSSAPI"'
 	touch $@
 
-demo: $(VENV_STAMP) $(JARS_STAMP)
+demo: $(VENV_STAMP) $(JARS_STAMP) bytecode
 	$(PY) -m mm2py.dev.demo
 
 # lint and the type check first: a finding fails the run before any broker starts; the lanes build
 # kerberos-clients themselves, beside the tests (tests/lanes.py)
-test: lint typecheck $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) $(SPARK_KAFKA_STAMP) prometheus kerberos \
+test: lint typecheck bytecode $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) $(SPARK_KAFKA_STAMP) prometheus kerberos \
 		kerberos-clients-deps
 	$(PY) -m tests.lanes $(PYTEST_ARGS)
 
@@ -139,7 +146,7 @@ integration-krb: $(KRB_VENV_STAMP) $(JARS_STAMP) prometheus kerberos
 # workloads a-e, 3 alternating pairs, b on TLS clusters beside plaintext (the cost of TLS) and b
 # with a Filter chain in every tool's file beside its raw path (the cost of the chain);
 # each target writes docs/benchmarks.md's tables when every run verified
-bench: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP)
+bench: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) bytecode
 	$(PY) -m bench.run --security plaintext,tls --tls-workloads b --transforms none,filter --transform-workloads b \
 		--publish
 

@@ -11,7 +11,7 @@ from tests.integration.mirror_helpers import Replicator, mirror_once, properties
 from tests.integration.target_checks import all_there, mirrored_in_order
 from tests.kafkautil import TS0, consume_all, create_topic, end_offsets, list_topics, produce
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py: minutes a test, the rest lane sheds them
 
 # the standalone master (its UI on +3, the workers' UIs and RPC ports on +4..+7), moved with the
 # other fixed ports by MM2PY_TEST_PORT_OFFSET (tests/lanes.py keeps each lane's ports apart)

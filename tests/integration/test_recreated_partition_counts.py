@@ -22,7 +22,7 @@ from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.integration.target_checks import lines_with
 from tests.kafkautil import consume_all, create_topic, delete_topic, end_offsets, list_topics, produce
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py: minutes a test, the rest lane sheds them
 
 OLD, NEW = 500, 300  # records per partition before and after the re-creation
 

@@ -19,7 +19,7 @@ from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.integration.target_checks import delete_records, lines_with, partitions_named
 from tests.kafkautil import consume_all, create_topic, delete_topic, end_offsets, list_topics, produce
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py: minutes a test, the rest lane sheds them
 
 PARTITIONS = 2
 BEFORE, AFTER = 500, 200  # records per partition before and after the remote topic is deleted

@@ -397,8 +397,10 @@ def mm2_failures(log: Path, target: str) -> list[str]:
 
 
 def run_scenario(tool: str, clusters: Clusters, run_dir: Path, topic: str, offset: int, *, strict: bool,
-                 say: Callable[[str], None] = print) -> Outcome:
-    return Scenario(tool, clusters, run_dir, topic, offset, strict=strict, say=say).run()
+                 say: Callable[[str], None] = print, timeout_scale: float = 1.0) -> Outcome:
+    """The scenario; ``timeout_scale`` stretches its catch-up and no-progress bounds (a loaded test run's)."""
+    return Scenario(tool, clusters, run_dir, topic, offset, strict=strict, say=say,
+                    catch_up_timeout=240 * timeout_scale, stall_timeout=120 * timeout_scale).run()
 
 
 def main(argv: list[str] | None = None) -> int:

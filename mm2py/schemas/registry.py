@@ -10,18 +10,14 @@ registry, so the client's id cache stays valid for the life of a worker.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TypeVar
-
-from confluent_kafka.schema_registry import (
-    RegisteredSchema,
-    Schema,
-    SchemaReference,
-    SchemaRegistryClient,
-)
-from confluent_kafka.schema_registry.common.schema_registry_client import SchemaVersion
-from confluent_kafka.schema_registry.error import SchemaRegistryError as ClientError
+from typing import TYPE_CHECKING, TypeVar
 
 from mm2py.errors import SchemaRegistryError
+
+if TYPE_CHECKING:  # the client's package (httpx, authlib, cryptography) is imported at first use:
+    # every Python process of a replicator imports the copy path, few of them talk to a registry
+    from confluent_kafka.schema_registry import RegisteredSchema, Schema, SchemaReference, SchemaRegistryClient
+    from confluent_kafka.schema_registry.common.schema_registry_client import SchemaVersion
 
 T = TypeVar("T")
 NOT_FOUND = 404
@@ -58,12 +54,16 @@ class Registry:
     @property
     def client(self) -> SchemaRegistryClient:
         if self._client is None:
+            from confluent_kafka.schema_registry import SchemaRegistryClient
+
             conf: dict[str, object] = dict(self.settings)
             conf.setdefault("timeout", 30)
             self._client = SchemaRegistryClient(conf)
         return self._client
 
     def _call(self, what: str, call: Callable[[], T], *, missing: T | None = None, found: bool = False) -> T:
+        from confluent_kafka.schema_registry.error import SchemaRegistryError as ClientError
+
         try:
             return call()
         except ClientError as e:

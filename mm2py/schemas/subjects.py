@@ -14,11 +14,13 @@ resolve to a schema with the source's fingerprint, else ``Untranslatable``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-from confluent_kafka.schema_registry import RegisteredSchema, Schema, SchemaReference
+from typing import TYPE_CHECKING
 
 from mm2py.schemas.canonical import NotAvro, fingerprint
 from mm2py.schemas.registry import Registry, answered, reference_of, schema_text
+
+if TYPE_CHECKING:  # imported at first use, as mm2py.schemas.registry does
+    from confluent_kafka.schema_registry import RegisteredSchema
 
 AVRO = "AVRO"
 
@@ -92,6 +94,8 @@ class SubjectSync:
         return last
 
     def _sync_version(self, registered: RegisteredSchema, to: str) -> Mapped:
+        from confluent_kafka.schema_registry import Schema, SchemaReference
+
         schema = registered.schema
         if (schema.schema_type or AVRO).upper() != AVRO:
             raise Untranslatable(f"subject {registered.subject} version {registered.version} is a "

@@ -10,7 +10,7 @@ APICURIO_VERSION := 3.3.3
 APICURIO_STAMP := .cache/apicurio-registry-$(APICURIO_VERSION)/quarkus-run.jar
 PYTEST_ARGS ?=
 
-.PHONY: config-doc all demo test unit integration integration-krb bench bench-quick bench-quick-tls bench-quick-filter lint typecheck jars spark-kafka registry venv clean clean-var
+.PHONY: config-doc all demo test test-soak unit integration integration-krb bench bench-quick bench-quick-tls bench-quick-filter lint typecheck jars spark-kafka registry venv clean clean-var
 
 all: test
 
@@ -132,6 +132,13 @@ demo: $(VENV_STAMP) $(JARS_STAMP) bytecode
 test: lint typecheck bytecode $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) $(SPARK_KAFKA_STAMP) prometheus kerberos \
 		kerberos-clients-deps
 	$(PY) -m tests.lanes $(PYTEST_ARGS)
+
+# the soak tier: repeats and multi-minute variants of scenarios make test runs once (crash loops,
+# a three-minute outage, rolling restarts, the identity ring...), marked soak; one pytest process,
+# about an hour on two cores. Run it before a release and after changing the copy path.
+test-soak: $(VENV_STAMP) $(JARS_STAMP) $(APICURIO_STAMP) $(SPARK_KAFKA_STAMP) prometheus kerberos bytecode
+	MM2PY_TEST_TIMEOUT_SCALE=$${MM2PY_TEST_TIMEOUT_SCALE:-2} $(PY) -m pytest -q -rA --durations=30 -m 'soak and not krb_clients' \
+		$(PYTEST_ARGS) tests/integration
 
 unit: $(VENV_STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS) tests/unit

@@ -21,9 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 INTEGRATION = "tests/integration"
-LONG = "long and not krb_clients"
-REST = "not long and not krb_clients"
-KRB_MARKER = "krb_clients"
+# make test is the gate: soak tests (repeats and multi-minute variants of scenarios the gate runs
+# once) run in make test-soak, one pytest process
+LONG = "long and not krb_clients and not soak"
+REST = "not long and not krb_clients and not soak"
+KRB_MARKER = "krb_clients and not soak"
+SOAK = "soak"
 # every fixed test port (a cluster's port up to port + 9) before the offset: bench's 29092-29393 too,
 # so that make bench beside make test, on one offset, stays clear of every lane but the rest lane's
 PORT_BAND = (29000, 32767)
@@ -48,23 +51,21 @@ class Lane:
         return PORT_BAND[0] + self.offset, PORT_BAND[1] + self.offset
 
 
-# Seconds: a long module's in stop 58's CI run (a loaded run; per test from the lanes' folders'
-# times, before that stop's cuts), about 4,500 s a lane there. Four lanes, not more: six (the rest
-# in two, the long tests in three) loaded two cores past what Spark's Python workers bear (load
-# average 22; a worker timed out connecting back to its JVM).
+# Seconds: a module's gate tests in the last full runs on this machine (three lanes busy; per test
+# from the lanes' folders' times), about 3,000 s a lane. Three lanes run at once (tests/lanes.py):
+# a fourth loaded two cores to a load average of 24 and Spark's Python runners failed to start.
 LANES = (
-    # the rest's default: the unit tests and every integration module not marked long (~4,900 s)
+    # the rest's default: the unit tests and every integration module not marked long (~3,300 s)
     Lane("rest", REST, 0),
-    # stop 2,437 s before its cuts (ten cases, five now), exactly_once 1,338 (five random kills,
-    # two now), spark_job_failover 857, broker_faults 700, unclean_election 420, remote_topic_deleted
-    # 360, oauth 270, rolling_restart 212, multibroker 100
+    # bad_input 700, spark_job_failover 480, stop 544 (two cases; three more soak), broker_faults 277,
+    # unclean_election 136, remote_topic_deleted 123, multibroker 100, exactly_once and oauth ~60 each
     Lane("long-a", LONG, -LANE_SPACING,
-         ("test_stop.py", "test_exactly_once.py", "test_spark_job_failover.py", "test_broker_faults.py",
-          "test_unclean_election.py", "test_remote_topic_deleted.py", "test_oauth.py", "test_rolling_restart.py",
-          "test_multibroker.py")),
-    # the long default: reschedule 898 (three cases, two now), identity_cycles 761, resident 730,
-    # exactly_once_intervals 665, mirror_core 648, recreated_partition_counts 490, prometheus 232,
-    # tail 216, live_lag 190, and every long module no lane names
+         ("test_bad_input.py", "test_spark_job_failover.py", "test_stop.py", "test_broker_faults.py",
+          "test_unclean_election.py", "test_remote_topic_deleted.py", "test_multibroker.py", "test_exactly_once.py",
+          "test_oauth.py")),
+    # the long default: resident 730, exactly_once_intervals 414, mm2_scenarios 400, failover 400, tail 350,
+    # reschedule 300, devcluster 250, schemas 245, identity_cycles 206, metrics 171, recreated_partition_counts
+    # 123, and every long module no lane names
     Lane("long-b", LONG, -2 * LANE_SPACING),
     Lane("krb", KRB_MARKER, -3 * LANE_SPACING, krb=True),
 )

@@ -47,7 +47,7 @@ from tests.conftest import PORT_OFFSET
 from tests.integration.mirror_helpers import REPO, mirror_once, properties
 from tests.kafkautil import consume_all, create_topic, delete_topic, end_offsets, list_topics, produce, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lane_layout.py: a long lane, for balance
 
 ACL_PORT = 30850 + PORT_OFFSET
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"

@@ -97,6 +97,7 @@ def test_source_then_target_broker_killed_and_restarted_while_streaming(fault_cl
     assert "Traceback" not in after_signal and "flows stopped" in after_signal, after_signal[-2000:]
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_target_down_for_minutes_stalls_the_flow_and_it_catches_up(fault_clusters, cluster_workdir, unique_name,
                                                                     tmp_path):
     topic, remote = unique_name, f"A.{unique_name}"

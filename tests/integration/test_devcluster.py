@@ -23,7 +23,7 @@ from mm2py.errors import DevClusterError
 from tests.conftest import TEST_PORTS
 from tests.kafkautil import TS0, consume_all, create_topic, end_offsets, list_topics, produce, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lane_layout.py: a long lane, for balance
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 

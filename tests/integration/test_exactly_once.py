@@ -67,6 +67,7 @@ def held_restart(rep: Replicator, variable: str, marker: Path) -> Replicator:
     return rep
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_crash_loop_worker_kill_and_target_restart_keep_exactly_once_then_failover(
         eos_clusters, cluster_workdir, unique_name, tmp_path):
     a, b = eos_clusters["A"].bootstrap, eos_clusters["B"].bootstrap

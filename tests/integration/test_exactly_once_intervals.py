@@ -119,6 +119,7 @@ def test_a_kill_at_the_handover_between_exactly_once_intervals_copies_nothing_tw
     assert commits > batches, "an interval commits a transaction every copy.tail.commit.ms, not once"
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_python_workers_killed_mid_interval_leave_nothing_twice_and_nothing_missing(
         cluster_a, cluster_b, unique_name, tmp_path):
     """Twice, a moment into an interval (its tasks committed a period, the next transaction open), every

@@ -17,7 +17,7 @@ from mm2py.transforms.tolerance import create_dead_letter_topics
 from tests.integration.mirror_helpers import Replicator, mirror_once, properties, wait_for
 from tests.kafkautil import consume, consume_all, create_topic, end_offsets, list_topics, produce
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lane_layout.py: a long lane, for balance
 
 
 def failover_text(a: str, b: str, topic: str) -> str:

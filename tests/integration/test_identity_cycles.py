@@ -220,6 +220,7 @@ def test_identity_active_active_every_record_once_nothing_loops(cluster_a, clust
         assert origins == set(clusters) - {alias}, (alias, origins)  # each cluster's ids stand for the other
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_identity_ring_of_three_every_record_reaches_every_cluster_once(cluster_a, cluster_b, cluster_c,
                                                                         unique_name, tmp_path):
     clusters = {"A": cluster_a.bootstrap, "B": cluster_b.bootstrap, "C": cluster_c.bootstrap}
@@ -230,6 +231,7 @@ def test_identity_ring_of_three_every_record_reaches_every_cluster_once(cluster_
     assert origins_in(cluster_c.bootstrap, topic) == {"A", "B"}
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_identity_active_active_exactly_once(cluster_a, cluster_b, unique_name, tmp_path):
     """Both flows exactly-once: each transaction's producer id is registered for the flow's source."""
     clusters = {"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}
@@ -260,6 +262,7 @@ def consume_group(bootstrap: str, group: str, topic: str) -> list[bytes]:
     return keys
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_identity_active_active_failover_reads_nothing_twice_and_misses_nothing(cluster_a, cluster_b, unique_name,
                                                                                tmp_path):
     clusters = {"A": cluster_a.bootstrap, "B": cluster_b.bootstrap}

@@ -37,6 +37,7 @@ def status_lag(config, topic: str) -> int:
     return sum(t["lag_records"] for t in flow["topics"] if t["topic"] == topic)
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_status_and_lag_metrics_show_a_running_copy_where_it_is_now(cluster_a, cluster_b, unique_name, tmp_path):
     topic, remote = f"{unique_name}-live", f"A.{unique_name}-live"
     create_topic(cluster_a.bootstrap, topic, 2)

@@ -12,7 +12,7 @@ from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.integration.target_checks import assert_verify_replays, verify_left_out
 from tests.kafkautil import consume_all, create_topic, produce
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lane_layout.py: a long lane, for balance
 P = "kafka_connect_mirror_mirrorsourceconnector_"
 
 

@@ -11,7 +11,7 @@ from tests.integration.mirror_helpers import Replicator, mirror_once, properties
 from tests.integration.target_checks import all_there, mirrored_in_order
 from tests.kafkautil import TS0, consume_all, create_topic, end_offsets, list_topics, produce
 
-pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py: minutes a test, the rest lane sheds them
+pytestmark = pytest.mark.integration
 
 # the standalone master (its UI on +3, the workers' UIs and RPC ports on +4..+7), moved with the
 # other fixed ports by MM2PY_TEST_PORT_OFFSET (tests/lanes.py keeps each lane's ports apart)
@@ -107,6 +107,7 @@ def test_restart_resumes_from_positions_on_target(spark, cluster_a, cluster_b, u
                            consume_all(cluster_b.bootstrap, f"A.{topic}"), topic)
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_continuous_new_topics_partitions_and_sigkill(cluster_a, cluster_b, unique_name, tmp_path):
     """The real CLI, running: new topics and partitions follow; SIGKILL + restart loses nothing."""
     first, later = f"{unique_name}-first", f"{unique_name}-later"
@@ -170,6 +171,7 @@ def test_continuous_new_topics_partitions_and_sigkill(cluster_a, cluster_b, uniq
         assert deduped == want, f"partition {p}: order differs"
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_two_flows_on_standalone_spark_lose_nothing_when_a_worker_is_killed(cluster_a, cluster_b, unique_name,
                                                                             tmp_path):
     """Every connector of A->B and B->A runs continuously on a standalone master with two one-core

@@ -32,7 +32,7 @@ from tests.integration.mirror_helpers import mirror_once, properties
 from tests.kafkautil import Record, commit_offsets, consume_all, end_offsets, list_topics, produce, wait_until
 from tests.kafkautil import create_topic as _create_topic
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lane_layout.py: a long lane, for balance
 
 
 

@@ -98,6 +98,7 @@ def commit(a: devcluster.DevCluster, group: str, topic: str, offsets: dict[int, 
     commit_offsets(a.bootstrap, group, {(topic, p): o for p, o in offsets.items()}, client=a.rdkafka_config())
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_a_flow_between_oauth_clusters_outlives_many_token_lifetimes(oauth_clusters, unique_name, tmp_path):
     oidc, a, b = oauth_clusters
     topic, group, remote = f"{unique_name}-t", f"{unique_name}-g", f"A.{unique_name}-t"

@@ -315,6 +315,7 @@ def stall_target(cluster_workdir: Path) -> Iterator[devcluster.DevCluster]:
         yield cluster
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 @pytest.mark.long  # tests/lanes.py: minutes waiting on an outage and an alert's for: period
 def test_flow_stalled_fires_in_prometheus_when_the_target_stops_and_clears_when_it_returns(
         prom_source, stall_target, cluster_workdir, unique_name, tmp_path):

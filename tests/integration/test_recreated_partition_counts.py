@@ -22,7 +22,7 @@ from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.integration.target_checks import lines_with
 from tests.kafkautil import consume_all, create_topic, delete_topic, end_offsets, list_topics, produce
 
-pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py: minutes a test, the rest lane sheds them
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lane_layout.py: minutes a test
 
 OLD, NEW = 500, 300  # records per partition before and after the re-creation
 
@@ -63,6 +63,7 @@ def ledger_of(path: Path, topic: str) -> list:
     return [e for e in Ledger(config.clusters["B"], "A", "A->B").load().entries if e.topic == topic]
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_a_topic_recreated_with_more_partitions_grows_its_remote_topic_and_loses_nothing(
         cluster_a, cluster_b, unique_name, tmp_path):
     topic = f"{unique_name}-t"
@@ -87,6 +88,7 @@ def test_a_topic_recreated_with_more_partitions_grows_its_remote_topic_and_loses
         (0, RECREATED, "continue", OLD), (1, RECREATED, "continue", OLD), (2, RECREATED, "continue", 0)]
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_a_topic_recreated_with_fewer_partitions_is_refused_under_continue_naming_the_counts(
         cluster_a, cluster_b, unique_name, tmp_path):
     topic, other = f"{unique_name}-t", f"{unique_name}-o"

@@ -19,7 +19,7 @@ from tests.integration.mirror_helpers import Replicator, properties, wait_for
 from tests.integration.target_checks import delete_records, lines_with, partitions_named
 from tests.kafkautil import consume_all, create_topic, delete_topic, end_offsets, list_topics, produce
 
-pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py: minutes a test, the rest lane sheds them
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lane_layout.py: minutes a test
 
 PARTITIONS = 2
 BEFORE, AFTER = 500, 200  # records per partition before and after the remote topic is deleted
@@ -86,6 +86,7 @@ def test_a_remote_topic_deleted_mid_flow_is_filled_again_from_the_source_log_sta
     assert all("nothing is lost" in line for line in warned)
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_a_remote_topic_deleted_after_the_source_log_start_moved_names_what_is_lost(
         cluster_a, cluster_b, unique_name, tmp_path):
     topic = unique_name

@@ -131,7 +131,7 @@ def positions(store: PositionStore, topic: str) -> dict[int, int]:
 
 # at-least-once without resident copiers (a multi-host cluster's default) loses a worker in
 # test_mirror_core's standalone test; here exactly-once and resident copiers
-@pytest.mark.parametrize("delivery", ["exactly-once", "resident"])
+@pytest.mark.parametrize("delivery", [pytest.param("exactly-once", marks=pytest.mark.soak), "resident"])
 def test_copy_task_rescheduled_to_the_other_executor(cluster_a, cluster_b, unique_name, tmp_path, delivery):
     a, b, topic = cluster_a.bootstrap, cluster_b.bootstrap, unique_name
     exactly_once = delivery == "exactly-once"

@@ -34,6 +34,7 @@ def roll_clusters(cluster_workdir: Path) -> Iterator[rolling.Clusters]:
         rolling.stop_clusters(cluster_workdir)
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_rolling_restarts_crashed_leaders_and_a_frozen_broker_lose_nothing(roll_clusters, unique_name, tmp_path):
     # the lanes' timeout scale: on a loaded run the replicator's start alone took 146 s of the 120 s
     # the scenario allows without progress

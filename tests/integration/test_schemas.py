@@ -40,7 +40,7 @@ from tests.integration.schema_helpers import (
 from tests.integration.target_checks import raw_batches
 from tests.kafkautil import TS0, commit_offsets, consume_all, create_topic, produce, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lane_layout.py: a long lane, for balance
 
 
 @pytest.fixture(scope="module")

@@ -98,6 +98,7 @@ def test_real_spark_job_fails_over_and_back_exactly(cluster_a, cluster_b, unique
     assert by_partition == writer.produced, "every partition in order"
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_identity_exactly_once_transactional_job_fails_over_exactly(cluster_a, cluster_b, unique_name, tmp_path):
     """Identity policy and exactly-once mirroring; the producer writes transactions on A (every
     third aborted) and the job reads read_committed, by ``subscribePattern`` on A and by ``assign``

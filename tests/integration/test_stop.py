@@ -124,7 +124,7 @@ def cleanup(replicator: Replicator, stream: Stream) -> None:
 # each tail length, signal and receiver once (a pairwise cover, not the full product): the stop's
 # path differs by receiver (the group, Kubernetes' way, or the CLI's process alone), not by the pair
 @pytest.mark.parametrize(("tail_ms", "how", "name"), [
-    (60000, "group", "SIGINT"),
+    pytest.param(60000, "group", "SIGINT", marks=pytest.mark.soak),
     (10000, "unit", "SIGTERM"),
 ])
 def test_a_signal_mid_tail_commits_it_and_a_restart_copies_nothing_twice(cluster_a, cluster_b, unique_name,
@@ -152,6 +152,7 @@ def test_a_signal_mid_tail_commits_it_and_a_restart_copies_nothing_twice(cluster
     assert seconds < 30, "the stop fits Kubernetes' default grace period"
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 @pytest.mark.parametrize("tail_ms", [60000])
 def test_a_group_sigterm_mid_tail_hands_over_to_apache_mm2_without_a_duplicate(cluster_a, cluster_b, unique_name,
                                                                               tmp_path, tail_ms):
@@ -214,6 +215,7 @@ def end_offsets_committed(bootstrap: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 @pytest.mark.parametrize("tail_ms", [10000])
 def test_a_crash_loop_advances_positions_and_copies_little_twice(cluster_a, cluster_b, unique_name, tmp_path,
                                                                  tail_ms):

@@ -158,6 +158,7 @@ def test_a_kill_at_the_handover_between_two_copy_intervals_loses_nothing_and_kee
     assert final.missing == 0 and not final.out_of_order and final.on_target >= sent, final
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_python_workers_killed_at_handovers_between_copy_intervals_lose_nothing_and_keep_order(
         cluster_a, cluster_b, unique_name, tmp_path):
     """Copy intervals on a backlog, as above; at three handovers (an interval's commit line written,

@@ -209,6 +209,7 @@ def test_an_unclean_election_past_the_position_loses_no_record(trio, cluster_b, 
               f"ledger entry: {entry.to_json()}; failover before the flow took it up: {refused.how}")
 
 
+@pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
 def test_stop_stops_the_diverged_topic_naming_it_while_another_topic_flows(trio, cluster_b, cluster_workdir, spark,
                                                                            tmp_path, unique_name, capsys):
     """``source.reset.policy = stop``: the diverged partition is not copied on (nothing of the new log

@@ -51,11 +51,13 @@ class Lane:
         return PORT_BAND[0] + self.offset, PORT_BAND[1] + self.offset
 
 
-# Seconds: a module's gate tests in the last full runs on this machine (three lanes busy; per test
-# from the lanes' folders' times), about 3,000 s a lane. Three lanes run at once (tests/lanes.py):
-# a fourth loaded two cores to a load average of 24 and Spark's Python runners failed to start.
+# Seconds: a module's gate tests in full runs on this machine (three lanes busy; per test from the
+# lanes' folders' times and --durations). The last full run from a clean clone (.ci/run, 49 min in
+# all): rest 2,843 s, long-a 1,897 s then krb 660 s, long-b 2,815 s. Three lanes run at once
+# (tests/lanes.py): a fourth loaded two cores to a load average of 24 and Spark's Python runners
+# failed to start.
 LANES = (
-    # the rest's default: the unit tests and every integration module not marked long (~3,300 s)
+    # the rest's default: the unit tests and every integration module not marked long
     Lane("rest", REST, 0),
     # bad_input 700, spark_job_failover 480, stop 544 (two cases; three more soak), broker_faults 277,
     # unclean_election 136, remote_topic_deleted 123, multibroker 100, exactly_once and oauth ~60 each

@@ -26,7 +26,6 @@ INTEGRATION = "tests/integration"
 LONG = "long and not krb_clients and not soak"
 REST = "not long and not krb_clients and not soak"
 KRB_MARKER = "krb_clients and not soak"
-SOAK = "soak"
 # every fixed test port (a cluster's port up to port + 9) before the offset: bench's 29092-29393 too,
 # so that make bench beside make test, on one offset, stays clear of every lane but the rest lane's
 PORT_BAND = (29000, 32767)

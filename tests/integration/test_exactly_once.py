@@ -82,8 +82,8 @@ def test_crash_loop_worker_kill_and_target_restart_keep_exactly_once_then_failov
     try:
         wait_for(lambda: f"A.{topic}" in list_topics(b) and sum(end_offsets(b, f"A.{topic}").values()) > 0,
                  180, "the flow is mirroring", rep)
-        # SIGKILL of the whole process group (driver JVM, Python workers) at random points, twice
-        for _ in range(2):
+        # SIGKILL of the whole process group (driver JVM, Python workers) at random points, 5 times
+        for _ in range(5):
             time.sleep(rng.uniform(2, 8))
             rep.kill()
             rep = Replicator(config, log).start()
@@ -93,7 +93,7 @@ def test_crash_loop_worker_kill_and_target_restart_keep_exactly_once_then_failov
         time.sleep(1)
         rep.kill()
         rep = Replicator(config, log).start()
-        assert_exactly_once(a, b, topic, writers, rep, "3 crashes, one between produce and commit")
+        assert_exactly_once(a, b, topic, writers, rep, "6 crashes, one between produce and commit")
 
         # one Python worker killed in the middle of its task (before its commit), one right after
         # its commit before Spark had its result: the retry fences the dead attempt's open
@@ -136,7 +136,7 @@ def test_crash_loop_worker_kill_and_target_restart_keep_exactly_once_then_failov
     assert len(read) == len(set(read)), f"{len(read) - len(set(read))} records read twice after failover"
     assert set(read) == set(committed), f"{len(set(committed) - set(read))} records missed after failover"
     print(f"exactly-once: {len(committed)} committed records ({writers.transactions} source transactions, "
-          f"{len(writers.aborted_values)} aborted records), 3 crashes, 2 worker kills and a target restart: "
+          f"{len(writers.aborted_values)} aborted records), 6 crashes, 2 worker kills and a target restart: "
           "0 twice, 0 missing, 0 aborted on B; failover read each once")
 
 

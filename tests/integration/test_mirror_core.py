@@ -189,9 +189,8 @@ def test_two_flows_on_standalone_spark_lose_nothing_when_a_worker_is_killed(clus
     ab, ba = f"{unique_name}-ab", f"{unique_name}-ba"
     create_topic(cluster_a.bootstrap, ab, 4)
     create_topic(cluster_b.bootstrap, ba, 4)
-    # without resident copiers, as on a standalone cluster of several hosts (test_reschedule has them)
     keys = {"trigger.interval.ms": "500", "emit.checkpoints.interval.seconds": "5",
-            "emit.heartbeats.interval.seconds": "2", "tasks.max": "2", "copy.resident.enabled": "false"}
+            "emit.heartbeats.interval.seconds": "2", "tasks.max": "2"}
     config = tmp_path / "mm2.properties"
     config.write_text(properties({"A": cluster_a.bootstrap, "B": cluster_b.bootstrap},
                                  {"A->B": {"topics": ab, **keys}, "B->A": {"topics": ba, **keys}}))

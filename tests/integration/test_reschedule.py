@@ -129,9 +129,10 @@ def positions(store: PositionStore, topic: str) -> dict[int, int]:
     return {p: at for (t, p), at in store.load().items() if t == topic}
 
 
-# at-least-once without resident copiers (a multi-host cluster's default) loses a worker in
-# test_mirror_core's standalone test; here exactly-once and resident copiers
-@pytest.mark.parametrize("delivery", [pytest.param("exactly-once", marks=pytest.mark.soak), "resident"])
+# the gate reschedules a resident copier's task; without resident copiers (a multi-host cluster's
+# default), at-least-once and exactly-once, in make test-soak
+@pytest.mark.parametrize("delivery", [pytest.param("at-least-once", marks=pytest.mark.soak),
+                                      pytest.param("exactly-once", marks=pytest.mark.soak), "resident"])
 def test_copy_task_rescheduled_to_the_other_executor(cluster_a, cluster_b, unique_name, tmp_path, delivery):
     a, b, topic = cluster_a.bootstrap, cluster_b.bootstrap, unique_name
     exactly_once = delivery == "exactly-once"

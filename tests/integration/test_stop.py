@@ -121,10 +121,16 @@ def cleanup(replicator: Replicator, stream: Stream) -> None:
         replicator.kill()
 
 
-# each tail length, signal and receiver once (a pairwise cover, not the full product): the stop's
-# path differs by receiver (the group, Kubernetes' way, or the CLI's process alone), not by the pair
+# the gate signals the CLI's process alone; the group (Kubernetes' way) is signalled in the gate by
+# the exactly-once stop below, and here, with both tails and both signals, in make test-soak
+_SOAK = pytest.mark.soak
+
+
 @pytest.mark.parametrize(("tail_ms", "how", "name"), [
-    pytest.param(60000, "group", "SIGINT", marks=pytest.mark.soak),
+    pytest.param(10000, "group", "SIGTERM", marks=_SOAK),
+    pytest.param(60000, "group", "SIGTERM", marks=_SOAK),
+    pytest.param(10000, "group", "SIGINT", marks=_SOAK),
+    pytest.param(60000, "group", "SIGINT", marks=_SOAK),
     (10000, "unit", "SIGTERM"),
 ])
 def test_a_signal_mid_tail_commits_it_and_a_restart_copies_nothing_twice(cluster_a, cluster_b, unique_name,
@@ -153,7 +159,7 @@ def test_a_signal_mid_tail_commits_it_and_a_restart_copies_nothing_twice(cluster
 
 
 @pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
-@pytest.mark.parametrize("tail_ms", [60000])
+@pytest.mark.parametrize("tail_ms", [10000, 60000])
 def test_a_group_sigterm_mid_tail_hands_over_to_apache_mm2_without_a_duplicate(cluster_a, cluster_b, unique_name,
                                                                               tmp_path, tail_ms):
     topic, remote, config = mirrored_flow(cluster_a, cluster_b, unique_name, tmp_path, tail_ms)
@@ -216,7 +222,7 @@ def end_offsets_committed(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 @pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)
-@pytest.mark.parametrize("tail_ms", [10000])
+@pytest.mark.parametrize("tail_ms", [10000, 60000])
 def test_a_crash_loop_advances_positions_and_copies_little_twice(cluster_a, cluster_b, unique_name, tmp_path,
                                                                  tail_ms):
     rate = 4000

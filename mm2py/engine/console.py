@@ -5,7 +5,10 @@ the JVM starts, ``jvm_output`` puts a pipe there; a thread forwards what arrives
 stderr, except the JVM's and Spark's start-up chatter (``CHATTER``) and, once the process is
 stopping, everything (workers and the JVM dying under a signal print tracebacks that say
 nothing about the data). Spark's own log4j output goes to ``spark.log`` in the given folder
-(``log4j2_options``), WARN and above.
+(``log4j2_options``), WARN and above. A Python traceback a worker prints (a streaming source
+runner that could not connect back to a loaded JVM, say: Spark fails the query and the flow
+restarts it) goes to ``spark.log`` as well; the terminal gets one line naming its error
+(``Tracebacks``).
 
 py4j reports a command the JVM did not answer with ``logging.exception`` on the root logger;
 ``divert_py4j`` sends those records to ``spark.log`` too (a JVM that ends under a signal sent to
@@ -13,7 +16,7 @@ the whole process group leaves one per pending command).
 
 Invariants: nothing mm2py logs itself passes through the filter (the driver's Python writes
 to the real stderr); a line is dropped only when it matches ``CHATTER`` or arrives after
-``stopping()``.
+``stopping()``; a traceback's lines leave the terminal only when they are written to the file.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger(__name__)
 
 CHATTER = re.compile(
     r"WARNING: Using incubator modules: .*"
@@ -63,11 +70,47 @@ def keep(line: str, stopping: bool) -> bool:
     return not stopping and not CHATTER.fullmatch(line.rstrip("\r\n"))
 
 
-class JvmOutput:
-    """Forwards the JVM's stderr to ours, line by line, through ``keep``."""
+_TRACEBACK = "Traceback (most recent call last):"
+_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+
+
+class Tracebacks:
+    """Splits Python tracebacks out of a stream of lines; pure, fed one line at a time.
+
+    A block starts at ``Traceback (most recent call last):`` (or at the line chaining a second
+    traceback to a first) and runs over indented, blank and chaining lines up to the first
+    other line, the exception itself, which ends it. ``feed`` returns the lines that stay in the
+    stream (none while a block is open) and, once a block ends, the block; a chained traceback
+    is two blocks. A message continuing over more lines after the exception's first line stays
+    in the stream.
+    """
 
     def __init__(self) -> None:
+        self._block: list[str] | None = None
+
+    def feed(self, line: str) -> tuple[list[str], list[str] | None]:
+        if self._block is None:
+            if line.startswith((_TRACEBACK, *_CHAINED)):
+                self._block = [line]
+                return [], None
+            return [line], None
+        self._block.append(line)
+        if line[:1].isspace() or not line.strip() or line.startswith((_TRACEBACK, *_CHAINED)):
+            return [], None
+        block, self._block = self._block, None
+        return [], block
+
+
+class JvmOutput:
+    """Forwards the JVM's stderr to ours, line by line, through ``keep``.
+
+    With ``tracebacks_to`` (the ``spark.log`` file) a worker's Python traceback is appended there
+    and the terminal gets one line naming its exception; without it the traceback is forwarded.
+    """
+
+    def __init__(self, tracebacks_to: Path | None = None) -> None:
         self._stopping = threading.Event()
+        self._file = tracebacks_to
 
     def stopping(self) -> None:
         """From now on the JVM's and workers' output is dropped (a shutdown is under way)."""
@@ -94,11 +137,24 @@ class JvmOutput:
             os.dup2(real, 2)  # our own writes go straight to the terminal again
 
     def _forward(self, read_end: int, real: int) -> None:
+        tracebacks = Tracebacks()
         with os.fdopen(read_end, "rb") as pipe, os.fdopen(real, "wb", buffering=0) as out:
             for raw in pipe:
-                if keep(raw.decode("utf-8", "replace"), self._stopping.is_set()):
-                    with contextlib.suppress(OSError):
-                        out.write(raw)
+                text = raw.decode("utf-8", "replace")
+                lines, block = tracebacks.feed(text) if self._file is not None else ([text], None)
+                if block is not None and not self._stopping.is_set():
+                    self._divert(block)
+                for line in lines:
+                    if keep(line, self._stopping.is_set()):
+                        with contextlib.suppress(OSError):
+                            out.write(line.encode())
+
+    def _divert(self, block: list[str]) -> None:
+        assert self._file is not None
+        with contextlib.suppress(OSError), self._file.open("a", encoding="utf-8") as spark_log:
+            spark_log.write("".join(block))
+        log.warning("a Spark Python worker failed; Spark fails its query and the flow restarts it",
+                    error=block[-1].strip()[:300], traceback=str(self._file))
 
 
 class _Py4jToFile(logging.Filter):

@@ -8,6 +8,7 @@ import shutil
 import signal
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 import structlog
 from pyspark.sql import SparkSession
@@ -68,12 +69,13 @@ def run(
     # Without a configured directory each run plans from the positions on the target, so a
     # lost or stale checkpoint can never disagree with what was really copied.
     root = checkpoint_dir or config.spark.get("spark.checkpoint.dir") or tempfile.mkdtemp(prefix="mm2py-ckpt-")
-    output = JvmOutput() if quiet else None
     options = ""
+    spark_log: Path | None = None
     if quiet and "://" not in root:
         options, spark_log = log4j2_options(root)
         divert_py4j(spark_log)
         log.info("Spark's own logs", path=str(spark_log))
+    output = JvmOutput(tracebacks_to=spark_log) if quiet else None
     # a folder private to the run: the stop flag that running tasks and planners watch
     run_dir = tempfile.mkdtemp(prefix="mm2py-run-")
     session: list[SparkSession] = []  # the SparkSession once built; a signal may arrive while Spark starts

@@ -93,8 +93,10 @@ def test_source_then_target_broker_killed_and_restarted_while_streaming(fault_cl
     # the operator's terminal: mm2py's own lines; Spark's logs and stack traces went to spark.log
     assert "Using incubator modules" not in log and "default log4j profile" not in log, log[:2000]
     assert "MicroBatchExecution" not in log, "Spark's query failures stay in spark.log"
-    after_signal = log.split('"shutting down"')[-1]
-    assert "Traceback" not in after_signal and "flows stopped" in after_signal, after_signal[-2000:]
+    # a worker's traceback (a runner that could not connect back while brokers restarted) is in
+    # spark.log; the terminal names its error in one line
+    assert "Traceback" not in log, log[-3000:]
+    assert "flows stopped" in log.split("shutting down:")[-1], log[-2000:]
 
 
 @pytest.mark.soak  # make test-soak (tests/lane_layout.py: the gate runs its shorter kin)

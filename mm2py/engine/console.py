@@ -153,8 +153,8 @@ class JvmOutput:
         assert self._file is not None
         with contextlib.suppress(OSError), self._file.open("a", encoding="utf-8") as spark_log:
             spark_log.write("".join(block))
-        log.warning("a Spark Python worker failed; Spark fails its query and the flow restarts it",
-                    error=block[-1].strip()[:300], traceback=str(self._file))
+        log.warning("a Spark Python process printed a traceback; Spark reports the failure of its task or "
+                    "query, which mm2py retries or names", error=block[-1].strip()[:300], traceback=str(self._file))
 
 
 class _Py4jToFile(logging.Filter):

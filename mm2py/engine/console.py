@@ -81,8 +81,8 @@ class Tracebacks:
     traceback to a first) and runs over indented, blank and chaining lines up to the first
     other line, the exception itself, which ends it. ``feed`` returns the lines that stay in the
     stream (none while a block is open) and, once a block ends, the block; a chained traceback
-    is two blocks. A message continuing over more lines after the exception's first line stays
-    in the stream.
+    is two blocks; ``close`` returns a block the stream's end cut short. A message continuing
+    over more lines after the exception's first line stays in the stream.
     """
 
     def __init__(self) -> None:
@@ -99,6 +99,11 @@ class Tracebacks:
             return [], None
         block, self._block = self._block, None
         return [], block
+
+    def close(self) -> list[str] | None:
+        """The block still open when the stream ended (a process that died while printing it)."""
+        block, self._block = self._block, None
+        return block
 
 
 class JvmOutput:
@@ -148,6 +153,8 @@ class JvmOutput:
                     if keep(line, self._stopping.is_set()):
                         with contextlib.suppress(OSError):
                             out.write(line.encode())
+            if (block := tracebacks.close()) is not None and not self._stopping.is_set():
+                self._divert(block)  # cut short: kept in spark.log, not dropped
 
     def _divert(self, block: list[str]) -> None:
         assert self._file is not None

@@ -57,3 +57,9 @@ def test_a_workers_traceback_goes_to_spark_log_and_the_terminal_keeps_the_rest(t
 
 def test_without_a_spark_log_the_traceback_is_forwarded():
     assert _forward(JvmOutput(), RUNNER_FAILURE) == "".join(RUNNER_FAILURE)
+
+
+def test_a_traceback_cut_short_by_the_end_of_the_stream_is_kept_in_spark_log(tmp_path):
+    spark_log = tmp_path / "spark.log"
+    assert _forward(JvmOutput(tracebacks_to=spark_log), ["a JVM line\n", *RUNNER_FAILURE[:3]]) == "a JVM line\n"
+    assert spark_log.read_text() == "".join(RUNNER_FAILURE[:3])

@@ -51,15 +51,18 @@ pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
 PARTITIONS = 2
 BACKLOG_S = 15  # the writers' seconds before a start: a backlog that lasts several intervals
 COMMIT_MS = 400  # copy.tail.commit.ms: several transactions per interval of batch.duration.ms
+BACKLOG_PAUSE_S = 0.1  # the writers' pause between rounds while a backlog builds: about 1,200 records/s
+STREAM_PAUSE_S = 0.5  # about 240 records/s: a stream the copy (a batch per fetch) keeps up with when busy
 
 
 def interval_config(a: str, b: str, topic: str) -> str:
-    """Exactly-once copy intervals of 2 s committing every ``COMMIT_MS``, on plans of 50,000 bytes
+    """Exactly-once copy intervals of 2 s committing every ``COMMIT_MS``, on plans of 5,000 bytes (about
+    450 records, so that a backlog of a second or more is copied in intervals however fast the copy)
     fetched a batch at a time (``copy.tail.ms = 0``: every record past a planned end is an interval's)."""
     return properties({"A": a, "B": b},
                       {"A->B": {"topics": topic, "copy.continuous.enabled": "true", "copy.tail.ms": "0",
                                 "batch.duration.ms": "2000", "copy.tail.commit.ms": str(COMMIT_MS),
-                                "max.batch.bytes": "50000", "emit.checkpoints.enabled": "false",
+                                "max.batch.bytes": "5000", "emit.checkpoints.enabled": "false",
                                 "admin.timeout.ms": "15000"}},
                       "A.consumer.fetch.max.bytes = 1\nB.exactly.once.source.support = required\n")
 
@@ -70,11 +73,10 @@ def start_on_a_backlog(a: str, b: str, topic: str, tmp_path: Path) -> tuple[Path
     config = tmp_path / "mm2.properties"
     config.write_text(interval_config(a, b, topic))
     log = tmp_path / "replicator.log"
-    writers = Writers(a, topic, f"{topic}-src", PARTITIONS).start()
+    writers = Writers(a, topic, f"{topic}-src", PARTITIONS, pause_s=BACKLOG_PAUSE_S).start()
     time.sleep(BACKLOG_S)
     rep = Replicator(config, log).start()
-    # then about 240 records/s: a stream the copy (a batch per fetch) keeps up with, on a busy machine too
-    writers.pause_s = 0.5
+    writers.pause_s = STREAM_PAUSE_S
     return config, log, writers, rep
 
 
@@ -104,8 +106,12 @@ def test_a_kill_at_the_handover_between_exactly_once_intervals_copies_nothing_tw
         next_commit(log, rep)
         rep.kill()
         at_kill, behind = copy_intervals(log), records_behind(a, topic, store)
+        # the backlog's rate while the replicator is down: what it finds at the restart spans more than
+        # one plan of max.batch.bytes however fast it restarts, so the restart copies in intervals too
+        writers.pause_s = BACKLOG_PAUSE_S
         rep = Replicator(config, log).start()
         wait_for(lambda: copy_intervals(log) >= at_kill + 1, 400, "a copy interval after the restart", rep)
+        writers.pause_s = STREAM_PAUSE_S
         finish(a, b, topic, writers, rep, "a SIGKILL at the handover between two intervals")
         batches = len(batch_lines(log))
         commits = position_records(b, topic)

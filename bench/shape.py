@@ -119,6 +119,8 @@ class ShapeResult:
     peak_rss_mb_by_kind: dict[str, float] = field(default_factory=dict)
     verified: str = ""
     verify_s: float = 0.0
+    # per second of send time (epoch s): the slowest arrival's latency, ms (where the p99 comes from)
+    worst_by_second: list[tuple[int, float]] = field(default_factory=list)
 
 
 def prepare_topics(shape: Shape, admin: AdminClient, existing: set[str], brokers: Brokers) -> None:
@@ -165,7 +167,7 @@ def _time_arrivals(bootstrap: str, assignment: list[tuple[str, int, int]], from_
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "shape-probe",
                          "fetch.wait.max.ms": 10, "log_level": 0, "enable.auto.commit": False})
     consumer.assign([TopicPartition(t, p, o) for t, p, o in assignment])
-    samples = array("d")
+    samples, sent = array("d"), array("d")
     while not stop.is_set():
         msgs = consumer.consume(10000, 0.1)
         low, high = from_us.value, to_us.value
@@ -175,9 +177,11 @@ def _time_arrivals(bootstrap: str, assignment: list[tuple[str, int, int]], from_
             sent_us = struct.unpack(">q", msg.value()[:8])[0]
             if low <= sent_us <= high:
                 samples.append(time.time_ns() / 1000 - sent_us)
+                sent.append(sent_us)
     consumer.close()
     with open(path, "wb") as f:
         samples.tofile(f)
+        sent.tofile(f)
 
 
 class SteadyProbe:
@@ -188,6 +192,7 @@ class SteadyProbe:
         self.shape, self.topics = shape, topics
         self.consume_bootstrap, self.consume_topics, self.starts = consume_bootstrap, consume_topics, starts
         self.samples: list[float] = []
+        self.sent_us: list[float] = []  # each sample's send time (µs since the epoch)
         self.sent = 0
         # the consumer runs in a process of its own (consume): it shares neither the GIL nor a
         # core's time slices with the producer's thread, in the floor's runs as in the tools'
@@ -240,10 +245,11 @@ class SteadyProbe:
             child.join()
             if child.exitcode != 0:
                 raise RuntimeError(f"the probe's consumer process failed (exit code {child.exitcode})")
-            samples = array("d")
+            both = array("d")
             with open(path, "rb") as f:
-                samples.frombytes(f.read())
-            self.samples = samples.tolist()
+                both.frombytes(f.read())
+            half = len(both) // 2
+            self.samples, self.sent_us = both[:half].tolist(), both[half:].tolist()
         finally:
             os.unlink(path)
 
@@ -253,6 +259,14 @@ class SteadyProbe:
         return {"p50": percentile(self.samples, 0.5) / 1000, "p99": percentile(self.samples, 0.99) / 1000,
                 "p99.9": percentile(self.samples, 0.999) / 1000, "max": max(self.samples) / 1000,
                 "count": len(self.samples)}
+
+    def worst_by_second(self) -> list[tuple[int, float]]:
+        """The slowest arrival of each second of send time, ms: the tails' timeline."""
+        worst: dict[int, float] = {}
+        for latency, sent in zip(self.samples, self.sent_us, strict=True):
+            second = int(sent // 1e6)
+            worst[second] = max(worst.get(second, 0.0), latency / 1000)
+        return sorted((s, round(ms)) for s, ms in worst.items())
 
 
 def properties(alias: str, shape: Shape, tool: str) -> str:
@@ -328,6 +342,7 @@ def run_floor(shape: Shape) -> ShapeResult:
     probe = SteadyProbe(shape, names, f"127.0.0.1:{A_PORT}", names, ends)
     steady(probe)
     result.steady_records, result.latency_ms = probe.sent, probe.latency()
+    result.worst_by_second = probe.worst_by_second()
     return result
 
 
@@ -409,6 +424,7 @@ def run_tool(tool: str, shape: Shape, brokers: Brokers) -> ShapeResult:
         stop_tool(proc)
         out.close()
     result.steady_records, result.latency_ms = sent, probe.latency()
+    result.worst_by_second = probe.worst_by_second()
     (cpu_from, batches_from), (cpu_to, batches_to) = marks["from"], marks["to"]
     used = {k: cpu_to.get(k, 0.0) - cpu_from.get(k, 0.0) for k in cpu_to}
     result.steady_cpu_per_s = round(sum(used.values()) / window, 3)

@@ -20,6 +20,7 @@ from mm2py.errors import FormatError
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_I64_PAIR = struct.Struct(">qq")
 MAX_STRING = 32767  # Short.MAX_VALUE: Type.STRING refuses longer
 VERSION = 0  # the only Heartbeat/Checkpoint value version MM2 has ever written
 
@@ -172,6 +173,15 @@ class OffsetSync:
 
     def value_bytes(self) -> bytes:
         return _int(_I64, self.upstream_offset, "upstreamOffset") + _int(_I64, self.downstream_offset, "offset")
+
+    @staticmethod
+    def offsets_in(value: bytes) -> tuple[int, int] | None:
+        """``(upstreamOffset, offset)`` of a sync's value; None when it is too short (``from_record`` says why).
+
+        The key of a partition's syncs is the same bytes every time: a reader of many syncs decodes
+        each key once (``from_record``) and then only this.
+        """
+        return _I64_PAIR.unpack_from(value) if value is not None and len(value) >= 16 else None
 
     @classmethod
     def from_record(cls, key: bytes, value: bytes) -> OffsetSync:

@@ -24,6 +24,7 @@ from mm2py.errors import FormatError
 from mm2py.flow_policy import offset_syncs_history_location, offset_syncs_location, policy_for
 from mm2py.formats import Checkpoint, OffsetSync
 from mm2py.kafka.compacted import Entry, TopicTail
+from mm2py.types import TP
 from mm2py.worker import kept_state
 
 log = structlog.get_logger(__name__)
@@ -37,6 +38,7 @@ class SyncLog:
     def __init__(self, history: TopicTail, syncs: TopicTail):
         self.history, self.syncs = history, syncs
         self.index = SyncIndex()
+        self._keys: dict[bytes, TP] = {}  # each sync key read so far, decoded (one per partition)
 
     @property
     def records_read(self) -> int:
@@ -58,13 +60,23 @@ class SyncLog:
         return self.index
 
     def _apply(self, entries: list[Entry], topic: str) -> None:
+        """Add ``entries`` in log order; a key seen before is not decoded again (a pass reads thousands)."""
+        keys, add = self._keys, self.index.add_offsets
         for offset, key, value in entries:
             if key is None or value is None:
                 continue
+            tp = keys.get(key)
+            offsets = OffsetSync.offsets_in(value) if tp is not None else None
+            if tp is not None and offsets is not None:
+                add(tp, *offsets)
+                continue
             try:
-                self.index.add(OffsetSync.from_record(key, value))
+                sync = OffsetSync.from_record(key, value)
             except FormatError as e:
                 log.warning("skipping a malformed offset sync", topic=topic, offset=offset, error=str(e))
+                continue
+            keys[key] = sync.topic_partition
+            add(sync.topic_partition, sync.upstream_offset, sync.downstream_offset)
 
 
 def sync_log_for(flow: FlowConfig) -> SyncLog:

@@ -43,8 +43,9 @@ class _PartitionSyncs:
     downstream: list[int] = field(default_factory=list)
 
     def add(self, up: int, down: int) -> None:
-        i = bisect.bisect_left(self.upstream, up)
-        del self.upstream[i:], self.downstream[i:]
+        if self.upstream and up <= self.upstream[-1]:  # a re-copy: supersede what it starts below
+            i = bisect.bisect_left(self.upstream, up)
+            del self.upstream[i:], self.downstream[i:]
         self.upstream.append(up)
         self.downstream.append(down)
 
@@ -62,8 +63,14 @@ class SyncIndex:
         self._parts: dict[TP, _PartitionSyncs] = {}
 
     def add(self, sync: OffsetSync) -> None:
-        self._parts.setdefault((sync.topic, sync.partition), _PartitionSyncs()).add(
-            sync.upstream_offset, sync.downstream_offset)
+        self.add_offsets((sync.topic, sync.partition), sync.upstream_offset, sync.downstream_offset)
+
+    def add_offsets(self, tp: TP, upstream: int, downstream: int) -> None:
+        """``add`` of the sync ``(upstream, downstream)`` of ``tp``, without an ``OffsetSync``."""
+        part = self._parts.get(tp)
+        if part is None:
+            part = self._parts[tp] = _PartitionSyncs()
+        part.add(upstream, downstream)
 
     def partitions(self) -> list[TP]:
         return list(self._parts)

@@ -167,3 +167,16 @@ def test_a_range_past_skipped_records_and_others_records_is_bridged_from_the_las
     assert bridged([(5147, 6070)], (5147, 6068)) == [(5147, 6070)], "only others' records: a plain run start"
     assert bridged([(5150, 6068)], (5147, 6068)) == [(5150, 6068)], "only skipped records: a plain run start"
     assert bridged([(1, 2)], None) == [(1, 2)]
+
+
+def test_a_malformed_sync_after_good_ones_of_its_partition_is_skipped() -> None:
+    """A key read before is not decoded again: a value too short for it still fails as from_record says."""
+    history, syncs = Tail("history"), Tail("syncs")
+    syncs.append(sync(0, 10), sync(5, 15, partition=1))
+    good_key = sync(0, 0).key_bytes()
+    syncs.log.append((good_key, b"\x00" * 8))  # a value of half a sync
+    syncs.append(sync(100, 110), sync(50, 60))  # the last one starts a re-copy below 100
+    index = SyncLog(history, syncs).refresh()  # type: ignore[arg-type]
+    assert index.count("t", 0) == 2 and index.translate("t", 0, 20) == 30  # (0, 10), (50, 60)
+    assert index.translate("t", 1, 5) == 15
+    assert index.translate("t", 0, 100) == 60  # what the copy synced at 100 no longer counts

@@ -71,7 +71,7 @@ class FakeTail:
     def unrecorded(self, parts) -> int:
         return 0
 
-    def record(self, parts, *, wait: bool = True) -> None:
+    def record(self, parts) -> None:
         self.recorded += 1
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pickle
 import signal
-import threading
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -209,56 +207,3 @@ def test_a_partition_that_lost_records_is_left_to_the_commit_which_writes_the_le
     sink = Sink()
     TailProgress(sink, 1.0).record([(TP0, part)])
     assert sink.calls == []
-
-
-class SlowSink(Sink):
-    """Positions wait for ``release``: the target acknowledging a record's writes late."""
-
-    def __init__(self, fail: KafkaError | None = None):
-        super().__init__()
-        self.release = threading.Event()
-        self.position_fail = fail
-
-    def save_positions(self, positions: Mapping[TP, int], epochs: Mapping[TP, int] | None = None) -> None:
-        assert self.release.wait(10)
-        if self.position_fail is not None:
-            raise self.position_fail
-        super().save_positions(positions, epochs)
-
-
-def test_a_record_without_waiting_lets_the_copy_go_on_and_the_next_one_takes_its_outcome() -> None:
-    part = copy_of()
-    land(part, 0, 10, 100)
-    sink = SlowSink()
-    now = [0.0]
-    progress = TailProgress(sink, 1.0, clock=lambda: now[0])
-    progress.record([(TP0, part)], wait=False)  # returns while the positions wait for the target
-    now[0] = 5.0
-    assert not progress.due(), "never due while a record is under way"
-    land(part, 10, 10, 110)
-    progress.record([(TP0, part)], wait=False)  # under way still: nothing new starts
-    deadline = time.monotonic() + 10
-    while len(sink.calls) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert progress.positions == {} and [c[0] for c in sink.calls] == ["syncs", "history"]
-    sink.release.set()
-    progress.record([(TP0, part)])  # waits for the one under way, then writes its own
-    assert [c for c in sink.calls if c[0] == "positions"] == [("positions", {TP0: 9}), ("positions", {TP0: 19})]
-    assert progress.positions == {TP0: 19} and progress.written == {TP0: 1}
-
-
-def test_a_record_refused_beside_the_copy_is_left_to_the_commit_and_a_fatal_one_raises_in_the_copier() -> None:
-    part = copy_of()
-    land(part, 0, 10, 100)
-    sink = SlowSink(KafkaError("down", retriable=True))
-    progress = TailProgress(sink, 1.0)
-    progress.record([(TP0, part)], wait=False)
-    sink.release.set()
-    progress.record([], wait=True)
-    assert progress.positions == {} and progress.written == {TP0: 1}, "the syncs went out, the positions did not"
-    fatal = SlowSink(KafkaError("denied", retriable=False))
-    progress = TailProgress(fatal, 1.0)
-    progress.record([(TP0, part)], wait=False)
-    fatal.release.set()
-    with pytest.raises(KafkaError, match="denied"):
-        progress.record([(TP0, part)])

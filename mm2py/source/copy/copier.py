@@ -185,7 +185,7 @@ class Copier:
                 progress = self.tail.progress
                 if progress is not None and progress.due(self._caught_up,
                                                          partial(progress.unrecorded, self.parts.items())):
-                    self._record_progress(wait=False)
+                    self._record_progress()
             for node, tps in self.fetching.plan(self.parts).items():
                 if node in fetches:
                     continue
@@ -243,15 +243,14 @@ class Copier:
             return None
         return future, None if session else tps[0]
 
-    def _record_progress(self, *, wait: bool = True) -> None:
-        """The writer settled, then what the target acknowledged made durable (mm2py.source.copy.tail_commit;
-        ``wait=False``: the writes go on beside the copy); a transaction (mm2py.source.copy.interval_commits)
-        drained first, its successor stamping what follows."""
+    def _record_progress(self) -> None:
+        """The writer settled, then what the target acknowledged made durable (mm2py.source.copy.tail_commit);
+        a transaction (mm2py.source.copy.interval_commits) drained first, its successor stamping what follows."""
         self.writer.settle()
         progress = self.tail.progress if self.tail is not None else None
         if progress is not None and progress.drains:
             self._drain()
-        if progress is not None and (state := progress.record(self.parts.items(), wait=wait)) is not None:
+        if progress is not None and (state := progress.record(self.parts.items())) is not None:
             self.writer.producer_id, self.writer.epoch = state.producer_id, state.epoch
 
     def _drain(self) -> None:

@@ -64,10 +64,9 @@ class TransactionPeriods:
     def unrecorded(self, parts: Iterable[tuple[TP, PartitionCopy]]) -> int:
         return 0  # only the period makes a commit due
 
-    def record(self, parts: Iterable[tuple[TP, PartitionCopy]], *, wait: bool = True) -> ProducerState | None:
+    def record(self, parts: Iterable[tuple[TP, PartitionCopy]]) -> ProducerState | None:
         """Commit what was sent since the last commit, with its positions and syncs; the next
-        transaction's producer state, or None when there was nothing to commit. Always waits
-        (``drains``: the copier stamps what follows with the state returned)."""
+        transaction's producer state, or None when there was nothing to commit."""
         self._last = self.clock()
         parts = list(parts)
         spec = self.txn.spec

@@ -70,11 +70,10 @@ class SnapshotProgress:
     def unrecorded(self, parts: Iterable[tuple[TP, PartitionCopy]]) -> int:
         return self.inner.unrecorded(parts)
 
-    def record(self, parts: Iterable[tuple[TP, PartitionCopy]], *, wait: bool = True) -> None:
+    def record(self, parts: Iterable[tuple[TP, PartitionCopy]]) -> None:
         parts = list(parts)
-        snapshot = self.wanted.is_set() and self.ready()
-        self.inner.record(parts, wait=wait or snapshot)  # a snapshot follows what was recorded
-        if snapshot:
+        self.inner.record(parts)
+        if self.wanted.is_set() and self.ready():
             self.rows = [with_written(acked_row(p), self.written) for _, p in parts]
             self.wanted.clear()
             self.taken.set()

@@ -30,7 +30,6 @@ Invariants:
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -74,17 +73,11 @@ class TaskProgress(Protocol):
 
     def due(self, caught_up: Callable[[], bool] = ..., unrecorded: Callable[[], int] = ...) -> bool: ...
     def unrecorded(self, parts: Iterable[tuple[TP, PartitionCopy]]) -> int: ...
-    def record(self, parts: Iterable[tuple[TP, PartitionCopy]], *, wait: bool = True) -> ProducerState | None: ...
+    def record(self, parts: Iterable[tuple[TP, PartitionCopy]]) -> ProducerState | None: ...
 
 
 class TailProgress:
-    """Records one task's acknowledged progress every ``interval_s``. Constructor does no I/O.
-
-    ``record(wait=False)`` hands the writes to a thread of its own and returns at once, so the
-    copy goes on while the target acknowledges them; at most one record is under way, and its
-    outcome (``written``, ``positions``) is taken in by the next call. ``record()`` (the task's
-    end, a snapshot) waits for the one under way, then writes and waits for its own.
-    """
+    """Records one task's acknowledged progress every ``interval_s``. Constructor does no I/O."""
 
     drains = False  # positions are written as they are acknowledged, writes go on meanwhile
 
@@ -101,18 +94,14 @@ class TailProgress:
         self.written: dict[TP, int] = {}  # per source partition: how many leading syncs went out
         self.positions: dict[TP, int] = {}  # per source partition: the last position written
         self._warned = False
-        self._writing: _Writing | None = None  # the record under way (record(wait=False))
 
     def due(self, caught_up: Callable[[], bool] = lambda: False, unrecorded: Callable[[], int] = lambda: 0) -> bool:
         """Time to record: the interval passed (``FIRST_S`` while nothing was written yet),
         ``caught_up()`` turned true for the first time, or ``BUSY_S`` passed with at least
         ``BUSY_RECORDS`` acknowledged records ``unrecorded()``.
 
-        ``caught_up`` and ``unrecorded`` are asked at most every ``CHECK_S``; never due while a
-        record is under way.
+        ``caught_up`` and ``unrecorded`` are asked at most every ``CHECK_S``.
         """
-        if self._writing is not None and self._writing.is_alive():
-            return False
         now = self.clock()
         since = now - self._last
         if since >= (self.interval_s if self.positions else min(FIRST_S, self.interval_s)):
@@ -130,43 +119,19 @@ class TailProgress:
         return sum(max(0, part.acked_next() - max(self.positions.get(tp, -1) + 1, part.range.start))
                    for tp, part in parts)
 
-    def record(self, parts: Iterable[tuple[TP, PartitionCopy]], *, wait: bool = True) -> ProducerState | None:
-        """Write the syncs, then the positions, of what the target acknowledged since the last record.
-
-        ``wait=False``: start the writes and return (nothing new while a record is under way).
-        """
-        if self._writing is not None and not wait and self._writing.is_alive():
-            return None
-        self._settle()
+    def record(self, parts: Iterable[tuple[TP, PartitionCopy]]) -> ProducerState | None:
+        """Write the syncs, then the positions, of what the target acknowledged since the last call."""
         self._last = self.clock()
         # a partition that lost records waits for the commit, which records the gap first
         got = gather(((tp, p) for tp, p in parts if p.lost is None), self.positions, self.written,
                      syncs=self.syncs, history=self.history)
         if not got.positions:
             return None
-        if wait:
-            self._taken(got, self._guarded(got))
-            return None
-        self._writing = _Writing(self._guarded, got)
-        self._writing.start()
-        return None
-
-    def _settle(self) -> None:
-        """Take in the outcome of the record under way, waiting for it."""
-        if self._writing is not None:
-            writing, self._writing = self._writing, None
-            self._taken(writing.got, writing.result())
-
-    def _guarded(self, got: Gathered) -> int:
-        """Write ``got``: 2 when syncs and positions were written, 1 the syncs only, 0 neither (a
-        retriable refusal, left to the next record or the commit); other errors raise."""
-        done = 0
         try:
             if got.syncs:
                 self.sink.write_syncs(got.syncs, got.history)
-            done = 1
+            self.written.update(got.counts)
             self.sink.save_positions(got.positions, got.epochs)
-            return 2
         except KafkaError as e:
             if not e.retriable:
                 raise
@@ -174,35 +139,9 @@ class TailProgress:
                 log.warning("a copy task could not record its progress; its micro-batch's commit will",
                             error=str(e))
                 self._warned = True
-            return done
-
-    def _taken(self, got: Gathered, done: int) -> None:
-        if done >= 1:
-            self.written.update(got.counts)
-        if done == 2:
-            self.positions.update(got.positions)
-
-
-class _Writing(threading.Thread):
-    """One record's writes (``TailProgress._guarded``) in a thread of their own; ``result`` joins it."""
-
-    def __init__(self, write: Callable[[Gathered], int], got: Gathered):
-        super().__init__(name="mm2py-progress", daemon=True)
-        self.write, self.got = write, got
-        self.done = 0
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self.done = self.write(self.got)
-        except BaseException as e:  # raised in the copier's thread by result()
-            self.error = e
-
-    def result(self) -> int:
-        self.join()
-        if self.error is not None:
-            raise self.error
-        return self.done
+            return None
+        self.positions.update(got.positions)
+        return None
 
 
 @dataclass

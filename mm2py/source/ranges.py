@@ -44,6 +44,10 @@ class PartitionRange:
     # the source topic's id the plan was made for ("": unknown): the copy fetches that topic by
     # this id, so a topic re-created under it is never read as if it went on (mm2py.kafka.topic_ids)
     topic_id: str = ""
+    # the last sync (upstream, downstream) the copier this range takes over from wrote (a resident
+    # handover, mm2py.source.copy.resident_task): a first sync on its line continues that run, so
+    # it is no run start for the history (mm2py.source.sync_history) and not written again
+    prior_sync: tuple[int, int] | None = None
 
     @property
     def key(self) -> str:

@@ -142,6 +142,35 @@ def unwritten(results: Iterable[RangeResult],
     return out, before
 
 
+def to_commit(results: Iterable[RangeResult],
+              last: Mapping[TP, tuple[int, int]]) -> tuple[list[OffsetSync], list[OffsetSync]]:
+    """The syncs, and the history records, a micro-batch's commit writes for ``results``, in order.
+
+    A partition may have several rows, each going on from the one before (a released resident
+    copier's, then the snapshot of the task that released it): they are taken one after the
+    other, each after the sync its own task wrote last (``unwritten``), else the row before's
+    last, else ``last``. So no sync is written twice, and none after a newer one of its partition
+    (which would supersede it, mm2py.checkpoint.translation).
+    """
+    rounds: list[list[RangeResult]] = []
+    seen: dict[TP, int] = {}
+    for r in results:
+        tp = (r.topic, r.partition)
+        i = seen[tp] = seen.get(tp, -1) + 1
+        if i == len(rounds):
+            rounds.append([])
+        rounds[i].append(r)
+    known = dict(last)
+    syncs: list[OffsetSync] = []
+    history: list[OffsetSync] = []
+    for rows in rounds:
+        pending, before = unwritten(rows, known)
+        syncs += all_syncs(pending, before)
+        history += history_syncs(pending, before)
+        known.update({(r.topic, r.partition): r.syncs[-1] for r in rows if r.syncs})
+    return syncs, history
+
+
 def history_syncs(results: Iterable[RangeResult],
                   last: Mapping[TP, tuple[int, int]] | None = None) -> list[OffsetSync]:
     """The syncs of ``results`` that go to the history (``last``: each partition's last sync seen)."""

@@ -35,6 +35,13 @@ def test_ranges_continue_where_the_released_copier_ended() -> None:
     assert out[2] == ranges[2]  # no copier held it
 
 
+def test_a_continued_range_carries_the_released_copiers_last_sync() -> None:
+    ranges = [rng(0, 100, 150), rng(1, 0, 50)]
+    out = continue_after(ranges, {(T, 0): (180, 100), (T, 1): (620, 500)}, {(T, 0): (180, 1180), (T, 1): (620, 9)})
+    assert out[0].prior_sync == (180, 1180)
+    assert out[1] == ranges[1], "a reset does not continue the copier's run"
+
+
 def test_a_reset_below_the_copiers_planned_end_keeps_its_plan() -> None:
     ranges = [rng(0, 0, 50)]  # the topic was re-created: the planner starts below the copier's range
     assert continue_after(ranges, {(T, 0): (620, 500)}) == ranges
@@ -63,6 +70,7 @@ def test_delta_leaves_a_gap_the_snapshot_reported_to_the_ledger_once() -> None:
 class FakeTail:
     def __init__(self) -> None:
         self.written: dict = {(T, 0): 2}
+        self.closed: dict = {}
         self.recorded = 0
 
     def due(self, caught_up=lambda: False, unrecorded=lambda: 0) -> bool:
@@ -252,3 +260,13 @@ def test_a_snapshot_waits_for_a_done_partition_whose_batches_are_unacknowledged(
     part.next_fetch = 60
     part.stall(60, 10, "too large")
     assert resident.progress.ready(), "a stalled partition's row says where it stopped"
+
+
+def test_a_snapshot_row_whose_closing_sync_the_tail_wrote_leaves_the_commit_no_sync() -> None:
+    inner = FakeTail()
+    inner.closed = {(T, 0): (11, 11)}  # the record just before wrote the row's closing sync
+    progress = SnapshotProgress(inner)  # type: ignore[arg-type]
+    progress.ready = lambda: True
+    progress.wanted.set()
+    progress.record([((T, 0), FakePart(row(0, 0, 10, 12, syncs=((0, 0), (5, 5), (11, 11))), acked=11))])  # type: ignore[list-item]
+    assert progress.rows[0].syncs_written == 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 import signal
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,9 @@ from mm2py.formats import OffsetSync
 from mm2py.source.copy.partition import PartitionCopy, Pending
 from mm2py.source.copy.stop_flag import StopFlag
 from mm2py.source.copy.tail import TailWindow
-from mm2py.source.copy.tail_commit import BUSY_RECORDS, BUSY_S, TailProgress
+from mm2py.source.copy.tail_commit import BUSY_RECORDS, BUSY_S, TailProgress, written_of
 from mm2py.source.ranges import PartitionRange, RangeResult
-from mm2py.source.sync_history import all_syncs, history_syncs, unwritten
+from mm2py.source.sync_history import all_syncs, history_syncs, to_commit, unwritten
 from mm2py.types import TP
 
 TP0: TP = ("t", 0)
@@ -127,6 +128,36 @@ def test_each_sync_goes_out_once_and_the_commit_writes_only_the_rest() -> None:
     assert history_syncs(pending, before) == []
 
 
+def test_a_range_that_continues_a_released_copier_starts_no_run_in_the_history() -> None:
+    # the copier before ended at 30, its closing sync (30, 130): this task's records land on its line
+    part = PartitionCopy.of(PartitionRange("t", 0, 30, 30, "A.t", exact=True, prior_sync=(30, 130)))
+    land(part, 30, 10, 130)
+    sink = Sink()
+    TailProgress(sink, 1.0).record([(TP0, part)])
+    assert sink.calls[:2] == [("syncs", [(40, 140)]), ("history", [])]
+    # a copier before whose records landed elsewhere: this task's first sync does start a run
+    moved = PartitionCopy.of(PartitionRange("t", 0, 30, 30, "A.t", exact=True, prior_sync=(30, 100)))
+    land(moved, 30, 10, 130)
+    sink = Sink()
+    TailProgress(sink, 1.0).record([(TP0, moved)])
+    assert sink.calls[:2] == [("syncs", [(30, 130), (40, 140)]), ("history", [(30, 130)])]
+
+
+def test_the_commit_does_not_write_again_the_closing_sync_the_task_wrote_last() -> None:
+    """Written again at the commit, after the copy went on, it would supersede the newer syncs."""
+    part = copy_of()
+    land(part, 0, 10, 100)
+    progress = TailProgress(Sink(), 1.0)
+    progress.record([(TP0, part)])  # writes (0, 100) and the closing (10, 110)
+    closed = RangeResult("t", 0, 0, 30, 10, syncs=tuple(part.closed_syncs()))
+    assert written_of(closed, progress.written, progress.closed) == 2
+    pending, before = unwritten([replace(closed, syncs_written=2)], {})
+    assert all_syncs(pending, before) == [] and history_syncs(pending, before) == []
+    land(part, 10, 10, 110)  # the run went on past what was written: its new end is the commit's to write
+    moved = RangeResult("t", 0, 0, 30, 20, syncs=tuple(part.closed_syncs()))
+    assert written_of(moved, progress.written, progress.closed) == 1
+
+
 def test_nothing_moved_nothing_written_and_an_outage_is_left_to_the_commit() -> None:
     part = copy_of(5)
     sink = Sink()
@@ -207,3 +238,19 @@ def test_a_partition_that_lost_records_is_left_to_the_commit_which_writes_the_le
     sink = Sink()
     TailProgress(sink, 1.0).record([(TP0, part)])
     assert sink.calls == []
+
+
+def test_a_partitions_rows_commit_one_after_the_other_and_no_older_sync_after_a_newer() -> None:
+    """A released copier's row, then the snapshot of the task that released it (seen in workload e:
+    each row's last written sync was taken for the other's, and (119, 119) went out after (153, 153))."""
+    released = RangeResult("t", 0, 103, 119, 119, syncs=((58, 58), (119, 119)), syncs_written=2)
+    snapshot = RangeResult("t", 0, 119, 153, 153, syncs=((119, 119), (153, 153)), syncs_written=2)
+    assert to_commit([released, snapshot], {}) == ([], [])
+    # the snapshot's closing sync not written by its task: only it goes out, on the run's line
+    syncs, history = to_commit([released, replace(snapshot, syncs_written=1)], {})
+    assert [(s.upstream_offset, s.downstream_offset) for s in syncs] == [(153, 153)] and history == []
+    # the run broke in the snapshot's range: its run start goes to the history too
+    broke = RangeResult("t", 0, 119, 153, 153, syncs=((119, 119), (130, 140), (153, 163)), syncs_written=1)
+    syncs, history = to_commit([released, broke], {})
+    assert [(s.upstream_offset, s.downstream_offset) for s in syncs] == [(130, 140), (153, 163)]
+    assert [(s.upstream_offset, s.downstream_offset) for s in history] == [(130, 140)]

@@ -63,6 +63,7 @@ from mm2py.source.copy.produce_window import ProduceWindow
 from mm2py.source.copy.producer_slot import KeptProducer
 from mm2py.source.copy.resend import ResendBook
 from mm2py.source.copy.tail import Tails
+from mm2py.source.copy.tail_commit import written_of
 from mm2py.source.ranges import PartitionRange, RangeResult
 from mm2py.types import TP
 
@@ -219,7 +220,7 @@ class Copier:
         results = [p.result() for p in self.parts.values()]
         progress = self.tail.progress if self.tail is not None else None
         if progress is not None and progress.written:  # the syncs the task wrote already (tail_commit)
-            results = [replace(r, syncs_written=progress.written.get((r.topic, r.partition), 0)) for r in results]
+            results = [replace(r, syncs_written=written_of(r, progress.written, progress.closed)) for r in results]
         return self.writer.finish(results)
 
     def _fetch(self, node: int, tps: list[TP]) -> tuple[Future, TP | None] | None:

@@ -53,6 +53,7 @@ class TransactionPeriods:
         self.clock = clock
         self._last = clock()
         self.written: dict[TP, int] = {}  # per source partition: how many leading syncs were committed
+        self.closed: dict[TP, tuple[int, int]] = {}  # left empty: exactly-once rows count only ``written``
         self.positions: dict[TP, int] = {}  # per source partition: the last position committed
         self.commits = 0
         self._sent = 0  # batches sent as of the last commit

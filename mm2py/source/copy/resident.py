@@ -40,7 +40,7 @@ from typing import Any
 from mm2py.source.copy.copier import Copier
 from mm2py.source.copy.partition import PartitionCopy
 from mm2py.source.copy.tail import TailWindow
-from mm2py.source.copy.tail_commit import TailProgress
+from mm2py.source.copy.tail_commit import TailProgress, written_of
 from mm2py.source.ranges import RangeResult
 from mm2py.types import TP
 
@@ -62,7 +62,8 @@ class SnapshotProgress:
         self.wanted = threading.Event()
         self.taken = threading.Event()
         self.rows: list[RangeResult] = []
-        self.written: dict[TP, int] = inner.written  # the same dict: the tail's record fills it
+        self.written: dict[TP, int] = inner.written  # the same dicts: the tail's record fills them
+        self.closed: dict[TP, tuple[int, int]] = inner.closed
 
     def due(self, caught_up: Callable[[], bool] = lambda: False, unrecorded: Callable[[], int] = lambda: 0) -> bool:
         return (self.wanted.is_set() and self.ready()) or self.inner.due(caught_up, unrecorded)
@@ -74,7 +75,7 @@ class SnapshotProgress:
         parts = list(parts)
         self.inner.record(parts)
         if self.wanted.is_set() and self.ready():
-            self.rows = [with_written(acked_row(p), self.written) for _, p in parts]
+            self.rows = [with_written(acked_row(p), self.written, self.closed) for _, p in parts]
             self.wanted.clear()
             self.taken.set()
 
@@ -91,9 +92,9 @@ def acked_row(part: PartitionCopy) -> RangeResult:
     return row
 
 
-def with_written(r: RangeResult, written: dict[TP, int]) -> RangeResult:
-    """``r`` saying how many of its leading syncs its copier wrote already."""
-    return replace(r, syncs_written=written.get((r.topic, r.partition), 0))
+def with_written(r: RangeResult, written: dict[TP, int], closed: dict[TP, tuple[int, int]]) -> RangeResult:
+    """``r`` saying how many of its leading syncs its copier wrote already (``written_of``)."""
+    return replace(r, syncs_written=written_of(r, written, closed))
 
 
 def delta(final: RangeResult, base: RangeResult | None) -> RangeResult:

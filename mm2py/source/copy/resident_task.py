@@ -63,7 +63,8 @@ def handed_over(lease: ResidentLease, ranges: list[PartitionRange],
     if not lease.one_host and not tps <= held:
         sleep(lease.grace_s)  # a copier on another host stops by its lease, which began before this task
     back = went_back(ranges, ends)
-    return continue_after(ranges, ends), [r for r in rows if (r.topic, r.partition) not in back]
+    last = {(r.topic, r.partition): r.syncs[-1] for r in rows if r.syncs}  # the closing sync each copier wrote
+    return continue_after(ranges, ends, last), [r for r in rows if (r.topic, r.partition) not in back]
 
 
 def went_back(ranges: list[PartitionRange], ends: Mapping[TP, tuple[int, int]]) -> set[TP]:
@@ -92,18 +93,21 @@ def settle(lease: ResidentLease, tps: set[TP], sleep: Callable[[float], None] = 
                  records_after_snapshot=sum(r.records for r in rows))
 
 
-def continue_after(ranges: list[PartitionRange], ends: Mapping[TP, tuple[int, int]]) -> list[PartitionRange]:
+def continue_after(ranges: list[PartitionRange], ends: Mapping[TP, tuple[int, int]],
+                   last_syncs: Mapping[TP, tuple[int, int]] | None = None) -> list[PartitionRange]:
     """Each range starting where a released copier's acknowledged writes ended (``ends``: that, and
     the copier's planned end, per partition), when that lies past its start and the range continues
     the copier's (starts at or past the copier's planned end: a reset plans below it, and is kept
-    as planned)."""
+    as planned). A continued range carries the copier's last sync (``last_syncs``) as its
+    ``prior_sync``: it is the one writer of the partition since then."""
     out = []
     for r in ranges:
-        next_offset, copier_end = ends.get((r.topic, r.partition), (-1, -1))
+        tp = (r.topic, r.partition)
+        next_offset, copier_end = ends.get(tp, (-1, -1))
         if next_offset > r.start and r.start >= copier_end:
             # the planned end stays: past it the range only tails (Copier), and the copier that takes
             # this over compares the next plan with it
-            r = replace(r, start=next_offset, exact=True)
+            r = replace(r, start=next_offset, exact=True, prior_sync=(last_syncs or {}).get(tp))
         out.append(r)
     return out
 

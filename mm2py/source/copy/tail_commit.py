@@ -19,7 +19,9 @@ Invariants:
   history, then positions), so translation never lacks the mapping of a mirrored record;
 - each of a partition's syncs is written once by the task: ``written`` says how many of its
   leading syncs went out, so the micro-batch's commit writes only those after them and the syncs
-  topic never sees an older sync after a newer one;
+  topic never sees an older sync after a newer one; a range that continues a released copier
+  (``prior_sync``, mm2py.source.copy.resident_task) does not write that copier's closing sync
+  again, and its first sync on the same line starts no run in the history;
 - a write refused for a retriable reason (an outage) is left for the next interval or the
   micro-batch's commit, which writes everything; other errors fail the task, as the copy would;
 - a partition that lost records (deleted before they were mirrored) is left to the commit, which
@@ -42,6 +44,7 @@ from mm2py.errors import KafkaError
 from mm2py.formats import OffsetSync
 from mm2py.source.copy.copy_settings import ProducerState
 from mm2py.source.copy.partition import PartitionCopy
+from mm2py.source.ranges import RangeResult
 from mm2py.source.sync_history import history_for, run_starts
 from mm2py.source.sync_writer import OffsetSyncWriter
 from mm2py.stores.positions import PositionStore
@@ -70,6 +73,7 @@ class TaskProgress(Protocol):
 
     drains: bool
     written: dict[TP, int]
+    closed: dict[TP, tuple[int, int]]
 
     def due(self, caught_up: Callable[[], bool] = ..., unrecorded: Callable[[], int] = ...) -> bool: ...
     def unrecorded(self, parts: Iterable[tuple[TP, PartitionCopy]]) -> int: ...
@@ -92,6 +96,7 @@ class TailProgress:
         self._backlog_owed = True  # the planned ranges are recorded as soon as they are acknowledged
         self._checked = float("-inf")
         self.written: dict[TP, int] = {}  # per source partition: how many leading syncs went out
+        self.closed: dict[TP, tuple[int, int]] = {}  # per source partition: the last sync written (``written_of``)
         self.positions: dict[TP, int] = {}  # per source partition: the last position written
         self._warned = False
 
@@ -131,6 +136,7 @@ class TailProgress:
             if got.syncs:
                 self.sink.write_syncs(got.syncs, got.history)
             self.written.update(got.counts)
+            self.closed.update(got.closing)
             self.sink.save_positions(got.positions, got.epochs)
         except KafkaError as e:
             if not e.retriable:
@@ -154,6 +160,18 @@ class Gathered:
     syncs: list[OffsetSync] = field(default_factory=list)
     history: list[OffsetSync] = field(default_factory=list)
     counts: dict[TP, int] = field(default_factory=dict)
+    closing: dict[TP, tuple[int, int]] = field(default_factory=dict)  # each partition's last sync, closing its run
+
+
+def written_of(r: RangeResult, written: Mapping[TP, int], closed: Mapping[TP, tuple[int, int]]) -> int:
+    """How many of ``r``'s leading syncs its task wrote: ``written``'s count, and the sync closing the
+    row too when it is the one the task wrote last. The commit writes only those after: a closing
+    sync written again after the copier's newer syncs would supersede them (mm2py.checkpoint.translation)."""
+    tp = (r.topic, r.partition)
+    done = written.get(tp, 0)
+    if len(r.syncs) == done + 1 and closed.get(tp) == r.syncs[-1]:
+        return done + 1
+    return done
 
 
 def gather(parts: Iterable[tuple[TP, PartitionCopy]], recorded: Mapping[TP, int], written: Mapping[TP, int], *,
@@ -171,11 +189,15 @@ def gather(parts: Iterable[tuple[TP, PartitionCopy]], recorded: Mapping[TP, int]
             continue
         done = written.get(tp, 0)
         pairs = part.closed_syncs()[done:]
-        before = part.syncs[done - 1] if done else None
+        before = part.syncs[done - 1] if done else part.range.prior_sync
+        if not done and pairs and pairs[0] == before:
+            pairs = pairs[1:]  # the copier before wrote it (its closing sync): the topic holds it
         got.syncs += [OffsetSync(tp[0], tp[1], up, down) for up, down in pairs]
         if history:
             got.history += [OffsetSync(tp[0], tp[1], up, down) for up, down in run_starts(pairs, before)]
         got.counts[tp] = len(part.syncs)
+        if closed := part.closed_syncs():
+            got.closing[tp] = closed[-1]
     return got
 
 

@@ -34,7 +34,7 @@ from mm2py.policy import ReplicationPolicy
 from mm2py.source.plan.listing import OffsetLister, SourceListing
 from mm2py.source.plan.resets import gap_entry
 from mm2py.source.ranges import RangeResult
-from mm2py.source.sync_history import all_syncs, history_for, history_syncs, unwritten
+from mm2py.source.sync_history import history_for, to_commit
 from mm2py.source.sync_writer import OffsetSyncWriter
 from mm2py.stores.ledger import Ledger
 from mm2py.stores.positions import PositionStore
@@ -116,14 +116,13 @@ class FlowCommitter:
         positions = {(r.topic, r.partition): r.next_offset - 1 for r in results if r.next_offset > r.start}
         epochs = {(r.topic, r.partition): r.leader_epoch for r in results  # checked by mm2py.source.plan.divergence
                   if r.next_offset > r.start and r.leader_epoch >= 0}
-        pending, before = unwritten(results, self.last_sync)  # less what tailing tasks wrote
-        syncs = all_syncs(pending, before)
+        syncs, run_starts = to_commit(results, self.last_sync)  # less what tailing tasks wrote
         if self.history is not None and syncs:  # its retention covers every topic synced (in tasks too)
             keeper = self.history
             self._durably("offset-sync history", lambda: keeper.cover({s.topic for s in syncs}))
         if self.syncs is not None and syncs:
             saver = self.syncs
-            history = history_syncs(pending, before) if self.history is not None else []
+            history = run_starts if self.history is not None else []
             self._durably("offset syncs", lambda: saver.write(syncs, history))
         self.last_sync.update({(r.topic, r.partition): r.syncs[-1] for r in results if r.syncs})
         gaps = [gap_entry(self.flow.name, r.topic, r.partition, r.lost_start, r.lost_end)

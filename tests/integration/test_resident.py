@@ -17,6 +17,7 @@ import time
 import pytest
 
 from mm2py.config.model import ClusterConfig
+from mm2py.formats import OffsetSync
 from mm2py.source.copy import handover
 from mm2py.stores.positions import PositionStore
 from tests.integration.mirror_helpers import (
@@ -28,7 +29,7 @@ from tests.integration.mirror_helpers import (
     stop_at_the_ends,
     wait_for,
 )
-from tests.kafkautil import Stream, compare, create_topic, end_offsets
+from tests.kafkautil import Stream, compare, consume_all, create_topic, end_offsets
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]  # tests/lanes.py
 
@@ -54,6 +55,9 @@ def test_resident_copiers_hand_over_without_a_gap_or_a_duplicate(cluster_a, clus
         wait_for(lambda: sum(1 for b in batch_lines(log) if b["records"]) >= 8, 240,
                  "eight micro-batches that copied (seven handovers)", replicator)
         steady = compare(cluster_b.bootstrap, remote, stream.snapshot())
+        copying = sum(1 for b in batch_lines(log) if b["records"])
+        syncs, runs = syncs_of(cluster_a.bootstrap, "mm2-offset-syncs.B.internal", topic), syncs_of(
+            cluster_a.bootstrap, "mm2-offset-syncs-history.B.internal", topic)
         assert replicator.stop(driver_only=True) == 0, replicator.tail()
         after_stop = compare(cluster_b.bootstrap, remote, stream.snapshot())
         replicator = Replicator(config, log).start()
@@ -76,6 +80,14 @@ def test_resident_copiers_hand_over_without_a_gap_or_a_duplicate(cluster_a, clus
     print(f"resident: steady {steady}; "
           f"after a clean stop {after_stop}; after the restart {restarted}; at the end {final}, {sent} sent")
     assert steady.missing == 0 and steady.duplicates == 0 and not steady.out_of_order
+    # each handover's syncs go on from the last: none below one written before it (read later, it would
+    # supersede the newer ones), and a steady run adds no run start to the history
+    back = [(p, a, b) for p, pairs in syncs.items() for a, b in zip(pairs, pairs[1:], strict=False) if b[0] < a[0]]
+    assert not back, f"syncs below one written before them (partition, before, after): {back[:5]}"
+    # (one at the first micro-batch that tails, one before it when the first copied a backlog; each
+    # task that started fresh at every handover would add one per micro-batch)
+    assert set(runs) == {0, 1} and 2 * max(map(len, runs.values())) < copying, (
+        f"history run starts {runs} over {copying} micro-batches that copied")
     assert after_stop.duplicates == 0 and restarted.duplicates == 0, "a clean stop copies nothing twice"
     assert final.missing == 0 and not final.out_of_order and final.on_target >= sent
 
@@ -84,6 +96,16 @@ def test_resident_copiers_hand_over_without_a_gap_or_a_duplicate(cluster_a, clus
 def copied(log) -> int:
     """Micro-batches that copied records, in the replicator's log."""
     return sum(1 for b in batch_lines(log) if b["records"])
+
+
+def syncs_of(bootstrap: str, syncs_topic: str, topic: str) -> dict[int, list[tuple[int, int]]]:
+    """``topic``'s offset syncs in ``syncs_topic`` (MM2's topic or mm2py's history), per partition in log order."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for record in consume_all(bootstrap, syncs_topic).get(0, []):
+        sync = OffsetSync.from_record(record.key or b"", record.value or b"")
+        if sync.topic == topic:
+            out.setdefault(sync.partition, []).append((sync.upstream_offset, sync.downstream_offset))
+    return out
 
 
 def test_python_workers_sigkilled_during_a_handover_lose_nothing_and_keep_order(cluster_a, cluster_b, unique_name,

@@ -188,7 +188,8 @@ def gather(parts: Iterable[tuple[TP, PartitionCopy]], recorded: Mapping[TP, int]
         if not syncs:
             continue
         done = written.get(tp, 0)
-        pairs = part.closed_syncs()[done:]
+        closed = part.closed_syncs()
+        pairs = closed[done:]
         before = part.syncs[done - 1] if done else part.range.prior_sync
         if not done and pairs and pairs[0] == before:
             pairs = pairs[1:]  # the copier before wrote it (its closing sync): the topic holds it
@@ -196,7 +197,7 @@ def gather(parts: Iterable[tuple[TP, PartitionCopy]], recorded: Mapping[TP, int]
         if history:
             got.history += [OffsetSync(tp[0], tp[1], up, down) for up, down in run_starts(pairs, before)]
         got.counts[tp] = len(part.syncs)
-        if closed := part.closed_syncs():
+        if closed:
             got.closing[tp] = closed[-1]
     return got
 

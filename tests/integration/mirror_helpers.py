@@ -236,10 +236,10 @@ def copy_intervals(log: Path) -> int:
     return sum(1 for b in batch_lines(log) if b["tailed"])
 
 
-def next_commit(log: Path, replicator: Replicator) -> None:
+def next_commit(log: Path, replicator: Replicator, timeout: float = 60) -> None:
     """Return as the next micro-batch's commit line is written: its handover to the next plan and launch."""
     seen = len(batch_lines(log))
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + timeout * TIMEOUT_SCALE
     while len(batch_lines(log)) == seen and time.monotonic() < deadline and replicator.alive():
         time.sleep(0.01)
     assert len(batch_lines(log)) > seen, replicator.tail()
